@@ -1,0 +1,1913 @@
+//! Parse and validate the roce-route configuration file.
+//!
+//! Pure: TOML text in, a [`Config`] or the first [`ConfigError`] out. No I/O
+//! and no kernel: checks that need the host (an interface exists, a bare
+//! address has a prefix length, a gateway is on-link for addresses the host
+//! picks) are done later by the modules that read the host.
+//!
+//! Every error names the file, the line and column of the offending value,
+//! the key or interface it belongs to, and a hint saying how to fix it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::hash::Hash;
+use std::net::{IpAddr, Ipv4Addr};
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::model::{self, Family, Prefix, SysctlKey};
+
+/// Route and rule protocol number roce-route stamps on what it installs.
+pub const DEFAULT_PROTOCOL: u8 = 234;
+pub const DEFAULT_TABLE_BASE: u32 = 100;
+pub const DEFAULT_PRIORITY: u32 = 1000;
+/// Sysctls set on every interface unless the config says otherwise.
+pub const DEFAULT_SYSCTLS: [(SysctlKey, u32); 2] =
+    [(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2)];
+
+/// Highest rule priority allowed: 32766 and 32767 are the kernel's `main`
+/// and `default` rules, and ours must come before them.
+const MAX_PRIORITY: u32 = 32765;
+/// IFNAMSIZ (16) less the terminating NUL.
+const MAX_IFNAME_BYTES: usize = 15;
+/// Protocol numbers 0..=4 belong to the kernel (`rtnetlink.h`).
+const KERNEL_PROTOCOLS: [&str; 5] = ["unspec", "redirect", "kernel", "boot", "static"];
+
+// ---------------------------------------------------------------------------
+// Output types
+// ---------------------------------------------------------------------------
+
+/// A 1-based position in the config text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub line: usize,
+    pub col: usize,
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub file: String,
+    pub defaults: Defaults,
+    pub interfaces: Vec<Interface>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Defaults {
+    pub table_base: u32,
+    pub priority: u32,
+    pub protocol: u8,
+    pub sysctls: BTreeMap<SysctlKey, u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Interface {
+    pub name: String,
+    /// Of the `name` value.
+    pub loc: Loc,
+    /// `None`: take the interface's global addresses at apply time.
+    pub addresses: Option<Vec<AddrSpec>>,
+    /// At most one per family.
+    pub gateways: Vec<Gateway>,
+    pub table: u32,
+    /// Of the `table` value if given, else of `name`.
+    pub table_loc: Loc,
+    pub priority: u32,
+    /// Of the `priority` value if given, else of `name`.
+    pub priority_loc: Loc,
+    /// Desired values: the defaults overlaid by this interface's keys.
+    pub sysctls: BTreeMap<SysctlKey, u32>,
+}
+
+/// An address from `addresses`; `len: None` means "the prefix length the
+/// interface has".
+#[derive(Clone, Debug, PartialEq)]
+pub struct AddrSpec {
+    pub addr: IpAddr,
+    pub len: Option<u8>,
+    pub loc: Loc,
+}
+
+impl AddrSpec {
+    pub fn prefix(&self) -> Option<Prefix> {
+        self.len.map(|len| Prefix::new(self.addr, len))
+    }
+}
+
+impl fmt::Display for AddrSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.len {
+            Some(len) => write!(f, "{}/{}", self.addr, len),
+            None => write!(f, "{}", self.addr),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gateway {
+    pub addr: IpAddr,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct ConfigError {
+    pub file: String,
+    pub loc: Option<Loc>,
+    pub what: String,
+    pub hint: String,
+}
+
+impl ConfigError {
+    pub fn at(
+        file: &str,
+        loc: Option<Loc>,
+        what: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
+        ConfigError {
+            file: file.to_string(),
+            loc,
+            what: what.into(),
+            hint: hint.into(),
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut out = match self.loc {
+            Some(loc) => format!("{}:{}: {}", self.file, loc, self.what),
+            None => format!("{}: {}", self.file, self.what),
+        };
+        if !self.hint.is_empty() {
+            out.push_str("\n  hint: ");
+            out.push_str(&self.hint);
+        }
+        out
+    }
+}
+
+/// The 1-based line and column (in characters) of a byte offset in `text`.
+/// Offsets past the end or inside a character are clamped, never a panic.
+pub fn loc_of(text: &str, byte_offset: usize) -> Loc {
+    let mut end = byte_offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    Loc {
+        line: before.matches('\n').count() + 1,
+        col: before[line_start..].chars().count() + 1,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Raw (as written) types
+// ---------------------------------------------------------------------------
+
+/// Integers are read as i64 so that range errors get our own messages.
+type Int = Spanned<i64>;
+type Str = Spanned<String>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    defaults: Option<RawDefaults>,
+    #[serde(default)]
+    interface: Vec<RawInterface>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    table_base: Option<Int>,
+    priority: Option<Int>,
+    protocol: Option<Int>,
+    arp_ignore: Option<Int>,
+    arp_announce: Option<Int>,
+    rp_filter: Option<Int>,
+    arp_filter: Option<Int>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInterface {
+    name: Str,
+    addresses: Option<Spanned<Vec<Str>>>,
+    gateway: Option<Spanned<GatewayList>>,
+    table: Option<Int>,
+    priority: Option<Int>,
+    arp_ignore: Option<Int>,
+    arp_announce: Option<Int>,
+    rp_filter: Option<Int>,
+    arp_filter: Option<Int>,
+}
+
+/// The sysctl keys of a raw table, paired with their model key.
+type RawSysctls<'a> = [(SysctlKey, Option<&'a Int>); 4];
+
+impl RawDefaults {
+    fn sysctls(&self) -> RawSysctls<'_> {
+        [
+            (SysctlKey::ArpIgnore, self.arp_ignore.as_ref()),
+            (SysctlKey::ArpAnnounce, self.arp_announce.as_ref()),
+            (SysctlKey::RpFilter, self.rp_filter.as_ref()),
+            (SysctlKey::ArpFilter, self.arp_filter.as_ref()),
+        ]
+    }
+}
+
+impl RawInterface {
+    fn sysctls(&self) -> RawSysctls<'_> {
+        [
+            (SysctlKey::ArpIgnore, self.arp_ignore.as_ref()),
+            (SysctlKey::ArpAnnounce, self.arp_announce.as_ref()),
+            (SysctlKey::RpFilter, self.rp_filter.as_ref()),
+            (SysctlKey::ArpFilter, self.arp_filter.as_ref()),
+        ]
+    }
+}
+
+/// `gateway = "a"` or `gateway = ["a", "b"]`. A hand-written visitor
+/// rather than `#[serde(untagged)]`, which would lose the element spans.
+enum GatewayList {
+    One(String),
+    Many(Vec<Str>),
+}
+
+impl<'de> Deserialize<'de> for GatewayList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = GatewayList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a gateway address string or an array of them")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<GatewayList, E> {
+                Ok(GatewayList::One(s.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<GatewayList, A::Error> {
+                let mut all = Vec::new();
+                while let Some(s) = seq.next_element::<Str>()? {
+                    all.push(s);
+                }
+                Ok(GatewayList::Many(all))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl GatewayList {
+    /// Every gateway string with its own span; `span` is that of the value.
+    fn into_items(self, span: Range<usize>) -> Vec<Str> {
+        match self {
+            GatewayList::One(s) => vec![Spanned::new(span, s)],
+            GatewayList::Many(all) => all,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------
+
+/// Parse and validate `text`; `file` is the path shown in messages.
+pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+    let cx = Ctx { file, text };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
+    let defaults = cx.defaults(raw.defaults.as_ref())?;
+    if raw.interface.is_empty() {
+        return Err(ConfigError::at(
+            file,
+            None,
+            format!("no [[interface]] in {file}"),
+            "add one [[interface]] table per RDMA NIC, e.g. [[interface]] name = \"ib0\"",
+        ));
+    }
+    let interfaces = raw
+        .interface
+        .into_iter()
+        .enumerate()
+        .map(|(pos, ri)| cx.interface(ri, pos, &defaults))
+        .collect::<Result<Vec<_>, _>>()?;
+    cx.check_across(&interfaces)?;
+    Ok(Config {
+        file: file.to_string(),
+        defaults,
+        interfaces,
+    })
+}
+
+/// What every check needs: the file name for messages and the text for
+/// turning spans into positions.
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+type Res<T> = Result<T, ConfigError>;
+
+/// Which interface lists each address, and where.
+type Owners<'i> = HashMap<IpAddr, (&'i str, &'i AddrSpec)>;
+
+impl Ctx<'_> {
+    fn loc<T>(&self, s: &Spanned<T>) -> Loc {
+        loc_of(self.text, s.span().start)
+    }
+
+    fn err(&self, loc: Loc, what: impl Into<String>, hint: impl Into<String>) -> ConfigError {
+        ConfigError::at(self.file, Some(loc), what, hint)
+    }
+
+    /// A TOML syntax or shape error, keeping toml's message and prefixing
+    /// the key it concerns when the message does not say.
+    fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
+        let span = e.span();
+        let loc = span.as_ref().map(|s| loc_of(self.text, s.start));
+        let message = e
+            .message()
+            .trim_end()
+            .replace("expected i64", "expected an integer");
+        let hint = toml_hint(&message);
+        let what = match span.clone().and_then(|s| key_path_at(self.text, s.start)) {
+            Some(path) => format!("`{path}`: {message}"),
+            None if message == "duplicate key" => {
+                let key = span.and_then(|s| self.text.get(s)).unwrap_or_default();
+                format!("duplicate key `{key}`")
+            }
+            None => message,
+        };
+        ConfigError::at(self.file, loc, what, hint)
+    }
+
+    // --- [defaults] -------------------------------------------------------
+
+    fn defaults(&self, raw: Option<&RawDefaults>) -> Res<Defaults> {
+        let base = DEFAULT_SYSCTLS.into_iter().collect();
+        let Some(raw) = raw else {
+            return Ok(Defaults {
+                table_base: DEFAULT_TABLE_BASE,
+                priority: DEFAULT_PRIORITY,
+                protocol: DEFAULT_PROTOCOL,
+                sysctls: base,
+            });
+        };
+        let owner = "[defaults]";
+        Ok(Defaults {
+            table_base: match &raw.table_base {
+                Some(v) => self.table_number(v, owner, "table_base")?,
+                None => DEFAULT_TABLE_BASE,
+            },
+            priority: match &raw.priority {
+                Some(v) => self.priority(v, owner)?,
+                None => DEFAULT_PRIORITY,
+            },
+            protocol: match &raw.protocol {
+                Some(v) => self.protocol(v)?,
+                None => DEFAULT_PROTOCOL,
+            },
+            sysctls: self.sysctls(base, raw.sysctls(), owner)?,
+        })
+    }
+
+    /// A value that must fit a u32 table id (range only; reserved ids are
+    /// checked on the table an interface ends up with).
+    fn table_number(&self, v: &Int, owner: &str, key: &str) -> Res<u32> {
+        u32::try_from(*v.get_ref()).map_err(|_| {
+            self.err(
+                self.loc(v),
+                format!("{owner}: {key} = {} is out of range", v.get_ref()),
+                format!(
+                    "routing table ids are 1..={} (and 0, 253, 254, 255 are reserved)",
+                    u32::MAX
+                ),
+            )
+        })
+    }
+
+    fn priority(&self, v: &Int, owner: &str) -> Res<u32> {
+        match u32::try_from(*v.get_ref()) {
+            Ok(p) if (1..=MAX_PRIORITY).contains(&p) => Ok(p),
+            _ => Err(self.err(
+                self.loc(v),
+                format!(
+                    "{owner}: priority = {} is out of range 1..={MAX_PRIORITY}",
+                    v.get_ref()
+                ),
+                "rule priority 0 is the kernel's `local` rule and 32766/32767 are `main` and \
+                 `default`; pick 1..=32765 so the per-NIC rules come before `main`",
+            )),
+        }
+    }
+
+    fn protocol(&self, v: &Int) -> Res<u8> {
+        let n = *v.get_ref();
+        let (what, hint) = match u8::try_from(n) {
+            Ok(p) if usize::from(p) >= KERNEL_PROTOCOLS.len() => return Ok(p),
+            Ok(p) => (
+                format!(
+                    "[defaults]: protocol = {p} is the kernel's own protocol `{}`",
+                    KERNEL_PROTOCOLS[usize::from(p)]
+                ),
+                "protocols 0..=4 mark routes the kernel or an administrator made; roce-route \
+                 must tell its own routes apart, so pick 5..=255 (default 234)",
+            ),
+            Err(_) => (
+                format!("[defaults]: protocol = {n} is out of range"),
+                "the route protocol is one byte: pick 5..=255 (default 234)",
+            ),
+        };
+        Err(self.err(self.loc(v), what, hint))
+    }
+
+    /// `base` overlaid by the keys set in `raw`, each checked against the
+    /// values the kernel documents.
+    fn sysctls(
+        &self,
+        mut base: BTreeMap<SysctlKey, u32>,
+        raw: RawSysctls<'_>,
+        owner: &str,
+    ) -> Res<BTreeMap<SysctlKey, u32>> {
+        for (key, v) in raw {
+            let Some(v) = v else { continue };
+            match u32::try_from(*v.get_ref()) {
+                Ok(n) if key.valid(n) => {
+                    base.insert(key, n);
+                }
+                _ => {
+                    return Err(self.err(
+                        self.loc(v),
+                        format!(
+                            "{owner}: {} = {} is not a valid value",
+                            key.name(),
+                            v.get_ref()
+                        ),
+                        format!("{} takes {}", key.name(), key.valid_values()),
+                    ));
+                }
+            }
+        }
+        Ok(base)
+    }
+
+    // --- [[interface]] ----------------------------------------------------
+
+    fn interface(&self, raw: RawInterface, pos: usize, d: &Defaults) -> Res<Interface> {
+        let loc = self.loc(&raw.name);
+        self.check_ifname(&raw.name)?;
+        let name = raw.name.get_ref().clone();
+        let who = format!("interface \"{name}\"");
+        let (table, table_loc) = match &raw.table {
+            Some(v) => (self.explicit_table(v, &who)?, self.loc(v)),
+            None => (self.computed_table(d.table_base, pos, &who, loc)?, loc),
+        };
+        let (priority, priority_loc) = match &raw.priority {
+            Some(v) => (self.priority(v, &who)?, self.loc(v)),
+            None => (d.priority, loc),
+        };
+        let sysctls = self.sysctls(d.sysctls.clone(), raw.sysctls(), &who)?;
+        let addresses = match raw.addresses {
+            Some(list) => Some(self.addresses(list, &who)?),
+            None => None,
+        };
+        let gateways = match raw.gateway {
+            Some(g) => {
+                let span = g.span();
+                self.gateways(g.into_inner().into_items(span), &who)?
+            }
+            None => Vec::new(),
+        };
+        for gw in &gateways {
+            self.check_on_link(gw, addresses.as_deref(), &who)?;
+        }
+        Ok(Interface {
+            name,
+            loc,
+            addresses,
+            gateways,
+            table,
+            table_loc,
+            priority,
+            priority_loc,
+            sysctls,
+        })
+    }
+
+    fn check_ifname(&self, name: &Str) -> Res<()> {
+        match ifname_problem(name.get_ref()) {
+            Some((what, hint)) => {
+                Err(self.err(self.loc(name), format!("interface name {what}"), hint))
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn explicit_table(&self, v: &Int, who: &str) -> Res<u32> {
+        let t = self.table_number(v, who, "table")?;
+        match reserved_table(t) {
+            Some(kind) => Err(self.err(
+                self.loc(v),
+                format!("{who}: table = {t} is reserved by the kernel ({kind})"),
+                "tables 0, 253, 254 and 255 are the kernel's; pick another id, e.g. 100",
+            )),
+            None => Ok(t),
+        }
+    }
+
+    fn computed_table(&self, base: u32, pos: usize, who: &str, loc: Loc) -> Res<u32> {
+        let hint = "set `table` on this interface, or change table_base in [defaults]";
+        let sum = u32::try_from(pos).ok().and_then(|p| base.checked_add(p));
+        let Some(t) = sum else {
+            return Err(self.err(
+                loc,
+                format!(
+                    "{who}: table_base {base} + position {pos} overflows the largest table id {}",
+                    u32::MAX
+                ),
+                hint,
+            ));
+        };
+        match reserved_table(t) {
+            Some(kind) => Err(self.err(
+                loc,
+                format!(
+                    "{who} gets table {t} (table_base {base} + position {pos}), which is \
+                     reserved by the kernel ({kind})"
+                ),
+                hint,
+            )),
+            None => Ok(t),
+        }
+    }
+
+    fn addresses(&self, list: Spanned<Vec<Str>>, who: &str) -> Res<Vec<AddrSpec>> {
+        if list.get_ref().is_empty() {
+            return Err(self.err(
+                self.loc(&list),
+                format!("{who}: `addresses` is an empty list"),
+                "omit the `addresses` key to take every global address of the interface",
+            ));
+        }
+        list.get_ref()
+            .iter()
+            .map(|s| self.addr_spec(s, who))
+            .collect()
+    }
+
+    fn addr_spec(&self, s: &Str, who: &str) -> Res<AddrSpec> {
+        let loc = self.loc(s);
+        let text = s.get_ref().as_str();
+        let (ip_text, len_text) = match text.split_once('/') {
+            Some((ip, len)) => (ip, Some(len)),
+            None => (text, None),
+        };
+        let addr: IpAddr = ip_text.parse().map_err(|_| {
+            self.err(
+                loc,
+                format!("{who}: address \"{text}\" is not an IP address"),
+                "write an IPv4 or IPv6 address, optionally with a prefix length, e.g. \
+                 \"192.168.1.10/24\" or \"2001:db8::10/64\"",
+            )
+        })?;
+        let len = match len_text {
+            Some(l) => Some(self.prefix_len(addr, l, text, who, loc)?),
+            None => None,
+        };
+        let spec = AddrSpec { addr, len, loc };
+        if let Some(why) = unusable_address(&spec) {
+            return Err(self.err(
+                loc,
+                format!("{who}: address \"{text}\" is {why}"),
+                "list the NIC's own unicast host address (e.g. 198.51.100.10/24), not a \
+                 subnet, broadcast, multicast, loopback or unspecified address",
+            ));
+        }
+        Ok(spec)
+    }
+
+    fn prefix_len(&self, addr: IpAddr, len: &str, text: &str, who: &str, loc: Loc) -> Res<u8> {
+        let max = Family::of(&addr).max_len();
+        let parsed = if len.bytes().all(|b| b.is_ascii_digit()) {
+            len.parse::<u8>().ok()
+        } else {
+            None
+        };
+        match parsed {
+            Some(n) if n <= max => Ok(n),
+            Some(n) => Err(self.err(
+                loc,
+                format!("{who}: prefix length {n} in \"{text}\" is longer than {max} bits"),
+                format!("{} prefix lengths are 0..={max}", family_name(addr)),
+            )),
+            None => Err(self.err(
+                loc,
+                format!("{who}: prefix length \"{len}\" in \"{text}\" is not a number"),
+                format!(
+                    "write the prefix length as a number 0..={max} after '/', or leave \"/len\" \
+                     out to use the length the interface has"
+                ),
+            )),
+        }
+    }
+
+    fn gateways(&self, items: Vec<Str>, who: &str) -> Res<Vec<Gateway>> {
+        let mut out: Vec<Gateway> = Vec::new();
+        for s in &items {
+            let gw = self.gateway(s, who)?;
+            if let Some(first) = out
+                .iter()
+                .find(|g| Family::of(&g.addr) == Family::of(&gw.addr))
+            {
+                return Err(self.err(
+                    gw.loc,
+                    format!(
+                        "{who}: second {} gateway {} (the first is {} at {})",
+                        family_name(gw.addr),
+                        gw.addr,
+                        first.addr,
+                        first.loc
+                    ),
+                    "give at most one IPv4 and one IPv6 gateway per interface",
+                ));
+            }
+            out.push(gw);
+        }
+        Ok(out)
+    }
+
+    fn gateway(&self, s: &Str, who: &str) -> Res<Gateway> {
+        let loc = self.loc(s);
+        let text = s.get_ref().as_str();
+        let addr: IpAddr = text.parse().map_err(|_| {
+            self.err(
+                loc,
+                format!("{who}: gateway \"{text}\" is not an IP address"),
+                "a gateway is a bare IPv4 or IPv6 address without /len, e.g. \"192.168.1.1\"",
+            )
+        })?;
+        if let Some(why) = special_address(addr) {
+            return Err(self.err(
+                loc,
+                format!("{who}: gateway {addr} is {why}"),
+                "a gateway is the unicast address of a router on the NIC's subnet",
+            ));
+        }
+        Ok(Gateway { addr, loc })
+    }
+
+    /// With explicit prefixes in `addresses`, the gateway must be inside one
+    /// of them; bare addresses (or none) leave that to the host check.
+    fn check_on_link(&self, gw: &Gateway, addrs: Option<&[AddrSpec]>, who: &str) -> Res<()> {
+        let Some(addrs) = addrs else { return Ok(()) };
+        let fam = Family::of(&gw.addr);
+        let same: Vec<&AddrSpec> = addrs
+            .iter()
+            .filter(|a| Family::of(&a.addr) == fam)
+            .collect();
+        if same.is_empty() {
+            return Err(self.err(
+                gw.loc,
+                format!(
+                    "{who}: gateway {} is {} but `addresses` lists no {} address",
+                    gw.addr,
+                    family_name(gw.addr),
+                    family_name(gw.addr)
+                ),
+                "add an address of that family, remove the gateway, or omit `addresses` \
+                 to take every global address of the interface",
+            ));
+        }
+        if is_v6_link_local(gw.addr) {
+            return Ok(());
+        }
+        let Some(prefixes) = same.iter().map(|a| a.prefix()).collect::<Option<Vec<_>>>() else {
+            return Ok(());
+        };
+        match prefixes.iter().find(|p| p.contains(&gw.addr)) {
+            None => Err(self.err(
+                gw.loc,
+                format!(
+                    "{who}: gateway {} is outside every subnet of the interface ({})",
+                    gw.addr,
+                    join(prefixes.iter().map(|p| p.network()))
+                ),
+                "a gateway must be on-link: fix the gateway or the prefix length of the address",
+            )),
+            Some(p) => match v4_subnet_role(gw.addr, p.len) {
+                Some(role) => Err(self.err(
+                    gw.loc,
+                    format!(
+                        "{who}: gateway {} is the {role} address of {}",
+                        gw.addr,
+                        p.network()
+                    ),
+                    "a gateway is a router's host address inside the subnet",
+                )),
+                None => Ok(()),
+            },
+        }
+    }
+
+    // --- across interfaces ------------------------------------------------
+
+    fn check_across(&self, ifaces: &[Interface]) -> Res<()> {
+        self.check_unique_names(ifaces)?;
+        self.check_unique_tables(ifaces)?;
+        let owners = self.check_unique_addresses(ifaces)?;
+        self.check_gateways_not_local(ifaces, &owners)
+    }
+
+    fn check_unique_names(&self, ifaces: &[Interface]) -> Res<()> {
+        match first_duplicate(ifaces.iter().map(|i| (i.name.as_str(), i))) {
+            Some((first, second)) => Err(self.err(
+                second.loc,
+                format!(
+                    "interface \"{}\" is listed twice (first at {})",
+                    second.name, first.loc
+                ),
+                "merge the two [[interface]] tables into one",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn check_unique_tables(&self, ifaces: &[Interface]) -> Res<()> {
+        match first_duplicate(ifaces.iter().map(|i| (i.table, i))) {
+            Some((first, second)) => Err(self.err(
+                second.table_loc,
+                format!(
+                    "interfaces \"{}\" (at {}) and \"{}\" both use table {}",
+                    first.name, first.table_loc, second.name, second.table
+                ),
+                "each interface needs its own table: change `table`, or leave it out to get \
+                 table_base + the interface's position",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Every address is configured once; returns who owns each address.
+    fn check_unique_addresses<'i>(&self, ifaces: &'i [Interface]) -> Res<Owners<'i>> {
+        let all = ifaces.iter().flat_map(|i| {
+            let name = i.name.as_str();
+            i.addresses
+                .iter()
+                .flatten()
+                .map(move |a| (a.addr, (name, a)))
+        });
+        if let Some(((first, at), (second, dup))) = first_duplicate(all.clone()) {
+            return Err(self.err(
+                dup.loc,
+                format!(
+                    "address {} of interface \"{second}\" is already listed for interface \
+                     \"{first}\" at {}",
+                    dup.addr, at.loc
+                ),
+                "each address belongs to exactly one NIC: remove one of the two",
+            ));
+        }
+        Ok(all.collect())
+    }
+
+    fn check_gateways_not_local(&self, ifaces: &[Interface], owners: &Owners<'_>) -> Res<()> {
+        for iface in ifaces {
+            for gw in &iface.gateways {
+                if let Some((owner, spec)) = owners.get(&gw.addr) {
+                    let whose = if *owner == iface.name {
+                        "one of its own addresses".to_string()
+                    } else {
+                        format!("an address of interface \"{owner}\"")
+                    };
+                    return Err(self.err(
+                        gw.loc,
+                        format!(
+                            "interface \"{}\": gateway {} is {whose} (at {})",
+                            iface.name, gw.addr, spec.loc
+                        ),
+                        "a gateway is another host (the router), never an address of this host",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------
+
+/// The first key seen twice, as (first item, second item).
+fn first_duplicate<K: Eq + Hash, T: Copy>(
+    items: impl IntoIterator<Item = (K, T)>,
+) -> Option<(T, T)> {
+    let mut seen = HashMap::new();
+    for (k, item) in items {
+        if let Some(first) = seen.insert(k, item) {
+            return Some((first, item));
+        }
+    }
+    None
+}
+
+/// The dotted path (`interface[1].table`) of the innermost key whose value
+/// holds `offset`, when `text` is well-formed TOML.
+fn key_path_at(text: &str, offset: usize) -> Option<String> {
+    let doc = toml::de::DeTable::parse(text).ok()?;
+    let mut path = Vec::new();
+    path_in_table(doc.get_ref(), offset, &mut path).then(|| path.join("."))
+}
+
+fn path_in_table(table: &toml::de::DeTable<'_>, offset: usize, path: &mut Vec<String>) -> bool {
+    for (key, value) in table {
+        path.push(key.get_ref().to_string());
+        if path_in_value(value, offset, path) {
+            return true;
+        }
+        path.pop();
+    }
+    false
+}
+
+fn path_in_value(
+    value: &Spanned<toml::de::DeValue<'_>>,
+    offset: usize,
+    path: &mut Vec<String>,
+) -> bool {
+    match value.get_ref() {
+        toml::de::DeValue::Table(t) if path_in_table(t, offset, path) => return true,
+        toml::de::DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let key = path.pop().unwrap_or_default();
+                path.push(format!("{key}[{i}]"));
+                if path_in_value(item, offset, path) {
+                    return true;
+                }
+                path.pop();
+                path.push(key);
+            }
+        }
+        _ => {}
+    }
+    value.span().contains(&offset)
+}
+
+fn toml_hint(message: &str) -> &'static str {
+    if message.starts_with("duplicate key") {
+        "a key may appear once per table: remove one of the two"
+    } else if message.starts_with("unknown field") {
+        "remove the key or fix its spelling; the keys this table accepts are listed above"
+    } else if message.starts_with("missing field") {
+        "add the key: every [[interface]] needs at least `name`"
+    } else if message.starts_with("invalid type") || message.starts_with("invalid value") {
+        "check the value's type: numbers are bare (table = 100), names and addresses are \
+         quoted strings (name = \"ib0\")"
+    } else {
+        "fix the TOML syntax at this position"
+    }
+}
+
+/// Why Linux would refuse `n` as an interface name (`dev_valid_name()`),
+/// plus ':', which only alias labels carry: (what, hint).
+fn ifname_problem(n: &str) -> Option<(String, &'static str)> {
+    if n.is_empty() {
+        let hint = "give the kernel's name of the NIC, e.g. \"ib0\"";
+        return Some(("is empty".to_string(), hint));
+    }
+    if n == "." || n == ".." {
+        let hint = "\".\" and \"..\" are refused by the kernel";
+        return Some((format!("\"{n}\" is not allowed"), hint));
+    }
+    if n.len() > MAX_IFNAME_BYTES {
+        let hint = "Linux interface names are at most 15 bytes; `ip link` shows the real name";
+        let what = format!(
+            "\"{n}\" is {} bytes long, more than {MAX_IFNAME_BYTES}",
+            n.len()
+        );
+        return Some((what, hint));
+    }
+    if n.contains('/') {
+        let hint = "Linux interface names cannot contain '/'";
+        return Some((format!("\"{n}\" contains '/'"), hint));
+    }
+    if n.contains(':') {
+        let hint = "a name with ':' is an address alias label, not an interface: name the \
+                    interface itself and list the alias's address in its `addresses`";
+        return Some((format!("\"{n}\" contains ':'"), hint));
+    }
+    if n.chars().any(|c| c.is_whitespace() || c == '\0') {
+        let hint = "Linux interface names cannot contain spaces, tabs, newlines or NUL";
+        return Some((format!("{n:?} contains whitespace or NUL"), hint));
+    }
+    None
+}
+
+fn reserved_table(t: u32) -> Option<&'static str> {
+    if !model::RESERVED_TABLES.contains(&t) {
+        return None;
+    }
+    Some(match t {
+        0 => "0 means unspecified",
+        253 => "the `default` table",
+        254 => "the `main` table",
+        _ => "the `local` table",
+    })
+}
+
+fn family_name(ip: IpAddr) -> &'static str {
+    match Family::of(&ip) {
+        Family::V4 => "IPv4",
+        Family::V6 => "IPv6",
+    }
+}
+
+fn is_v6_link_local(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
+}
+
+/// Why no host may use `ip` as its own address or as a gateway.
+fn special_address(ip: IpAddr) -> Option<&'static str> {
+    if ip.is_multicast() {
+        Some("a multicast address")
+    } else if ip.is_unspecified() {
+        Some("the unspecified address")
+    } else if ip.is_loopback() {
+        Some("a loopback address")
+    } else if matches!(ip, IpAddr::V4(a) if a == Ipv4Addr::BROADCAST) {
+        Some("the limited broadcast address")
+    } else {
+        None
+    }
+}
+
+/// "network" or "broadcast" when `ip` is that address of its IPv4 subnet
+/// (only subnets larger than /31 have them).
+fn v4_subnet_role(ip: IpAddr, len: u8) -> Option<&'static str> {
+    let IpAddr::V4(a) = ip else { return None };
+    if len >= 31 {
+        return None;
+    }
+    let host_bits = u32::MAX >> len;
+    match u32::from(a) & host_bits {
+        0 => Some("network"),
+        h if h == host_bits => Some("broadcast"),
+        _ => None,
+    }
+}
+
+fn unusable_address(spec: &AddrSpec) -> Option<String> {
+    if let Some(why) = special_address(spec.addr) {
+        return Some(why.to_string());
+    }
+    let len = spec.len?;
+    if len == 0 {
+        return Some("a /0 prefix, which would claim the whole address space".to_string());
+    }
+    let role = v4_subnet_role(spec.addr, len)?;
+    let net = Prefix::new(spec.addr, len).network();
+    Some(format!("the {role} address of {net}, not a host address"))
+}
+
+fn join<T: fmt::Display>(items: impl Iterator<Item = T>) -> String {
+    items.map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"# roce-route test config
+[defaults]
+table_base = 200
+priority = 900
+protocol = 99
+arp_ignore = 2
+arp_announce = 1
+rp_filter = 2
+arp_filter = 1
+
+[[interface]]
+name = "ib0"
+addresses = ["192.168.1.10/24", "2001:db8::10/64", "192.168.1.11"]
+gateway = ["192.168.1.1", "2001:db8::1"]
+table = 100
+priority = 1000
+arp_ignore = 1
+arp_announce = 2
+rp_filter = 0
+arp_filter = 0
+
+[[interface]]
+name = "ib1"
+gateway = "fe80::1"
+"#;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn loc(line: usize, col: usize) -> Loc {
+        Loc { line, col }
+    }
+
+    fn ok(text: &str) -> Config {
+        parse("t.toml", text).unwrap_or_else(|e| panic!("unexpected error:\n{e}"))
+    }
+
+    fn err(text: &str) -> ConfigError {
+        match parse("t.toml", text) {
+            Ok(c) => panic!("expected an error, got {c:#?}"),
+            Err(e) => e,
+        }
+    }
+
+    /// One interface "ib0" whose extra keys start on line 3.
+    fn iface(body: &str) -> String {
+        format!("[[interface]]\nname = \"ib0\"\n{body}")
+    }
+
+    /// The error is at `line:col`, its text contains every needle, and it
+    /// has a hint.
+    fn assert_err(text: &str, line: usize, col: usize, needles: &[&str]) -> ConfigError {
+        let e = err(text);
+        let shown = e.to_string();
+        assert_eq!(
+            e.loc,
+            Some(loc(line, col)),
+            "wrong position in:\n{shown}\nfor:\n{text}"
+        );
+        assert!(
+            shown.starts_with(&format!("t.toml:{line}:{col}: ")),
+            "{shown}"
+        );
+        for n in needles {
+            assert!(shown.contains(n), "{n:?} missing from:\n{shown}");
+        }
+        assert!(!e.hint.is_empty(), "no hint in:\n{shown}");
+        e
+    }
+
+    fn sysctls(pairs: &[(SysctlKey, u32)]) -> BTreeMap<SysctlKey, u32> {
+        pairs.iter().copied().collect()
+    }
+
+    // --- valid configs ------------------------------------------------------
+
+    #[test]
+    fn full_config() {
+        let c = ok(FULL);
+        assert_eq!(c.file, "t.toml");
+        assert_eq!(
+            c.defaults,
+            Defaults {
+                table_base: 200,
+                priority: 900,
+                protocol: 99,
+                sysctls: sysctls(&[
+                    (SysctlKey::ArpIgnore, 2),
+                    (SysctlKey::ArpAnnounce, 1),
+                    (SysctlKey::RpFilter, 2),
+                    (SysctlKey::ArpFilter, 1),
+                ]),
+            }
+        );
+        assert_eq!(c.interfaces.len(), 2);
+        let ib0 = &c.interfaces[0];
+        assert_eq!(ib0.name, "ib0");
+        assert_eq!(ib0.loc, loc(12, 8));
+        assert_eq!(
+            ib0.addresses,
+            Some(vec![
+                AddrSpec {
+                    addr: ip("192.168.1.10"),
+                    len: Some(24),
+                    loc: loc(13, 14)
+                },
+                AddrSpec {
+                    addr: ip("2001:db8::10"),
+                    len: Some(64),
+                    loc: loc(13, 33)
+                },
+                AddrSpec {
+                    addr: ip("192.168.1.11"),
+                    len: None,
+                    loc: loc(13, 52)
+                },
+            ])
+        );
+        assert_eq!(
+            ib0.gateways,
+            vec![
+                Gateway {
+                    addr: ip("192.168.1.1"),
+                    loc: loc(14, 12)
+                },
+                Gateway {
+                    addr: ip("2001:db8::1"),
+                    loc: loc(14, 27)
+                },
+            ]
+        );
+        assert_eq!((ib0.table, ib0.table_loc), (100, loc(15, 9)));
+        assert_eq!((ib0.priority, ib0.priority_loc), (1000, loc(16, 12)));
+        assert_eq!(
+            ib0.sysctls,
+            sysctls(&[
+                (SysctlKey::ArpIgnore, 1),
+                (SysctlKey::ArpAnnounce, 2),
+                (SysctlKey::RpFilter, 0),
+                (SysctlKey::ArpFilter, 0),
+            ])
+        );
+        let ib1 = &c.interfaces[1];
+        assert_eq!(ib1.loc, loc(23, 8));
+        assert_eq!(ib1.addresses, None);
+        assert_eq!(
+            ib1.gateways,
+            vec![Gateway {
+                addr: ip("fe80::1"),
+                loc: loc(24, 11)
+            }]
+        );
+        // Position 1 in the file: table_base + 1; the rest from [defaults].
+        assert_eq!((ib1.table, ib1.table_loc), (201, ib1.loc));
+        assert_eq!((ib1.priority, ib1.priority_loc), (900, ib1.loc));
+        assert_eq!(ib1.sysctls, c.defaults.sysctls);
+    }
+
+    #[test]
+    fn defaults_applied() {
+        let c = ok("[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\n\
+                    [[interface]]\nname = \"c\"\n");
+        assert_eq!(c.defaults.table_base, DEFAULT_TABLE_BASE);
+        assert_eq!(c.defaults.priority, DEFAULT_PRIORITY);
+        assert_eq!(c.defaults.protocol, DEFAULT_PROTOCOL);
+        assert_eq!(DEFAULT_PROTOCOL, 234);
+        let expected = sysctls(&[(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2)]);
+        assert_eq!(c.defaults.sysctls, expected);
+        for (pos, i) in c.interfaces.iter().enumerate() {
+            assert_eq!(i.table, 100 + pos as u32);
+            assert_eq!(i.priority, 1000);
+            assert_eq!(
+                i.sysctls, expected,
+                "rp_filter and arp_filter are not managed"
+            );
+            assert_eq!(i.addresses, None);
+            assert!(i.gateways.is_empty());
+            assert_eq!(i.loc, loc(2 * pos + 2, 8));
+            assert_eq!(i.table_loc, i.loc);
+            assert_eq!(i.priority_loc, i.loc);
+        }
+        // An empty [defaults] table changes nothing.
+        let d = ok("[defaults]\n[[interface]]\nname = \"a\"\n");
+        assert_eq!(d.defaults, c.defaults);
+    }
+
+    #[test]
+    fn overrides() {
+        let c = ok(
+            "[defaults]\ntable_base = 10\npriority = 5\nprotocol = 5\nrp_filter = 1\n\
+                    [[interface]]\nname = \"a\"\ntable = 7\npriority = 32765\narp_ignore = 8\n\
+                    arp_filter = 1\n[[interface]]\nname = \"b\"\n",
+        );
+        assert_eq!(c.defaults.protocol, 5);
+        let a = &c.interfaces[0];
+        assert_eq!((a.table, a.table_loc), (7, loc(8, 9)));
+        assert_eq!((a.priority, a.priority_loc), (32765, loc(9, 12)));
+        assert_eq!(
+            a.sysctls,
+            sysctls(&[
+                (SysctlKey::ArpIgnore, 8),
+                (SysctlKey::ArpAnnounce, 2),
+                (SysctlKey::RpFilter, 1),
+                (SysctlKey::ArpFilter, 1),
+            ])
+        );
+        let b = &c.interfaces[1];
+        assert_eq!((b.table, b.priority), (11, 5));
+        assert_eq!(
+            b.sysctls,
+            sysctls(&[
+                (SysctlKey::ArpIgnore, 1),
+                (SysctlKey::ArpAnnounce, 2),
+                (SysctlKey::RpFilter, 1),
+            ])
+        );
+        assert_eq!(
+            ok("[defaults]\nprotocol = 255\n[[interface]]\nname = \"a\"\n")
+                .defaults
+                .protocol,
+            255
+        );
+    }
+
+    #[test]
+    fn gateway_as_string_and_as_array() {
+        let one = ok(&iface("gateway = \"10.0.0.1\"\n"));
+        assert_eq!(
+            one.interfaces[0].gateways,
+            vec![Gateway {
+                addr: ip("10.0.0.1"),
+                loc: loc(3, 11)
+            }]
+        );
+        let two = ok(&iface("gateway = [\"2001:db8::1\",\n  \"10.0.0.1\"]\n"));
+        assert_eq!(
+            two.interfaces[0].gateways,
+            vec![
+                Gateway {
+                    addr: ip("2001:db8::1"),
+                    loc: loc(3, 12)
+                },
+                Gateway {
+                    addr: ip("10.0.0.1"),
+                    loc: loc(4, 3)
+                },
+            ]
+        );
+        assert!(
+            ok(&iface("gateway = []\n")).interfaces[0]
+                .gateways
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn on_link_check_only_with_explicit_prefixes() {
+        // Bare addresses: the host's prefix decides, later.
+        ok(&iface(
+            "addresses = [\"10.0.0.5\"]\ngateway = \"172.16.0.1\"\n",
+        ));
+        // No addresses at all: same.
+        ok(&iface("gateway = [\"172.16.0.1\", \"2001:db8::1\"]\n"));
+        // Inside one of several subnets.
+        ok(&iface(
+            "addresses = [\"10.0.0.5/24\", \"10.1.0.5/16\"]\ngateway = \"10.1.200.1\"\n",
+        ));
+        // IPv6 link-local gateways are always on-link.
+        ok(&iface(
+            "addresses = [\"2001:db8::5/64\"]\ngateway = \"fe80::1\"\n",
+        ));
+        // /31 and /32 have no network or broadcast address.
+        ok(&iface(
+            "addresses = [\"198.51.100.0/31\", \"198.51.100.7/32\"]\n",
+        ));
+        ok(&iface(
+            "addresses = [\"198.51.100.1/31\"]\ngateway = \"198.51.100.0\"\n",
+        ));
+    }
+
+    #[test]
+    fn names_at_the_edge_of_validity() {
+        ok("[[interface]]\nname = \"enp1s0f0np0.123\"\n");
+        ok("[[interface]]\nname = \"a-b_c.d@e\"\n");
+    }
+
+    // --- TOML shape errors --------------------------------------------------
+
+    #[test]
+    fn malformed_toml() {
+        assert_err(
+            "[[interface]\nname = \"ib0\"\n",
+            1,
+            13,
+            &["unclosed array table"],
+        );
+        assert_err(&iface("table = \n"), 3, 9, &["t.toml:3:9"]);
+        assert_err(
+            &iface("addresses = [\"10.0.0.1/24\"\n"),
+            3,
+            27,
+            &["unclosed array"],
+        );
+        assert_err(
+            &iface("table = 1\ntable = 2\n"),
+            4,
+            1,
+            &["duplicate key `table`"],
+        );
+    }
+
+    #[test]
+    fn unknown_keys() {
+        assert_err(
+            "bogus = 1\n[[interface]]\nname = \"ib0\"\n",
+            1,
+            1,
+            &["`bogus`"],
+        );
+        assert_err(
+            "[defaults]\n  tablebase = 1\n[[interface]]\nname = \"a\"\n",
+            2,
+            3,
+            &["`tablebase`"],
+        );
+        assert_err(
+            &iface("gatway = \"10.0.0.1\"\n"),
+            3,
+            1,
+            &["`gatway`", "`gateway`"],
+        );
+        assert_err(
+            "[extra]\nx = 1\n[[interface]]\nname = \"a\"\n",
+            1,
+            2,
+            &["`extra`"],
+        );
+    }
+
+    #[test]
+    fn wrong_types() {
+        assert_err(
+            &iface("table = \"x\"\n"),
+            3,
+            9,
+            &["`interface[0].table`", "invalid type", "\"x\""],
+        );
+        assert_err(
+            &iface("priority = 1.5\n"),
+            3,
+            12,
+            &["`interface[0].priority`", "an integer"],
+        );
+        assert_err(
+            &iface("addresses = \"10.0.0.1/24\"\n"),
+            3,
+            13,
+            &["`interface[0].addresses`"],
+        );
+        assert_err(
+            &iface("addresses = [\"10.0.0.1/24\", 7]\n"),
+            3,
+            29,
+            &["`interface[0].addresses[1]`"],
+        );
+        assert_err(
+            &iface("gateway = 5\n"),
+            3,
+            11,
+            &["`interface[0].gateway`", "array"],
+        );
+        assert_err(
+            &iface("gateway = [\"10.0.0.1\", true]\n"),
+            3,
+            24,
+            &["`interface[0].gateway[1]`"],
+        );
+        assert_err("[[interface]]\nname = 3\n", 2, 8, &["`interface[0].name`"]);
+        assert_err(
+            "[defaults]\narp_ignore = \"1\"\n[[interface]]\nname = \"a\"\n",
+            2,
+            14,
+            &["`defaults.arp_ignore`"],
+        );
+        assert_err("interface = 5\n", 1, 13, &["`interface`"]);
+        assert_err(
+            "[[interface]]\naddresses = [\"10.0.0.1/24\"]\n",
+            1,
+            1,
+            &["missing field `name`"],
+        );
+    }
+
+    #[test]
+    fn no_interface() {
+        for text in [
+            "",
+            "# nothing\n",
+            "[defaults]\npriority = 5\n",
+            "interface = []\n",
+        ] {
+            let e = err(text);
+            assert_eq!(e.loc, None);
+            assert_eq!(e.what, "no [[interface]] in t.toml");
+            assert!(
+                e.to_string()
+                    .starts_with("t.toml: no [[interface]] in t.toml\n  hint: "),
+                "{e}"
+            );
+        }
+    }
+
+    // --- addresses ----------------------------------------------------------
+
+    #[test]
+    fn bad_addresses() {
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "192.168.1.x/24",
+                &["\"192.168.1.x/24\" is not an IP address"],
+            ),
+            ("ib0", &["\"ib0\" is not an IP address"]),
+            ("", &["\"\" is not an IP address"]),
+            ("192.168.1.10/33", &["prefix length 33", "32 bits"]),
+            ("2001:db8::1/129", &["prefix length 129", "128 bits"]),
+            (
+                "192.168.1.10/300",
+                &["prefix length \"300\"", "not a number"],
+            ),
+            ("192.168.1.10/", &["prefix length \"\"", "not a number"]),
+            ("192.168.1.10/+8", &["prefix length \"+8\""]),
+            ("192.168.1.10/24/1", &["prefix length \"24/1\""]),
+            ("198.51.100.0/24", &["network address of 198.51.100.0/24"]),
+            ("10.0.0.0/8", &["network address of 10.0.0.0/8"]),
+            (
+                "198.51.100.255/24",
+                &["broadcast address of 198.51.100.0/24"],
+            ),
+            ("198.51.100.3/30", &["broadcast address of 198.51.100.0/30"]),
+            ("255.255.255.255", &["limited broadcast"]),
+            ("224.0.0.1/24", &["multicast"]),
+            ("ff02::1", &["multicast"]),
+            ("0.0.0.0/8", &["unspecified"]),
+            ("::", &["unspecified"]),
+            ("127.0.0.1/8", &["loopback"]),
+            ("::1/128", &["loopback"]),
+            ("10.1.2.3/0", &["/0"]),
+        ];
+        for (addr, needles) in cases {
+            let text = iface(&format!("addresses = [\"10.9.9.9/24\", \"{addr}\"]\n"));
+            let mut all = vec!["interface \"ib0\""];
+            all.extend_from_slice(needles);
+            assert_err(&text, 3, 29, &all);
+        }
+    }
+
+    #[test]
+    fn empty_address_list() {
+        assert_err(
+            &iface("addresses = []\n"),
+            3,
+            13,
+            &["interface \"ib0\"", "`addresses` is an empty list", "omit"],
+        );
+    }
+
+    #[test]
+    fn duplicate_addresses() {
+        // Same IP, different prefix length, same interface.
+        assert_err(
+            &iface("addresses = [\"10.0.0.1/24\", \"10.0.0.1/16\"]\n"),
+            3,
+            29,
+            &["address 10.0.0.1", "interface \"ib0\"", "3:14"],
+        );
+        // Across interfaces, one bare.
+        let text = "[[interface]]\nname = \"a\"\naddresses = [\"2001:db8::1/64\"]\n\
+                    [[interface]]\nname = \"b\"\naddresses = [\"2001:db8:0::1\"]\n";
+        assert_err(
+            text,
+            6,
+            14,
+            &[
+                "address 2001:db8::1",
+                "interface \"b\"",
+                "interface \"a\" at 3:14",
+            ],
+        );
+    }
+
+    // --- gateways -----------------------------------------------------------
+
+    #[test]
+    fn bad_gateways() {
+        let cases: &[(&str, &[&str])] = &[
+            ("10.0.0.x", &["gateway \"10.0.0.x\" is not an IP address"]),
+            (
+                "10.0.0.1/24",
+                &[
+                    "gateway \"10.0.0.1/24\" is not an IP address",
+                    "without /len",
+                ],
+            ),
+            ("224.0.0.1", &["gateway 224.0.0.1 is a multicast address"]),
+            ("ff02::2", &["multicast"]),
+            ("0.0.0.0", &["gateway 0.0.0.0 is the unspecified address"]),
+            ("::", &["unspecified"]),
+            ("127.0.0.1", &["loopback"]),
+            ("255.255.255.255", &["broadcast"]),
+        ];
+        for (gw, needles) in cases {
+            let mut all = vec!["interface \"ib0\""];
+            all.extend_from_slice(needles);
+            assert_err(&iface(&format!("gateway = \"{gw}\"\n")), 3, 11, &all);
+            assert_err(&iface(&format!("gateway = [\"{gw}\"]\n")), 3, 12, &all);
+        }
+    }
+
+    #[test]
+    fn two_gateways_of_one_family() {
+        assert_err(
+            &iface("gateway = [\"10.0.0.1\", \"2001:db8::1\", \"10.0.0.2\"]\n"),
+            3,
+            39,
+            &[
+                "second IPv4 gateway 10.0.0.2",
+                "first is 10.0.0.1 at 3:12",
+                "at most one",
+            ],
+        );
+        assert_err(
+            &iface("gateway = [\"fe80::1\", \"2001:db8::1\"]\n"),
+            3,
+            23,
+            &["second IPv6 gateway"],
+        );
+    }
+
+    #[test]
+    fn gateway_off_link() {
+        assert_err(
+            &iface("addresses = [\"10.0.0.5/24\", \"10.1.0.5/16\"]\ngateway = \"10.2.0.1\"\n"),
+            4,
+            11,
+            &[
+                "gateway 10.2.0.1 is outside every subnet",
+                "10.0.0.0/24, 10.1.0.0/16",
+                "on-link",
+            ],
+        );
+        assert_err(
+            &iface(
+                "addresses = [\"2001:db8::5/64\"]\ngateway = [\"10.0.0.1\", \"2001:db8:1::1\"]\n",
+            ),
+            4,
+            12,
+            &["gateway 10.0.0.1 is IPv4 but `addresses` lists no IPv4 address"],
+        );
+        assert_err(
+            &iface("addresses = [\"2001:db8::5/64\"]\ngateway = [\"2001:db8:1::1\"]\n"),
+            4,
+            12,
+            &[
+                "gateway 2001:db8:1::1 is outside every subnet",
+                "2001:db8::/64",
+            ],
+        );
+        assert_err(
+            &iface("addresses = [\"10.0.0.5/24\"]\ngateway = \"10.0.0.255\"\n"),
+            4,
+            11,
+            &["gateway 10.0.0.255 is the broadcast address of 10.0.0.0/24"],
+        );
+        assert_err(
+            &iface("addresses = [\"10.0.0.5/24\"]\ngateway = \"10.0.0.0\"\n"),
+            4,
+            11,
+            &["network address"],
+        );
+    }
+
+    #[test]
+    fn gateway_is_a_local_address() {
+        assert_err(
+            &iface("addresses = [\"10.0.0.5\"]\ngateway = \"10.0.0.5\"\n"),
+            4,
+            11,
+            &["interface \"ib0\": gateway 10.0.0.5 is one of its own addresses (at 3:14)"],
+        );
+        let text = "[[interface]]\nname = \"a\"\ngateway = \"10.0.0.6\"\n\
+                    [[interface]]\nname = \"b\"\naddresses = [\"10.0.0.6/24\"]\n";
+        assert_err(
+            text,
+            3,
+            11,
+            &["interface \"a\": gateway 10.0.0.6 is an address of interface \"b\" (at 6:14)"],
+        );
+    }
+
+    // --- interfaces ---------------------------------------------------------
+
+    #[test]
+    fn bad_interface_names() {
+        let cases: &[(&str, &str)] = &[
+            ("", "is empty"),
+            (".", "\".\" is not allowed"),
+            ("..", "\"..\" is not allowed"),
+            ("abcdefghijklmnop", "16 bytes long"),
+            ("ééééééééé", "18 bytes long"),
+            ("ib/0", "contains '/'"),
+            ("ib0:1", "contains ':'"),
+            ("ib 0", "whitespace"),
+            ("ib\\t0", "whitespace"),
+            ("ib\\u00000", "NUL"),
+        ];
+        for (name, needle) in cases {
+            let text = format!("[[interface]]\n  name = \"{name}\"\n");
+            assert_err(&text, 2, 10, &["interface name", needle]);
+        }
+        assert!(
+            err("[[interface]]\nname = \"ib0:1\"\n")
+                .hint
+                .contains("alias")
+        );
+        ok("[[interface]]\nname = \"abcdefghijklmno\"\n");
+    }
+
+    #[test]
+    fn duplicate_interface_names() {
+        let text = "[[interface]]\nname = \"ib0\"\n[[interface]]\nname = \"ib1\"\n[[interface]]\nname = \"ib0\"\n";
+        assert_err(
+            text,
+            6,
+            8,
+            &["interface \"ib0\" is listed twice (first at 2:8)"],
+        );
+    }
+
+    // --- tables -------------------------------------------------------------
+
+    #[test]
+    fn duplicate_tables() {
+        let text =
+            "[[interface]]\nname = \"a\"\ntable = 7\n[[interface]]\nname = \"b\"\ntable = 7\n";
+        assert_err(
+            text,
+            6,
+            9,
+            &["interfaces \"a\" (at 3:9) and \"b\" both use table 7"],
+        );
+        // An explicit table colliding with a computed one (100 + 0).
+        let text = "[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\ntable = 100\n";
+        assert_err(
+            text,
+            5,
+            9,
+            &["interfaces \"a\" (at 2:8) and \"b\" both use table 100"],
+        );
+    }
+
+    #[test]
+    fn reserved_tables() {
+        for (t, kind) in [
+            (0, "unspecified"),
+            (253, "`default`"),
+            (254, "`main`"),
+            (255, "`local`"),
+        ] {
+            assert_err(
+                &iface(&format!("table = {t}\n")),
+                3,
+                9,
+                &[&format!("table = {t} is reserved"), kind],
+            );
+        }
+        // Computed: 251 + position 2.
+        let text = "[defaults]\ntable_base = 251\n[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\n\
+                    [[interface]]\nname = \"c\"\n";
+        assert_err(
+            text,
+            8,
+            8,
+            &[
+                "interface \"c\" gets table 253 (table_base 251 + position 2)",
+                "`default`",
+            ],
+        );
+        let text = "[defaults]\ntable_base = 254\n[[interface]]\nname = \"a\"\n";
+        assert_err(
+            text,
+            4,
+            8,
+            &["table 254 (table_base 254 + position 0)", "`main`"],
+        );
+        let text = "[defaults]\ntable_base = 0\n[[interface]]\nname = \"a\"\n";
+        assert_err(text, 4, 8, &["table 0 (table_base 0 + position 0)"]);
+        // An explicit table avoids the computed reserved one.
+        ok(
+            "[defaults]\ntable_base = 0\n[[interface]]\nname = \"a\"\ntable = 5\n[[interface]]\nname = \"b\"\n",
+        );
+    }
+
+    #[test]
+    fn table_out_of_range() {
+        assert_err(
+            &iface("table = 4294967296\n"),
+            3,
+            9,
+            &["table = 4294967296 is out of range"],
+        );
+        assert_err(
+            &iface("table = -1\n"),
+            3,
+            9,
+            &["table = -1 is out of range"],
+        );
+        assert_err(
+            "[defaults]\ntable_base = -3\n[[interface]]\nname = \"a\"\n",
+            2,
+            14,
+            &["[defaults]: table_base = -3"],
+        );
+        assert_eq!(
+            ok(&iface("table = 4294967295\n")).interfaces[0].table,
+            u32::MAX
+        );
+        let text = "[defaults]\ntable_base = 4294967295\n[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\n";
+        assert_err(
+            text,
+            6,
+            8,
+            &["interface \"b\": table_base 4294967295 + position 1 overflows"],
+        );
+    }
+
+    // --- priority, protocol, sysctls ----------------------------------------
+
+    #[test]
+    fn priority_out_of_range() {
+        for p in ["0", "32766", "32767", "-5", "99999999999"] {
+            assert_err(
+                &iface(&format!("priority = {p}\n")),
+                3,
+                12,
+                &[&format!(
+                    "interface \"ib0\": priority = {p} is out of range 1..=32765"
+                )],
+            );
+            let text = format!("[defaults]\npriority = {p}\n[[interface]]\nname = \"a\"\n");
+            assert_err(&text, 2, 12, &[&format!("[defaults]: priority = {p}")]);
+        }
+        assert_eq!(ok(&iface("priority = 1\n")).interfaces[0].priority, 1);
+    }
+
+    #[test]
+    fn kernel_protocols_rejected() {
+        for (p, name) in KERNEL_PROTOCOLS.iter().enumerate() {
+            let text = format!("[defaults]\nprotocol = {p}\n[[interface]]\nname = \"a\"\n");
+            let e = assert_err(
+                &text,
+                2,
+                12,
+                &[&format!(
+                    "protocol = {p} is the kernel's own protocol `{name}`"
+                )],
+            );
+            assert!(e.hint.contains("5..=255"), "{e}");
+        }
+        for p in ["256", "-1"] {
+            let text = format!("[defaults]\nprotocol = {p}\n[[interface]]\nname = \"a\"\n");
+            assert_err(&text, 2, 12, &[&format!("protocol = {p} is out of range")]);
+        }
+        assert_err(
+            &iface("protocol = 99\n"),
+            3,
+            1,
+            &["unknown field `protocol`"],
+        );
+    }
+
+    #[test]
+    fn sysctl_values_checked() {
+        let bad = [
+            ("arp_ignore", "4"),
+            ("arp_ignore", "-1"),
+            ("arp_announce", "3"),
+            ("rp_filter", "3"),
+            ("arp_filter", "2"),
+        ];
+        for (key, v) in bad {
+            let k = SysctlKey::from_name(key).unwrap();
+            let e = assert_err(
+                &iface(&format!("{key} = {v}\n")),
+                3,
+                key.len() + 4,
+                &[&format!(
+                    "interface \"ib0\": {key} = {v} is not a valid value"
+                )],
+            );
+            assert!(e.hint.contains(k.valid_values()), "{e}");
+            let text = format!("[defaults]\n{key} = {v}\n[[interface]]\nname = \"a\"\n");
+            assert_err(
+                &text,
+                2,
+                key.len() + 4,
+                &[&format!("[defaults]: {key} = {v}")],
+            );
+        }
+        for key in SysctlKey::ALL {
+            let c = ok(&iface(&format!("{} = 0\n", key.name())));
+            assert_eq!(c.interfaces[0].sysctls[&key], 0);
+        }
+    }
+
+    // --- messages and positions ---------------------------------------------
+
+    #[test]
+    fn display_format() {
+        let e = ConfigError::at("/etc/x.toml", Some(loc(3, 7)), "bad thing", "do this");
+        assert_eq!(e.to_string(), "/etc/x.toml:3:7: bad thing\n  hint: do this");
+        let e = ConfigError::at("/etc/x.toml", None, "bad thing", "");
+        assert_eq!(e.to_string(), "/etc/x.toml: bad thing");
+    }
+
+    #[test]
+    fn loc_of_counts_lines_and_characters() {
+        let text = "ab\nçé = 1\n";
+        assert_eq!(loc_of(text, 0), loc(1, 1));
+        assert_eq!(loc_of(text, 2), loc(1, 3));
+        assert_eq!(loc_of(text, 3), loc(2, 1));
+        assert_eq!(loc_of(text, 7), loc(2, 3)); // the space after "çé"
+        assert_eq!(loc_of(text, 4), loc(2, 1)); // inside 'ç': clamped back
+        assert_eq!(loc_of(text, 1000), loc(3, 1));
+        assert_eq!(loc_of("", 5), loc(1, 1));
+    }
+
+    #[test]
+    fn positions_after_multibyte_text() {
+        let text = "# é€ comment\n[[interface]]\nname = \"ib0\" # ü\ntable = 254\n";
+        assert_err(text, 4, 9, &["table = 254"]);
+    }
+
+    // --- robustness ---------------------------------------------------------
+
+    /// Marsaglia's xorshift64: deterministic and dependency-free.
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            let mut x = self.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.0 = x;
+            x
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    fn mutate(rng: &mut XorShift, base: &[u8]) -> String {
+        const INTERESTING: &[u8] = b"[]{}\"'=,./:#\n \t0123456789abcdefx-+\\\x00\xff";
+        let mut b = base.to_vec();
+        for _ in 0..=rng.below(3) {
+            let at = rng.below(b.len());
+            match rng.below(5) {
+                0 => b.truncate(at),
+                1 => {
+                    let bit = 1u8 << rng.below(8);
+                    if let Some(c) = b.get_mut(at) {
+                        *c ^= bit;
+                    }
+                }
+                2 => {
+                    let new = INTERESTING[rng.below(INTERESTING.len())];
+                    if let Some(c) = b.get_mut(at) {
+                        *c = new;
+                    }
+                }
+                3 => b.insert(at, INTERESTING[rng.below(INTERESTING.len())]),
+                _ => {
+                    let end = (at + rng.below(20)).min(b.len());
+                    b.drain(at..end);
+                }
+            }
+        }
+        String::from_utf8_lossy(&b).into_owned()
+    }
+
+    #[test]
+    fn never_panics_on_mutations() {
+        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        let (mut oks, mut errs) = (0, 0);
+        for _ in 0..600 {
+            let text = mutate(&mut rng, FULL.as_bytes());
+            match parse("fuzz.toml", &text) {
+                Ok(c) => {
+                    oks += 1;
+                    for i in &c.interfaces {
+                        assert!(!model::RESERVED_TABLES.contains(&i.table), "{text}");
+                        assert!((1..=MAX_PRIORITY).contains(&i.priority), "{text}");
+                    }
+                }
+                Err(e) => {
+                    errs += 1;
+                    let shown = e.to_string();
+                    assert!(shown.starts_with("fuzz.toml"), "{shown}");
+                    if let Some(l) = e.loc {
+                        assert!(
+                            l.line >= 1 && l.line <= text.lines().count() + 1,
+                            "{shown}\n{text}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            oks > 0 && errs > 0,
+            "mutations too weak or too strong: {oks} ok, {errs} errors"
+        );
+    }
+}

@@ -1,0 +1,473 @@
+//! Diffing: desired state vs live state -> ordered operations.
+//!
+//! Pure. Ownership is by protocol number: a route or rule carrying
+//! roce-route's protocol is ours to replace or delete; anything else is
+//! foreign and only touched with `adopt`, when it conflicts.
+//!
+//! Order (make-before-break, no window without a route):
+//! 1. routes added or replaced in our tables (replace is atomic per key);
+//! 2. rules added;
+//! 3. rules deleted (stale ours, adopted foreign);
+//! 4. routes deleted (stale ours, adopted foreign);
+//! 5. sysctls.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::{Live, Op, RawBytes, Route, RouteKey, Rule, Sysctl, SysctlKey};
+use crate::plan::Desired;
+use crate::render;
+
+/// What was read from the host, limited to what roce-route needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    pub rules: Vec<Live<Rule>>,
+    /// Routes of the tables concerned (configured tables and tables that
+    /// our own rules point to).
+    pub routes: Vec<Live<Route>>,
+    /// Current values of `conf/<iface>/<key>` for the desired sysctls.
+    pub sysctls: BTreeMap<(String, SysctlKey), u32>,
+    /// `conf/all/<key>`.
+    pub all: BTreeMap<SysctlKey, u32>,
+}
+
+/// An entry roce-route does not own that stands in its way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    /// The entry as `ip` would print it.
+    pub entry: String,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    pub ops: Vec<Op>,
+    pub conflicts: Vec<Conflict>,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    pub fn in_sync(&self) -> bool {
+        self.ops.is_empty() && self.conflicts.is_empty()
+    }
+}
+
+/// Tables whose routes must be read: the configured ones and those our own
+/// live rules point to (to find stale routes of interfaces dropped from the
+/// config). Reading only these keeps a large main table out of the dump.
+pub fn tables_to_read(desired: &Desired, rules: &[Live<Rule>]) -> BTreeSet<u32> {
+    let mut t = desired.tables();
+    t.extend(
+        rules
+            .iter()
+            .filter(|r| r.item.protocol == desired.protocol)
+            .map(|r| r.item.table),
+    );
+    t.retain(|t| !crate::model::RESERVED_TABLES.contains(t));
+    t
+}
+
+pub fn diff(desired: &Desired, live: &Observed, adopt: bool) -> Plan {
+    let mut plan = Plan {
+        warnings: desired.warnings.clone(),
+        ..Plan::default()
+    };
+    let mut route_dels = Vec::new();
+    diff_routes(desired, live, adopt, &mut plan, &mut route_dels);
+    diff_rules(desired, live, adopt, &mut plan);
+    plan.ops.extend(route_dels);
+    diff_sysctls(desired, live, &mut plan);
+    plan
+}
+
+fn diff_routes(
+    desired: &Desired,
+    live: &Observed,
+    adopt: bool,
+    plan: &mut Plan,
+    dels: &mut Vec<Op>,
+) {
+    let ours = desired.protocol;
+    let tables = desired.tables();
+    let mut by_key: BTreeMap<RouteKey, Vec<&Live<Route>>> = BTreeMap::new();
+    for r in &live.routes {
+        by_key.entry(r.item.key()).or_default().push(r);
+    }
+    let mut matched: BTreeSet<*const Live<Route>> = BTreeSet::new();
+    for want in &desired.routes {
+        let same_key = by_key.get(&want.key()).map(Vec::as_slice).unwrap_or(&[]);
+        // Prefer our own entry under this key, then any.
+        let current = same_key
+            .iter()
+            .find(|r| r.item.protocol == ours)
+            .or(same_key.first());
+        match current {
+            None => plan.ops.push(Op::AddRoute {
+                route: want.clone(),
+            }),
+            Some(cur) => {
+                matched.insert(*cur as *const _);
+                if cur.item.protocol != ours {
+                    plan.conflicts.push(Conflict {
+                        entry: render::route_line(&cur.item),
+                        why: format!(
+                            "a route not owned by roce-route holds the place of `{}`",
+                            render::route_line(want)
+                        ),
+                    });
+                    if !adopt {
+                        continue;
+                    }
+                }
+                if cur.item != *want {
+                    plan.ops.push(Op::ReplaceRoute {
+                        old: (*cur).clone(),
+                        new: want.clone(),
+                    });
+                }
+            }
+        }
+    }
+    for r in &live.routes {
+        if matched.contains(&(r as *const _)) {
+            continue;
+        }
+        let foreign_in_ours = r.item.protocol != ours && tables.contains(&r.item.table);
+        if foreign_in_ours {
+            plan.conflicts.push(Conflict {
+                entry: render::route_line(&r.item),
+                why: format!(
+                    "table {} belongs to roce-route for this config",
+                    r.item.table
+                ),
+            });
+        }
+        if r.item.protocol == ours || (foreign_in_ours && adopt) {
+            dels.push(Op::DelRoute {
+                route: r.item.clone(),
+                raw: Some(RawBytes(r.raw.clone())),
+            });
+        }
+    }
+}
+
+fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) {
+    let ours = desired.protocol;
+    let sources = desired.source_addresses();
+    let present: BTreeSet<&Rule> = live.rules.iter().map(|r| &r.item).collect();
+    for want in &desired.rules {
+        if !present.contains(want) {
+            plan.ops.push(Op::AddRule {
+                rule: want.clone(),
+                raw: None,
+            });
+        }
+    }
+    let wanted: BTreeSet<&Rule> = desired.rules.iter().collect();
+    for r in &live.rules {
+        if wanted.contains(&r.item) {
+            continue;
+        }
+        let raw = Some(RawBytes(r.raw.clone()));
+        if r.item.protocol == ours {
+            plan.ops.push(Op::DelRule {
+                rule: r.item.clone(),
+                raw,
+            });
+            continue;
+        }
+        let takes_our_source = r
+            .item
+            .src
+            .is_some_and(|s| s.len == s.family().max_len() && sources.contains(&s.addr));
+        if takes_our_source {
+            plan.conflicts.push(Conflict {
+                entry: render::rule_line(&r.item),
+                why: format!(
+                    "a rule not owned by roce-route selects source {}",
+                    r.item.src.unwrap().addr
+                ),
+            });
+            if adopt {
+                plan.ops.push(Op::DelRule {
+                    rule: r.item.clone(),
+                    raw,
+                });
+            }
+        }
+    }
+}
+
+fn diff_sysctls(desired: &Desired, live: &Observed, plan: &mut Plan) {
+    for Sysctl { iface, key, value } in &desired.sysctls {
+        let current = live
+            .sysctls
+            .get(&(iface.clone(), *key))
+            .copied()
+            .unwrap_or(0);
+        if current != *value {
+            plan.ops.push(Op::SetSysctl {
+                iface: iface.clone(),
+                key: *key,
+                old: current,
+                new: *value,
+            });
+        }
+        let all = live.all.get(key).copied().unwrap_or(0);
+        let effective = key.effective(all, *value);
+        if effective != *value {
+            plan.warnings.push(format!(
+                "net.ipv4.conf.all.{k}={all} overrides {iface}'s {k}={value}: the kernel uses {effective}; lower conf/all or accept it",
+                k = key.name()
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Family, Prefix, fr_act, rtn, scope};
+    use crate::plan::PlannedInterface;
+
+    const P: u8 = 234;
+
+    fn route(table: u32, dst: &str, dev: &str, src: &str, proto: u8) -> Route {
+        let (ip, len) = dst.split_once('/').unwrap();
+        Route {
+            family: Family::V4,
+            table,
+            dst: Prefix::new(ip.parse().unwrap(), len.parse().unwrap()),
+            tos: 0,
+            metric: 0,
+            protocol: proto,
+            scope: scope::LINK,
+            kind: rtn::UNICAST,
+            oif: Some(dev.into()),
+            gateway: None,
+            prefsrc: Some(src.parse().unwrap()),
+        }
+    }
+    fn rule(prio: u32, src: &str, table: u32, proto: u8) -> Rule {
+        Rule {
+            family: Family::V4,
+            priority: prio,
+            src: Some(Prefix::host(src.parse().unwrap())),
+            dst: None,
+            iif: None,
+            oif: None,
+            fwmark: None,
+            fwmask: None,
+            tos: 0,
+            table,
+            action: fr_act::TO_TBL,
+            protocol: proto,
+            extra_selectors: false,
+        }
+    }
+    fn live<T>(item: T) -> Live<T> {
+        Live { item, raw: vec![7] }
+    }
+    fn desired(n: usize) -> Desired {
+        let mut d = Desired {
+            protocol: P,
+            ..Desired::default()
+        };
+        for k in 0..n {
+            let name = format!("rail{k}");
+            let a = format!("198.51.100.{}", 10 + k);
+            d.interfaces.push(PlannedInterface {
+                name: name.clone(),
+                table: 100 + k as u32,
+                priority: 1000,
+                addresses: vec![Prefix::new(a.parse().unwrap(), 24)],
+                gateways: vec![],
+            });
+            d.routes
+                .push(route(100 + k as u32, "198.51.100.0/24", &name, &a, P));
+            d.rules.push(rule(1000, &a, 100 + k as u32, P));
+            d.sysctls.push(Sysctl {
+                iface: name,
+                key: SysctlKey::ArpIgnore,
+                value: 1,
+            });
+        }
+        d
+    }
+    fn applied(d: &Desired) -> Observed {
+        Observed {
+            rules: d.rules.iter().cloned().map(live).collect(),
+            routes: d.routes.iter().cloned().map(live).collect(),
+            sysctls: d
+                .sysctls
+                .iter()
+                .map(|s| ((s.iface.clone(), s.key), s.value))
+                .collect(),
+            all: BTreeMap::new(),
+        }
+    }
+    fn kinds(p: &Plan) -> Vec<&'static str> {
+        p.ops
+            .iter()
+            .map(|op| match op {
+                Op::AddRoute { .. } => "add-route",
+                Op::ReplaceRoute { .. } => "replace-route",
+                Op::RestoreRoute { .. } => "restore-route",
+                Op::DelRoute { .. } => "del-route",
+                Op::AddRule { .. } => "add-rule",
+                Op::DelRule { .. } => "del-rule",
+                Op::SetSysctl { .. } => "sysctl",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn from_scratch_adds_routes_then_rules_then_sysctls() {
+        let p = diff(&desired(2), &Observed::default(), false);
+        assert_eq!(
+            kinds(&p),
+            [
+                "add-route",
+                "add-route",
+                "add-rule",
+                "add-rule",
+                "sysctl",
+                "sysctl"
+            ]
+        );
+        assert!(p.conflicts.is_empty());
+    }
+
+    #[test]
+    fn applied_state_is_in_sync() {
+        let d = desired(4);
+        let p = diff(&d, &applied(&d), false);
+        assert!(p.in_sync(), "{:?}", p.ops);
+    }
+
+    #[test]
+    fn changed_route_is_replaced_not_deleted() {
+        let d = desired(1);
+        let mut live = applied(&d);
+        live.routes[0].item.prefsrc = Some("198.51.100.99".parse().unwrap());
+        let p = diff(&d, &live, false);
+        assert_eq!(kinds(&p), ["replace-route"]);
+    }
+
+    #[test]
+    fn dropped_interface_is_cleaned_up_after_the_new_state_is_in() {
+        let d4 = desired(4);
+        let live = applied(&d4);
+        let d3 = desired(3);
+        let p = diff(&d3, &live, false);
+        assert_eq!(kinds(&p), ["del-rule", "del-route"]);
+        assert!(p.conflicts.is_empty());
+        // The deletes use the dumped bytes, so they delete exactly that entry.
+        assert!(matches!(&p.ops[1], Op::DelRoute { raw: Some(r), .. } if r.0 == vec![7]));
+    }
+
+    #[test]
+    fn renumbered_table_adds_new_rule_before_deleting_old() {
+        let d = desired(1);
+        let live = applied(&d);
+        let mut d2 = d.clone();
+        d2.interfaces[0].table = 200;
+        d2.routes[0].table = 200;
+        d2.rules[0].table = 200;
+        let p = diff(&d2, &live, false);
+        assert_eq!(
+            kinds(&p),
+            ["add-route", "add-rule", "del-rule", "del-route"]
+        );
+    }
+
+    #[test]
+    fn hand_made_setup_conflicts_unless_adopted() {
+        let d = desired(1);
+        let live = Observed {
+            rules: vec![live(rule(32765, "198.51.100.10", 100, 3))],
+            routes: vec![
+                live(route(100, "198.51.100.0/24", "rail0", "198.51.100.10", 3)),
+                live(Route {
+                    gateway: Some("198.51.100.1".parse().unwrap()),
+                    dst: Prefix::default_route(Family::V4),
+                    scope: scope::UNIVERSE,
+                    prefsrc: None,
+                    ..route(100, "0.0.0.0/0", "rail0", "198.51.100.10", 3)
+                }),
+            ],
+            ..Observed::default()
+        };
+        let p = diff(&d, &live, false);
+        assert_eq!(p.conflicts.len(), 3, "{:?}", p.conflicts);
+        assert!(
+            p.conflicts
+                .iter()
+                .any(|c| c.entry.contains("from 198.51.100.10 lookup 100")),
+            "{:?}",
+            p.conflicts
+        );
+        assert!(!p.ops.iter().any(|o| matches!(
+            o,
+            Op::DelRule { .. } | Op::DelRoute { .. } | Op::ReplaceRoute { .. }
+        )));
+        let p = diff(&d, &live, true);
+        assert_eq!(
+            kinds(&p),
+            [
+                "replace-route",
+                "add-rule",
+                "del-rule",
+                "del-route",
+                "sysctl"
+            ]
+        );
+    }
+
+    #[test]
+    fn foreign_entries_elsewhere_are_not_conflicts() {
+        let d = desired(1);
+        let mut live = applied(&d);
+        live.rules
+            .push(self::live(rule(500, "203.0.113.5", 100, 4)));
+        live.rules.push(self::live(Rule {
+            src: Some(Prefix::new("198.51.100.0".parse().unwrap(), 24)),
+            ..rule(600, "198.51.100.0", 50, 4)
+        }));
+        live.routes.push(self::live(route(
+            50,
+            "203.0.113.0/24",
+            "rail0",
+            "198.51.100.10",
+            4,
+        )));
+        let p = diff(&d, &live, false);
+        assert!(p.in_sync(), "{:?} {:?}", p.ops, p.conflicts);
+    }
+
+    #[test]
+    fn sysctl_overridden_by_all_is_warned() {
+        let d = desired(1);
+        let mut live = applied(&d);
+        live.all.insert(SysctlKey::ArpIgnore, 2);
+        let p = diff(&d, &live, false);
+        assert!(p.ops.is_empty());
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("all.arp_ignore=2 overrides rail0")),
+            "{:?}",
+            p.warnings
+        );
+    }
+
+    #[test]
+    fn tables_to_read_includes_stale_tables_and_skips_reserved() {
+        let d = desired(1);
+        let rules = vec![
+            live(rule(1000, "198.51.100.50", 107, P)),
+            live(rule(0, "198.51.100.51", 254, P)),
+            live(rule(1, "198.51.100.52", 300, 4)),
+        ];
+        assert_eq!(tables_to_read(&d, &rules), BTreeSet::from([100, 107]));
+    }
+}

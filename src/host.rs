@@ -1,0 +1,83 @@
+//! Reading the host and carrying out operations on it: the glue between
+//! the pure core and the two effect modules (netlink, sysctl).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::diff::{self, Observed};
+use crate::executor::Effects;
+use crate::model::{Family, Op, SysctlKey};
+use crate::netlink::Netlink;
+use crate::plan::Desired;
+use crate::sysctl;
+
+/// Reads what the diff needs: every rule, the routes of the tables
+/// concerned (kernel-filtered by table), and the sysctls concerned.
+pub async fn observe(nl: &Netlink, desired: &Desired) -> Result<Observed> {
+    let rules = nl.rules().await.context("cannot read the policy rules")?;
+    let tables = diff::tables_to_read(desired, &rules);
+    let dumps = tables
+        .iter()
+        .flat_map(|t| [(Family::V4, *t), (Family::V6, *t)])
+        .map(|(family, table)| async move {
+            nl.routes(family, Some(table), None)
+                .await
+                .with_context(|| format!("cannot read the routes of table {table}"))
+        });
+    let mut routes = Vec::new();
+    for dump in futures::future::join_all(dumps).await {
+        routes.extend(dump?);
+    }
+    let mut sysctls = BTreeMap::new();
+    for s in &desired.sysctls {
+        let value = sysctl::read(&s.iface, s.key)
+            .with_context(|| format!("cannot read {}", sysctl::dotted_name(&s.iface, s.key)))?;
+        sysctls.insert((s.iface.clone(), s.key), value);
+    }
+    let mut all = BTreeMap::new();
+    for key in SysctlKey::ALL {
+        if let Ok(v) = sysctl::read("all", key) {
+            all.insert(key, v);
+        }
+    }
+    Ok(Observed {
+        rules,
+        routes,
+        sysctls,
+        all,
+    })
+}
+
+/// Operations on the real kernel.
+pub struct Kernel<'a> {
+    pub nl: &'a Netlink,
+    /// Test hook (ROCE_ROUTE_STEP_DELAY_MS): pause before each step, so
+    /// that a test can send a signal in the middle of a transaction.
+    pub step_delay: Option<Duration>,
+}
+
+impl Kernel<'_> {
+    pub fn new(nl: &Netlink) -> Kernel<'_> {
+        let step_delay = std::env::var("ROCE_ROUTE_STEP_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis);
+        Kernel { nl, step_delay }
+    }
+}
+
+impl Effects for Kernel<'_> {
+    async fn run(&mut self, op: &Op) -> Result<(), String> {
+        if let Some(d) = self.step_delay {
+            tokio::time::sleep(d).await;
+        }
+        match op {
+            Op::SetSysctl {
+                iface, key, new, ..
+            } => sysctl::write(iface, *key, *new).map_err(|e| e.to_string()),
+            _ => self.nl.execute(op).await.map_err(|e| e.to_string()),
+        }
+    }
+}

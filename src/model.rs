@@ -1,0 +1,550 @@
+//! Plain data types shared by the pure core (config, plan, diff, render) and
+//! the thin effect modules (netlink, sysctl, executor).
+//!
+//! Nothing here talks to the kernel. Values are kept in the kernel's own
+//! terms (table ids, scope and type numbers, protocol numbers) so that a
+//! reader can follow a field straight to the netlink attribute it becomes.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+
+/// Address family of a route, rule or address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    pub fn of(ip: &IpAddr) -> Family {
+        match ip {
+            IpAddr::V4(_) => Family::V4,
+            IpAddr::V6(_) => Family::V6,
+        }
+    }
+    /// The `-4` / `-6` flag of iproute2.
+    pub fn ip_flag(self) -> &'static str {
+        match self {
+            Family::V4 => "-4",
+            Family::V6 => "-6",
+        }
+    }
+    pub fn max_len(self) -> u8 {
+        match self {
+            Family::V4 => 32,
+            Family::V6 => 128,
+        }
+    }
+    pub fn unspecified(self) -> IpAddr {
+        match self {
+            Family::V4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            Family::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        }
+    }
+}
+
+/// An address with a prefix length. `addr` is kept as given: for a route
+/// destination it is the network address, for an interface address or a
+/// rule selector it is the host address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Prefix {
+    pub addr: IpAddr,
+    pub len: u8,
+}
+
+impl Prefix {
+    pub fn new(addr: IpAddr, len: u8) -> Prefix {
+        Prefix { addr, len }
+    }
+    /// A host prefix: /32 or /128.
+    pub fn host(addr: IpAddr) -> Prefix {
+        Prefix {
+            addr,
+            len: Family::of(&addr).max_len(),
+        }
+    }
+    pub fn default_route(family: Family) -> Prefix {
+        Prefix {
+            addr: family.unspecified(),
+            len: 0,
+        }
+    }
+    pub fn family(&self) -> Family {
+        Family::of(&self.addr)
+    }
+    pub fn is_default(&self) -> bool {
+        self.len == 0
+    }
+    /// The network this prefix belongs to (host bits cleared).
+    pub fn network(&self) -> Prefix {
+        Prefix {
+            addr: mask(self.addr, self.len),
+            len: self.len,
+        }
+    }
+    pub fn contains(&self, ip: &IpAddr) -> bool {
+        Family::of(ip) == self.family() && mask(*ip, self.len) == mask(self.addr, self.len)
+    }
+}
+
+fn mask(ip: IpAddr, len: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => {
+            let bits = u32::from(a);
+            let m = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - len.min(32) as u32)
+            };
+            IpAddr::V4(Ipv4Addr::from(bits & m))
+        }
+        IpAddr::V6(a) => {
+            let bits = u128::from(a);
+            let m = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len.min(128) as u32)
+            };
+            IpAddr::V6(Ipv6Addr::from(bits & m))
+        }
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+/// Kernel route scopes (`enum rt_scope_t`).
+pub mod scope {
+    pub const UNIVERSE: u8 = 0;
+    pub const SITE: u8 = 200;
+    pub const LINK: u8 = 253;
+    pub const HOST: u8 = 254;
+    pub const NOWHERE: u8 = 255;
+}
+
+/// Kernel route types (`RTN_*`).
+pub mod rtn {
+    pub const UNSPEC: u8 = 0;
+    pub const UNICAST: u8 = 1;
+    pub const LOCAL: u8 = 2;
+    pub const BROADCAST: u8 = 3;
+    pub const ANYCAST: u8 = 4;
+    pub const MULTICAST: u8 = 5;
+    pub const BLACKHOLE: u8 = 6;
+    pub const UNREACHABLE: u8 = 7;
+    pub const PROHIBIT: u8 = 8;
+    pub const THROW: u8 = 9;
+    pub const NAT: u8 = 10;
+}
+
+/// Rule actions (`FR_ACT_*`).
+pub mod fr_act {
+    pub const UNSPEC: u8 = 0;
+    pub const TO_TBL: u8 = 1;
+    pub const GOTO: u8 = 2;
+    pub const NOP: u8 = 3;
+    pub const BLACKHOLE: u8 = 6;
+    pub const UNREACHABLE: u8 = 7;
+    pub const PROHIBIT: u8 = 8;
+}
+
+/// Tables the kernel reserves: unspec, default, main, local.
+pub const RESERVED_TABLES: [u32; 4] = [0, 253, 254, 255];
+
+/// One route, in the kernel's terms. The identity of a route in the kernel
+/// (what NLM_F_REPLACE matches on) is `key()`; the rest are its attributes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Route {
+    pub family: Family,
+    pub table: u32,
+    /// Destination network (host bits cleared); /0 for a default route.
+    pub dst: Prefix,
+    pub tos: u8,
+    /// RTA_PRIORITY, printed by `ip` as `metric`.
+    pub metric: u32,
+    pub protocol: u8,
+    pub scope: u8,
+    /// rtm_type (`rtn::*`).
+    pub kind: u8,
+    /// Output interface by name.
+    pub oif: Option<String>,
+    pub gateway: Option<IpAddr>,
+    pub prefsrc: Option<IpAddr>,
+}
+
+/// What the kernel uses to tell one route from another in a table.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteKey {
+    pub family: Family,
+    pub table: u32,
+    pub dst: Prefix,
+    pub tos: u8,
+    pub metric: u32,
+}
+
+impl Route {
+    pub fn key(&self) -> RouteKey {
+        RouteKey {
+            family: self.family,
+            table: self.table,
+            dst: self.dst,
+            tos: self.tos,
+            metric: self.metric,
+        }
+    }
+}
+
+/// One policy rule. Only the selectors roce-route models are here; a live
+/// rule with other selectors has `extra_selectors` set, so it never equals a
+/// desired rule, and is deleted or restored from its raw dump only.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Rule {
+    pub family: Family,
+    pub priority: u32,
+    pub src: Option<Prefix>,
+    pub dst: Option<Prefix>,
+    pub iif: Option<String>,
+    pub oif: Option<String>,
+    pub fwmark: Option<u32>,
+    pub fwmask: Option<u32>,
+    pub tos: u8,
+    /// Table looked up for `fr_act::TO_TBL`; 0 otherwise.
+    pub table: u32,
+    pub action: u8,
+    pub protocol: u8,
+    /// The rule carries selectors or flags not listed above (not, goto,
+    /// suppress_prefixlength, uidrange, ipproto, ports, l3mdev, ...).
+    pub extra_selectors: bool,
+}
+
+/// A live kernel object together with the exact bytes the kernel dumped
+/// for it (a netlink message payload), so that it can be deleted or put
+/// back exactly as it was, whatever attributes roce-route does not model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Live<T> {
+    pub item: T,
+    #[serde(with = "hex_bytes")]
+    pub raw: Vec<u8>,
+}
+
+/// The per-interface IPv4 sysctls roce-route manages, under
+/// `/proc/sys/net/ipv4/conf/<ifname>/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SysctlKey {
+    ArpIgnore,
+    ArpAnnounce,
+    RpFilter,
+    ArpFilter,
+}
+
+/// How the kernel combines `conf/all/<key>` with `conf/<iface>/<key>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    Max,
+    Or,
+}
+
+impl SysctlKey {
+    pub const ALL: [SysctlKey; 4] = [
+        SysctlKey::ArpIgnore,
+        SysctlKey::ArpAnnounce,
+        SysctlKey::RpFilter,
+        SysctlKey::ArpFilter,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SysctlKey::ArpIgnore => "arp_ignore",
+            SysctlKey::ArpAnnounce => "arp_announce",
+            SysctlKey::RpFilter => "rp_filter",
+            SysctlKey::ArpFilter => "arp_filter",
+        }
+    }
+    pub fn from_name(name: &str) -> Option<SysctlKey> {
+        SysctlKey::ALL.into_iter().find(|k| k.name() == name)
+    }
+    /// Values the kernel documents (ip-sysctl.rst); the kernel itself does
+    /// not range-check these, so roce-route does.
+    pub fn valid(self, v: u32) -> bool {
+        match self {
+            SysctlKey::ArpIgnore => matches!(v, 0..=3 | 8),
+            SysctlKey::ArpAnnounce => v <= 2,
+            SysctlKey::RpFilter => v <= 2,
+            SysctlKey::ArpFilter => v <= 1,
+        }
+    }
+    pub fn valid_values(self) -> &'static str {
+        match self {
+            SysctlKey::ArpIgnore => "0, 1, 2, 3 or 8",
+            SysctlKey::ArpAnnounce => "0, 1 or 2",
+            SysctlKey::RpFilter => "0, 1 or 2",
+            SysctlKey::ArpFilter => "0 or 1",
+        }
+    }
+    pub fn combine(self) -> Combine {
+        match self {
+            SysctlKey::ArpFilter => Combine::Or,
+            _ => Combine::Max,
+        }
+    }
+    /// The value the kernel acts on, given `conf/all` and `conf/<iface>`.
+    pub fn effective(self, all: u32, iface: u32) -> u32 {
+        match self.combine() {
+            Combine::Max => all.max(iface),
+            Combine::Or => u32::from(all != 0 || iface != 0),
+        }
+    }
+}
+
+/// A per-interface sysctl setting.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Sysctl {
+    pub iface: String,
+    pub key: SysctlKey,
+    pub value: u32,
+}
+
+/// A network interface as the kernel reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    pub index: u32,
+    pub name: String,
+    /// IFF_UP: administratively up.
+    pub admin_up: bool,
+    /// IFF_LOWER_UP: carrier.
+    pub lower_up: bool,
+    pub mac: Option<String>,
+}
+
+/// An address configured on an interface.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Address {
+    pub ifname: String,
+    pub addr: Prefix,
+    pub scope: u8,
+    /// IFA_F_TENTATIVE (IPv6 duplicate address detection still running).
+    pub tentative: bool,
+}
+
+/// One change to the host. Every operation carries what is needed to undo
+/// it exactly (`inverse()`), which is how the executor builds its journal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    AddRoute {
+        route: Route,
+    },
+    /// Replace a live route (same key) by `new`; `old` is kept to undo.
+    ReplaceRoute {
+        old: Live<Route>,
+        new: Route,
+    },
+    /// Delete a live route; `raw` holds the dumped message when known.
+    DelRoute {
+        route: Route,
+        raw: Option<RawBytes>,
+    },
+    AddRule {
+        rule: Rule,
+        raw: Option<RawBytes>,
+    },
+    DelRule {
+        rule: Rule,
+        raw: Option<RawBytes>,
+    },
+    SetSysctl {
+        iface: String,
+        key: SysctlKey,
+        old: u32,
+        new: u32,
+    },
+    /// Put a route back from its dumped bytes (undo of a replace).
+    RestoreRoute {
+        current: Route,
+        old: Live<Route>,
+    },
+}
+
+/// Raw netlink payload bytes, serialised as hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawBytes(#[serde(with = "hex_bytes")] pub Vec<u8>);
+
+impl Op {
+    /// The operation that undoes this one.
+    pub fn inverse(&self) -> Op {
+        match self {
+            Op::AddRoute { route } => Op::DelRoute {
+                route: route.clone(),
+                raw: None,
+            },
+            Op::ReplaceRoute { old, new } => Op::RestoreRoute {
+                current: new.clone(),
+                old: old.clone(),
+            },
+            Op::RestoreRoute { current, old } => Op::ReplaceRoute {
+                old: old.clone(),
+                new: current.clone(),
+            },
+            Op::DelRoute {
+                route,
+                raw: Some(raw),
+            } => {
+                // Re-adding the dumped message reproduces the route exactly.
+                Op::RestoreRoute {
+                    current: route.clone(),
+                    old: Live {
+                        item: route.clone(),
+                        raw: raw.0.clone(),
+                    },
+                }
+            }
+            Op::DelRoute { route, raw: None } => Op::AddRoute {
+                route: route.clone(),
+            },
+            Op::AddRule { rule, raw } => Op::DelRule {
+                rule: rule.clone(),
+                raw: raw.clone(),
+            },
+            Op::DelRule { rule, raw } => Op::AddRule {
+                rule: rule.clone(),
+                raw: raw.clone(),
+            },
+            Op::SetSysctl {
+                iface,
+                key,
+                old,
+                new,
+            } => Op::SetSysctl {
+                iface: iface.clone(),
+                key: *key,
+                old: *new,
+                new: *old,
+            },
+        }
+    }
+}
+
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        let mut out = String::with_capacity(bytes.len() * 2);
+        for b in bytes {
+            out.push_str(&format!("{b:02x}"));
+        }
+        s.serialize_str(&out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.len() % 2 != 0 {
+            return Err(serde::de::Error::custom("odd number of hex digits"));
+        }
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_network_and_contains() {
+        let p = Prefix::new("198.51.100.10".parse().unwrap(), 24);
+        assert_eq!(p.network().to_string(), "198.51.100.0/24");
+        assert!(p.contains(&"198.51.100.200".parse().unwrap()));
+        assert!(!p.contains(&"198.51.101.1".parse().unwrap()));
+        assert!(!p.contains(&"2001:db8::1".parse().unwrap()));
+        let p6 = Prefix::new("2001:db8:0:1::10".parse().unwrap(), 64);
+        assert_eq!(p6.network().to_string(), "2001:db8:0:1::/64");
+        assert_eq!(Prefix::default_route(Family::V4).to_string(), "0.0.0.0/0");
+        assert_eq!(
+            Prefix::new("10.1.2.3".parse().unwrap(), 0)
+                .network()
+                .to_string(),
+            "0.0.0.0/0"
+        );
+    }
+
+    #[test]
+    fn effective_sysctl_values() {
+        assert_eq!(SysctlKey::ArpIgnore.effective(2, 1), 2);
+        assert_eq!(SysctlKey::ArpAnnounce.effective(0, 2), 2);
+        assert_eq!(SysctlKey::ArpFilter.effective(1, 0), 1);
+        assert_eq!(SysctlKey::ArpFilter.effective(0, 0), 0);
+        assert!(!SysctlKey::ArpIgnore.valid(4));
+        assert!(SysctlKey::ArpIgnore.valid(8));
+    }
+
+    #[test]
+    fn inverse_of_inverse_is_identity() {
+        let r = Route {
+            family: Family::V4,
+            table: 100,
+            dst: Prefix::new("198.51.100.0".parse().unwrap(), 24),
+            tos: 0,
+            metric: 0,
+            protocol: 234,
+            scope: scope::LINK,
+            kind: rtn::UNICAST,
+            oif: Some("rail0".into()),
+            gateway: None,
+            prefsrc: Some("198.51.100.10".parse().unwrap()),
+        };
+        let ops = vec![
+            Op::AddRoute { route: r.clone() },
+            Op::ReplaceRoute {
+                old: Live {
+                    item: r.clone(),
+                    raw: vec![1, 2],
+                },
+                new: r.clone(),
+            },
+            Op::SetSysctl {
+                iface: "rail0".into(),
+                key: SysctlKey::ArpIgnore,
+                old: 0,
+                new: 1,
+            },
+        ];
+        for op in ops {
+            assert_eq!(op.inverse().inverse(), op);
+        }
+    }
+
+    #[test]
+    fn op_serialises_raw_as_hex() {
+        let op = Op::DelRule {
+            rule: Rule {
+                family: Family::V6,
+                priority: 1000,
+                src: Some(Prefix::host("2001:db8::10".parse().unwrap())),
+                dst: None,
+                iif: None,
+                oif: None,
+                fwmark: None,
+                fwmask: None,
+                tos: 0,
+                table: 100,
+                action: fr_act::TO_TBL,
+                protocol: 234,
+                extra_selectors: false,
+            },
+            raw: Some(RawBytes(vec![0xde, 0xad])),
+        };
+        let json = serde_json::to_string(&op).unwrap();
+        assert!(json.contains("\"dead\""), "{json}");
+        let back: Op = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, op);
+    }
+}

@@ -1,0 +1,52 @@
+//! Entering a named network namespace and checking privileges.
+
+use std::fs::File;
+
+use crate::error::Error;
+
+/// Enters /run/netns/NAME (what `ip netns add` creates). Must be called
+/// before the tokio runtime starts, so that every socket and every
+/// /proc/sys/net file opened afterwards belongs to that namespace.
+pub fn enter(name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(Error::Usage(format!(
+            "invalid network namespace name {name:?}"
+        )));
+    }
+    let path = format!("/run/netns/{name}");
+    let file = File::open(&path).map_err(|e| {
+        Error::Usage(format!(
+            "network namespace {name:?} not found ({path}: {e}); list them with `ip netns list`"
+        ))
+    })?;
+    nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
+        Error::NotPermitted(format!(
+            "cannot enter network namespace {name:?}: {e}; run roce-route as root (CAP_SYS_ADMIN)"
+        ))
+    })
+}
+
+const CAP_NET_ADMIN: u32 = 12;
+
+/// Whether this process may change the network: CAP_NET_ADMIN in its
+/// effective set (root has it).
+pub fn can_admin_network() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_NET_ADMIN) != 0)
+}
+
+pub fn require_admin(what: &str) -> Result<(), Error> {
+    if can_admin_network() {
+        Ok(())
+    } else {
+        Err(Error::NotPermitted(format!(
+            "{what} changes the network and needs root (CAP_NET_ADMIN); run it with sudo, or use --dry-run to only see the changes"
+        )))
+    }
+}

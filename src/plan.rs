@@ -1,0 +1,405 @@
+//! Planning: config + observed host (links, addresses) -> desired state.
+//!
+//! Pure. For every configured interface and each of its addresses:
+//! - in the interface's table, the connected route
+//!   `<subnet> dev <if> src <addr> scope link` (one per subnet: the first
+//!   address of that subnet is the source), and `default via <gw> dev <if>`
+//!   for each gateway;
+//! - a rule `from <addr> lookup <table>` at the interface's priority;
+//! - the interface's IPv4 sysctls.
+//!
+//! Every route and rule carries the configured protocol number: that is
+//! how roce-route recognises what it owns.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use crate::config::{Config, ConfigError, Interface, Loc};
+use crate::model::{Address, Family, Link, Prefix, Route, Rule, Sysctl, fr_act, rtn, scope};
+
+/// The kernel gives IPv6 routes without a metric this one (IP6_RT_PRIO_USER);
+/// roce-route sets it explicitly so that desired and dumped routes compare equal.
+pub const IPV6_DEFAULT_METRIC: u32 = 1024;
+
+/// What the host should look like, as far as roce-route is concerned.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Desired {
+    pub protocol: u8,
+    pub interfaces: Vec<PlannedInterface>,
+    pub routes: Vec<Route>,
+    pub rules: Vec<Rule>,
+    pub sysctls: Vec<Sysctl>,
+    /// Things an admin should know that do not stop the apply.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedInterface {
+    pub name: String,
+    pub table: u32,
+    pub priority: u32,
+    pub addresses: Vec<Prefix>,
+    pub gateways: Vec<IpAddr>,
+}
+
+impl Desired {
+    /// The tables roce-route manages for this config.
+    pub fn tables(&self) -> BTreeSet<u32> {
+        self.interfaces.iter().map(|i| i.table).collect()
+    }
+    /// Every source address a rule is made for.
+    pub fn source_addresses(&self) -> BTreeSet<IpAddr> {
+        self.interfaces
+            .iter()
+            .flat_map(|i| i.addresses.iter().map(|a| a.addr))
+            .collect()
+    }
+}
+
+/// Derives the desired state; checks the config against the host (the
+/// interface exists, has the addresses, the gateway is on-link).
+pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, ConfigError> {
+    let mut d = Desired {
+        protocol: cfg.defaults.protocol,
+        ..Desired::default()
+    };
+    for iface in &cfg.interfaces {
+        let link = links.iter().find(|l| l.name == iface.name).ok_or_else(|| {
+            let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+            err(
+                cfg,
+                iface.loc,
+                format!("interface {:?} does not exist on this host", iface.name),
+                format!(
+                    "check the name against `ip link` (this host has: {})",
+                    known.join(", ")
+                ),
+            )
+        })?;
+        if !link.admin_up {
+            d.warnings.push(format!(
+                "interface {} is administratively down: the kernel refuses routes through it (`ip link set {} up`)",
+                iface.name, iface.name
+            ));
+        }
+        let addresses = resolve_addresses(cfg, iface, addrs)?;
+        check_gateways(cfg, iface, &addresses)?;
+        for a in addrs
+            .iter()
+            .filter(|a| a.ifname == iface.name && a.tentative)
+        {
+            if addresses.iter().any(|p| p.addr == a.addr.addr) {
+                d.warnings.push(format!(
+                    "{} on {} is tentative (IPv6 duplicate address detection): the kernel refuses it as a route source until DAD ends",
+                    a.addr, iface.name
+                ));
+            }
+        }
+        let planned = PlannedInterface {
+            name: iface.name.clone(),
+            table: iface.table,
+            priority: iface.priority,
+            gateways: iface.gateways.iter().map(|g| g.addr).collect(),
+            addresses,
+        };
+        d.routes.extend(routes_for(&planned, d.protocol));
+        d.rules.extend(rules_for(&planned, d.protocol));
+        d.sysctls
+            .extend(iface.sysctls.iter().map(|(key, value)| Sysctl {
+                iface: iface.name.clone(),
+                key: *key,
+                value: *value,
+            }));
+        d.interfaces.push(planned);
+    }
+    Ok(d)
+}
+
+fn err(cfg: &Config, loc: Loc, what: String, hint: String) -> ConfigError {
+    ConfigError::at(&cfg.file, Some(loc), what, hint)
+}
+
+/// The configured addresses with their prefix lengths, or every global
+/// address of the interface when the config lists none.
+fn resolve_addresses(
+    cfg: &Config,
+    iface: &Interface,
+    addrs: &[Address],
+) -> Result<Vec<Prefix>, ConfigError> {
+    let live: Vec<&Address> = addrs.iter().filter(|a| a.ifname == iface.name).collect();
+    let Some(specs) = &iface.addresses else {
+        let global: Vec<Prefix> = live
+            .iter()
+            .filter(|a| a.scope == scope::UNIVERSE)
+            .map(|a| a.addr)
+            .collect();
+        if global.is_empty() {
+            return Err(err(
+                cfg,
+                iface.loc,
+                format!("interface {:?} has no global address", iface.name),
+                "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config"
+                    .into(),
+            ));
+        }
+        return Ok(global);
+    };
+    specs
+        .iter()
+        .map(|spec| {
+            let found = live.iter().find(|a| a.addr.addr == spec.addr).ok_or_else(|| {
+                let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
+                err(cfg, spec.loc, format!("interface {:?} does not have address {}", iface.name, spec.addr),
+                    format!("add it first (`ip addr add {}/LEN dev {}`) or fix the config (it has: {})",
+                        spec.addr, iface.name, if has.is_empty() { "no address".into() } else { has.join(", ") }))
+            })?;
+            match spec.len {
+                Some(len) if len != found.addr.len => Err(err(cfg, spec.loc,
+                    format!("address {}/{} on {:?}: the interface has it as {}", spec.addr, len, iface.name, found.addr),
+                    format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr))),
+                _ => Ok(found.addr),
+            }
+        })
+        .collect()
+}
+
+/// A gateway must be on-link: inside a subnet of the interface's addresses
+/// (or IPv6 link-local).
+fn check_gateways(
+    cfg: &Config,
+    iface: &Interface,
+    addresses: &[Prefix],
+) -> Result<(), ConfigError> {
+    for gw in &iface.gateways {
+        let link_local = matches!(gw.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+        if !link_local && !addresses.iter().any(|a| a.contains(&gw.addr)) {
+            let subnets: Vec<String> = addresses.iter().map(|a| a.network().to_string()).collect();
+            return Err(err(cfg, gw.loc,
+                format!("gateway {} of {:?} is outside every subnet of the interface ({})", gw.addr, iface.name, subnets.join(", ")),
+                "use a gateway inside one of those subnets, or add the address that puts it on-link".into()));
+        }
+    }
+    Ok(())
+}
+
+fn family_metric(family: Family) -> u32 {
+    match family {
+        Family::V4 => 0,
+        Family::V6 => IPV6_DEFAULT_METRIC,
+    }
+}
+
+/// The kernel stores IPv6 routes with scope universe whatever is asked.
+fn connected_scope(family: Family) -> u8 {
+    match family {
+        Family::V4 => scope::LINK,
+        Family::V6 => scope::UNIVERSE,
+    }
+}
+
+fn routes_for(i: &PlannedInterface, protocol: u8) -> Vec<Route> {
+    let mut seen = BTreeSet::new();
+    let mut routes = Vec::new();
+    for a in &i.addresses {
+        let net = a.network();
+        if !seen.insert(net) {
+            continue; // one connected route per subnet; the first address is its source
+        }
+        routes.push(Route {
+            family: a.family(),
+            table: i.table,
+            dst: net,
+            tos: 0,
+            metric: family_metric(a.family()),
+            protocol,
+            scope: connected_scope(a.family()),
+            kind: rtn::UNICAST,
+            oif: Some(i.name.clone()),
+            gateway: None,
+            prefsrc: Some(a.addr),
+        });
+    }
+    for gw in &i.gateways {
+        let family = Family::of(gw);
+        routes.push(Route {
+            family,
+            table: i.table,
+            dst: Prefix::default_route(family),
+            tos: 0,
+            metric: family_metric(family),
+            protocol,
+            scope: scope::UNIVERSE,
+            kind: rtn::UNICAST,
+            oif: Some(i.name.clone()),
+            gateway: Some(*gw),
+            prefsrc: None,
+        });
+    }
+    routes
+}
+
+fn rules_for(i: &PlannedInterface, protocol: u8) -> Vec<Rule> {
+    i.addresses
+        .iter()
+        .map(|a| Rule {
+            family: a.family(),
+            priority: i.priority,
+            src: Some(Prefix::host(a.addr)),
+            dst: None,
+            iif: None,
+            oif: None,
+            fwmark: None,
+            fwmask: None,
+            tos: 0,
+            table: i.table,
+            action: fr_act::TO_TBL,
+            protocol,
+            extra_selectors: false,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config;
+    use crate::model::SysctlKey;
+
+    fn link(index: u32, name: &str) -> Link {
+        Link {
+            index,
+            name: name.into(),
+            admin_up: true,
+            lower_up: true,
+            mac: None,
+        }
+    }
+    fn addr(ifname: &str, a: &str) -> Address {
+        let (ip, len) = a.split_once('/').unwrap();
+        Address {
+            ifname: ifname.into(),
+            addr: Prefix::new(ip.parse().unwrap(), len.parse().unwrap()),
+            scope: 0,
+            tentative: false,
+        }
+    }
+    fn host() -> (Vec<Link>, Vec<Address>) {
+        let links = vec![link(1, "lo"), link(2, "rail0"), link(3, "rail1")];
+        let addrs = vec![
+            Address {
+                scope: scope::HOST,
+                ..addr("lo", "127.0.0.1/8")
+            },
+            addr("rail0", "198.51.100.10/24"),
+            addr("rail0", "2001:db8:1::10/64"),
+            Address {
+                scope: scope::LINK,
+                ..addr("rail0", "fe80::1/64")
+            },
+            addr("rail1", "198.51.100.11/24"),
+        ];
+        (links, addrs)
+    }
+    fn planned(toml: &str) -> Result<Desired, ConfigError> {
+        let cfg = config::parse("t.toml", toml).expect("valid config");
+        let (links, addrs) = host();
+        plan(&cfg, &links, &addrs)
+    }
+
+    #[test]
+    fn four_entries_per_address_the_guide_way() {
+        let d = planned(
+            r#"
+            [[interface]]
+            name = "rail0"
+            addresses = ["198.51.100.10/24"]
+            gateway = "198.51.100.1"
+            [[interface]]
+            name = "rail1"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(d.tables(), BTreeSet::from([100, 101]));
+        let r0: Vec<&Route> = d.routes.iter().filter(|r| r.table == 100).collect();
+        assert_eq!(r0.len(), 2);
+        assert_eq!(r0[0].dst.to_string(), "198.51.100.0/24");
+        assert_eq!(r0[0].scope, scope::LINK);
+        assert_eq!(r0[0].prefsrc, Some("198.51.100.10".parse().unwrap()));
+        assert_eq!(r0[1].gateway, Some("198.51.100.1".parse().unwrap()));
+        assert!(r0[1].dst.is_default());
+        assert_eq!(d.rules.len(), 2);
+        assert!(
+            d.rules.iter().all(|r| r.action == fr_act::TO_TBL
+                && r.priority == 1000
+                && r.protocol == d.protocol)
+        );
+        let s: Vec<(&str, SysctlKey, u32)> = d
+            .sysctls
+            .iter()
+            .map(|s| (s.iface.as_str(), s.key, s.value))
+            .collect();
+        assert!(s.contains(&("rail1", SysctlKey::ArpIgnore, 1)));
+        assert!(s.contains(&("rail1", SysctlKey::ArpAnnounce, 2)));
+    }
+
+    #[test]
+    fn absent_addresses_take_every_global_address() {
+        let d = planned("[[interface]]\nname = \"rail0\"\n").unwrap();
+        let a: Vec<String> = d.interfaces[0]
+            .addresses
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        assert_eq!(a, ["198.51.100.10/24", "2001:db8:1::10/64"]);
+        let v6 = d.routes.iter().find(|r| r.family == Family::V6).unwrap();
+        assert_eq!(
+            (v6.metric, v6.scope),
+            (IPV6_DEFAULT_METRIC, scope::UNIVERSE)
+        );
+    }
+
+    #[test]
+    fn bare_address_takes_the_live_prefix() {
+        let d =
+            planned("[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10\"]\n").unwrap();
+        assert_eq!(d.interfaces[0].addresses[0].to_string(), "198.51.100.10/24");
+    }
+
+    #[test]
+    fn host_errors_name_the_object_and_place() {
+        let e = planned("[[interface]]\nname = \"ib9\"\n").unwrap_err();
+        assert_eq!(e.loc.map(|l| l.line), Some(2));
+        assert!(e.what.contains("\"ib9\" does not exist"), "{e}");
+        let e = planned("[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.99/24\"]\n")
+            .unwrap_err();
+        assert!(
+            e.what.contains("does not have address 198.51.100.99"),
+            "{e}"
+        );
+        assert_eq!(e.loc.map(|l| l.line), Some(3));
+        let e = planned("[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.11/25\"]\n")
+            .unwrap_err();
+        assert!(e.what.contains("198.51.100.11/24"), "{e}");
+        let e =
+            planned("[[interface]]\nname = \"rail1\"\ngateway = \"203.0.113.1\"\n").unwrap_err();
+        assert!(e.what.contains("outside every subnet"), "{e}");
+    }
+
+    #[test]
+    fn ipv6_link_local_gateway_is_on_link() {
+        let d =
+            planned("[[interface]]\nname = \"rail0\"\ngateway = [\"fe80::1\", \"198.51.100.1\"]\n")
+                .unwrap();
+        assert_eq!(d.routes.iter().filter(|r| r.gateway.is_some()).count(), 2);
+    }
+
+    #[test]
+    fn one_connected_route_per_subnet() {
+        let (links, mut addrs) = host();
+        addrs.push(addr("rail0", "198.51.100.20/24"));
+        let cfg = config::parse("t.toml", "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\", \"198.51.100.20/24\"]\n").unwrap();
+        let d = plan(&cfg, &links, &addrs).unwrap();
+        assert_eq!(d.routes.len(), 1);
+        assert_eq!(d.rules.len(), 2);
+    }
+}

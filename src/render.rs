@@ -1,0 +1,304 @@
+//! Rendering: operation -> the equivalent iproute2 / sysctl command.
+//!
+//! Pure. The output of `apply --dry-run` is meant to be run with `sh -e` on
+//! the same starting host and give exactly the state `apply` gives, so each
+//! command names every field roce-route sets: table, protocol, scope,
+//! metric, type.
+
+use std::fmt::Write;
+
+use crate::model::{Family, Op, Prefix, Route, Rule, fr_act, rtn, scope};
+use crate::sysctl;
+
+/// The shell command for one operation.
+pub fn command(op: &Op) -> String {
+    match op {
+        Op::AddRoute { route } => route_cmd("add", route),
+        Op::ReplaceRoute { new, .. } => route_cmd("replace", new),
+        Op::RestoreRoute { old, .. } => route_cmd("replace", &old.item),
+        Op::DelRoute { route, .. } => route_cmd("del", route),
+        Op::AddRule { rule, .. } => rule_cmd("add", rule),
+        Op::DelRule { rule, .. } => rule_cmd("del", rule),
+        Op::SetSysctl {
+            iface, key, new, ..
+        } => {
+            format!("sysctl -w {}={}", sysctl::dotted_name(iface, *key), new)
+        }
+    }
+}
+
+/// A script: optional comment lines, then one command per line.
+pub fn script(comments: &[String], ops: &[Op]) -> String {
+    let mut out = String::new();
+    for c in comments {
+        for line in c.lines() {
+            let _ = writeln!(out, "# {line}");
+        }
+    }
+    for op in ops {
+        let _ = writeln!(out, "{}", command(op));
+    }
+    out
+}
+
+fn route_cmd(verb: &str, r: &Route) -> String {
+    format!("ip {} route {verb} {}", r.family.ip_flag(), route_spec(r))
+}
+
+fn rule_cmd(verb: &str, r: &Rule) -> String {
+    format!("ip {} rule {verb} {}", r.family.ip_flag(), rule_spec(r))
+}
+
+/// A route as `ip route show table all` prints it (close enough to find it).
+pub fn route_line(r: &Route) -> String {
+    format!("ip {} route: {}", r.family.ip_flag(), route_spec(r))
+}
+
+/// A rule as `ip rule` prints it.
+pub fn rule_line(r: &Rule) -> String {
+    let mut s = format!("ip {} rule: ", r.family.ip_flag());
+    s.push_str(&rule_spec(r));
+    if r.extra_selectors {
+        s.push_str(" (with other selectors)");
+    }
+    s
+}
+
+fn route_spec(r: &Route) -> String {
+    let mut s = String::new();
+    if r.kind != rtn::UNICAST {
+        s.push_str(route_type(r.kind));
+        s.push(' ');
+    }
+    s.push_str(&dst(&r.dst));
+    if r.tos != 0 {
+        let _ = write!(s, " tos 0x{:02x}", r.tos);
+    }
+    if let Some(gw) = r.gateway {
+        let _ = write!(s, " via {gw}");
+    }
+    if let Some(dev) = &r.oif {
+        let _ = write!(s, " dev {dev}");
+    }
+    let _ = write!(s, " table {} proto {}", r.table, r.protocol);
+    // IPv6 routes have no scope in the kernel; naming one changes nothing.
+    if r.family == Family::V4 {
+        let _ = write!(s, " scope {}", scope_name(r.scope));
+    }
+    if let Some(src) = r.prefsrc {
+        let _ = write!(s, " src {src}");
+    }
+    if r.metric != 0 {
+        let _ = write!(s, " metric {}", r.metric);
+    }
+    s
+}
+
+fn rule_spec(r: &Rule) -> String {
+    let mut s = format!("priority {}", r.priority);
+    s.push_str(" from ");
+    s.push_str(&r.src.map_or("all".to_string(), |p| host_or_prefix(&p)));
+    if let Some(d) = r.dst {
+        let _ = write!(s, " to {}", host_or_prefix(&d));
+    }
+    if r.tos != 0 {
+        let _ = write!(s, " tos 0x{:02x}", r.tos);
+    }
+    if let Some(m) = r.fwmark {
+        match r.fwmask {
+            Some(mask) if mask != u32::MAX => {
+                let _ = write!(s, " fwmark 0x{m:x}/0x{mask:x}");
+            }
+            _ => {
+                let _ = write!(s, " fwmark 0x{m:x}");
+            }
+        }
+    }
+    if let Some(i) = &r.iif {
+        let _ = write!(s, " iif {i}");
+    }
+    if let Some(o) = &r.oif {
+        let _ = write!(s, " oif {o}");
+    }
+    match r.action {
+        fr_act::TO_TBL => {
+            let _ = write!(s, " lookup {}", r.table);
+        }
+        fr_act::GOTO => s.push_str(" goto"),
+        fr_act::NOP => s.push_str(" nop"),
+        fr_act::BLACKHOLE => s.push_str(" blackhole"),
+        fr_act::UNREACHABLE => s.push_str(" unreachable"),
+        fr_act::PROHIBIT => s.push_str(" prohibit"),
+        other => {
+            let _ = write!(s, " action {other}");
+        }
+    }
+    if r.protocol != 0 {
+        let _ = write!(s, " proto {}", r.protocol);
+    }
+    s
+}
+
+fn dst(p: &Prefix) -> String {
+    if p.is_default() {
+        "default".to_string()
+    } else {
+        p.to_string()
+    }
+}
+
+fn host_or_prefix(p: &Prefix) -> String {
+    if p.len == p.family().max_len() {
+        p.addr.to_string()
+    } else {
+        p.to_string()
+    }
+}
+
+fn scope_name(s: u8) -> String {
+    match s {
+        scope::UNIVERSE => "global".into(),
+        scope::SITE => "site".into(),
+        scope::LINK => "link".into(),
+        scope::HOST => "host".into(),
+        scope::NOWHERE => "nowhere".into(),
+        n => n.to_string(),
+    }
+}
+
+fn route_type(kind: u8) -> &'static str {
+    match kind {
+        rtn::LOCAL => "local",
+        rtn::BROADCAST => "broadcast",
+        rtn::ANYCAST => "anycast",
+        rtn::MULTICAST => "multicast",
+        rtn::BLACKHOLE => "blackhole",
+        rtn::UNREACHABLE => "unreachable",
+        rtn::PROHIBIT => "prohibit",
+        rtn::THROW => "throw",
+        rtn::NAT => "nat",
+        _ => "unicast",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Live, SysctlKey};
+
+    fn connected() -> Route {
+        Route {
+            family: Family::V4,
+            table: 100,
+            dst: Prefix::new("198.51.100.0".parse().unwrap(), 24),
+            tos: 0,
+            metric: 0,
+            protocol: 234,
+            scope: scope::LINK,
+            kind: rtn::UNICAST,
+            oif: Some("rail0".into()),
+            gateway: None,
+            prefsrc: Some("198.51.100.10".parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn routes_render_every_field_we_set() {
+        assert_eq!(
+            command(&Op::AddRoute { route: connected() }),
+            "ip -4 route add 198.51.100.0/24 dev rail0 table 100 proto 234 scope link src 198.51.100.10"
+        );
+        let gw = Route {
+            dst: Prefix::default_route(Family::V4),
+            scope: scope::UNIVERSE,
+            gateway: Some("198.51.100.1".parse().unwrap()),
+            prefsrc: None,
+            ..connected()
+        };
+        assert_eq!(
+            command(&Op::ReplaceRoute {
+                old: Live {
+                    item: connected(),
+                    raw: vec![]
+                },
+                new: gw
+            }),
+            "ip -4 route replace default via 198.51.100.1 dev rail0 table 100 proto 234 scope global"
+        );
+        let v6 = Route {
+            family: Family::V6,
+            dst: Prefix::new("2001:db8:1::".parse().unwrap(), 64),
+            metric: 1024,
+            scope: scope::UNIVERSE,
+            prefsrc: Some("2001:db8:1::10".parse().unwrap()),
+            ..connected()
+        };
+        assert_eq!(
+            command(&Op::DelRoute {
+                route: v6,
+                raw: None
+            }),
+            "ip -6 route del 2001:db8:1::/64 dev rail0 table 100 proto 234 src 2001:db8:1::10 metric 1024"
+        );
+    }
+
+    #[test]
+    fn rules_render_with_priority_table_and_protocol() {
+        let r = Rule {
+            family: Family::V6,
+            priority: 1000,
+            src: Some(Prefix::host("2001:db8:1::10".parse().unwrap())),
+            dst: None,
+            iif: None,
+            oif: None,
+            fwmark: None,
+            fwmask: None,
+            tos: 0,
+            table: 100,
+            action: fr_act::TO_TBL,
+            protocol: 234,
+            extra_selectors: false,
+        };
+        assert_eq!(
+            command(&Op::AddRule {
+                rule: r.clone(),
+                raw: None
+            }),
+            "ip -6 rule add priority 1000 from 2001:db8:1::10 lookup 100 proto 234"
+        );
+        let boot = Rule {
+            family: Family::V4,
+            src: Some(Prefix::new("198.51.100.0".parse().unwrap(), 24)),
+            protocol: 0,
+            priority: 32765,
+            ..r
+        };
+        assert_eq!(
+            command(&Op::DelRule {
+                rule: boot,
+                raw: None
+            }),
+            "ip -4 rule del priority 32765 from 198.51.100.0/24 lookup 100"
+        );
+    }
+
+    #[test]
+    fn sysctl_names_with_dots_use_slashes() {
+        let op = Op::SetSysctl {
+            iface: "ib0.100".into(),
+            key: SysctlKey::ArpIgnore,
+            old: 0,
+            new: 1,
+        };
+        assert_eq!(command(&op), "sysctl -w net.ipv4.conf.ib0/100.arp_ignore=1");
+    }
+
+    #[test]
+    fn script_prefixes_comments() {
+        let s = script(
+            &["two\nlines".into()],
+            &[Op::AddRoute { route: connected() }],
+        );
+        assert!(s.starts_with("# two\n# lines\nip -4 route add"), "{s}");
+    }
+}

@@ -1,0 +1,866 @@
+//! Real-kernel test bed for roce-route.
+//!
+//! A `Testbed` is a GPU server in miniature, built from two private network
+//! namespaces:
+//!
+//! - `host`: the server, with rails `rail0..railN-1` (veth ends), all in one
+//!   subnet: rail k has 198.51.100.(10+k)/24 and, optionally,
+//!   2001:db8:1::(10+k)/64.
+//! - `peer`: the rest of the fabric, a bridge `br0` enslaving every rail's
+//!   peer end `p0..pN-1`, with the peer's own addresses 198.51.100.1/24 and
+//!   2001:db8:1::1/64 and a gateway 198.51.100.254/24, 2001:db8:1::fe/64.
+//!   A broadcast from the peer reaches every rail, so ARP is real.
+//!
+//! The host's own network namespace is never touched: links are created
+//! inside the namespaces, and both namespaces and the per-test temp dir are
+//! removed on drop, including while a test panics.
+//!
+//! Observations are made the way a network engineer checks a server:
+//! `ip route get`, the peer's neighbour table, interface tx counters, and a
+//! canonical dump of rules, routes and ARP sysctls.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The peer's own address on the rails' subnet.
+pub const PEER_V4: &str = "198.51.100.1";
+pub const PEER_V6: &str = "2001:db8:1::1";
+/// A second peer address, to be used as the rails' default gateway.
+pub const GATEWAY_V4: &str = "198.51.100.254";
+pub const GATEWAY_V6: &str = "2001:db8:1::fe";
+pub const V4_PREFIX_LEN: u8 = 24;
+pub const V6_PREFIX_LEN: u8 = 64;
+pub const SUBNET_V4: &str = "198.51.100.0/24";
+pub const SUBNET_V6: &str = "2001:db8:1::/64";
+/// Rail k uses routing table FIRST_TABLE + k in the standard config.
+pub const FIRST_TABLE: u32 = 100;
+/// The per-interface IPv4 sysctls roce-route manages.
+pub const ARP_SYSCTLS: [&str; 4] = ["arp_ignore", "arp_announce", "rp_filter", "arp_filter"];
+
+const BRIDGE: &str = "br0";
+/// Echo requests sent by `reply_leaves_via*`.
+const REPLY_PINGS: u64 = 8;
+/// Bound for waiting until links are up and link-local addresses are final.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// `/sys/class/net/<port>/brport/state` of a forwarding bridge port.
+const BR_STATE_FORWARDING: &str = "3";
+
+// ---------------------------------------------------------------------------
+// Running commands
+
+/// The command line, for error messages.
+fn describe(cmd: &Command) -> String {
+    let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
+    parts.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+    parts.join(" ")
+}
+
+/// Runs `cmd`; panics only if it cannot be started at all.
+fn output_of(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run `{}`: {e}", describe(cmd)))
+}
+
+/// Runs `cmd` and returns its trimmed stdout, or a full report of the failure.
+fn try_cmd(cmd: &mut Command) -> Result<String, String> {
+    let out = output_of(cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() {
+        return Ok(stdout);
+    }
+    Err(format!(
+        "`{}` failed ({})\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
+        describe(cmd),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
+}
+
+/// Runs `cmd` and returns its trimmed stdout; panics with the command,
+/// status, stdout and stderr on failure.
+fn check(cmd: &mut Command) -> String {
+    try_cmd(cmd).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `program args...` in the current namespace (used for `ip netns`
+/// management only); panics on failure.
+pub fn run(program: &str, args: &[&str]) -> String {
+    check(Command::new(program).args(args))
+}
+
+/// Splits an `ip` argument string on whitespace ("rule add from X lookup 100").
+fn words(args: &str) -> Vec<&str> {
+    args.split_whitespace().collect()
+}
+
+/// The value after `key` in a whitespace-separated line (`dev rail0` -> rail0).
+pub fn field_after<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let mut it = line.split_whitespace();
+    it.find(|w| *w == key)?;
+    it.next()
+}
+
+/// Calls `ready` until it returns true; panics after `timeout` describing `what`.
+pub fn poll_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// A process-wide counter making namespace, directory and file names unique.
+fn next_id() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------
+// Preconditions
+
+/// Panics unless running as root: the kernel tests must never silently skip.
+pub fn require_root() {
+    let status = fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .expect("no Uid line in /proc/self/status");
+    assert!(
+        euid == "0",
+        "the roce-route kernel tests need root (effective uid is {euid}): they create network \
+         namespaces, veths and bridges. Run `cargo test` as root; they never skip silently."
+    );
+}
+
+/// Panics unless `ip` and `ping` (iputils) are installed.
+pub fn require_tools() {
+    for (tool, arg, package) in [("ip", "-V", "iproute2"), ("ping", "-V", "iputils-ping")] {
+        let found = Command::new(tool)
+            .arg(arg)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            found,
+            "the kernel tests need `{tool}`: install the {package} package"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Owned resources
+
+/// A named network namespace, deleted on drop.
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates namespace `name`, with its loopback up.
+    pub fn create(name: String) -> Netns {
+        run("ip", &["netns", "add", &name]);
+        let ns = Netns { name };
+        ns.ip("link set lo up");
+        ns
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `ip -n NS <args>` (args split on whitespace) or the failure report.
+    pub fn try_ip(&self, args: &str) -> Result<String, String> {
+        try_cmd(
+            Command::new("ip")
+                .args(["-n", &self.name])
+                .args(words(args)),
+        )
+    }
+
+    /// `ip -n NS <args>` (args split on whitespace); panics on failure.
+    pub fn ip(&self, args: &str) -> String {
+        self.try_ip(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `ip netns exec NS <program> <args...>`, with no output checking.
+    pub fn exec_output(&self, program: &str, args: &[&str]) -> Output {
+        output_of(
+            Command::new("ip")
+                .args(["netns", "exec", &self.name, program])
+                .args(args),
+        )
+    }
+
+    /// `ip netns exec NS <program> <args...>`; panics on failure. Inside it,
+    /// /sys is remounted for the namespace, so /sys/class/net is the
+    /// namespace's own.
+    pub fn exec(&self, program: &str, args: &[&str]) -> String {
+        check(
+            Command::new("ip")
+                .args(["netns", "exec", &self.name, program])
+                .args(args),
+        )
+    }
+
+    /// A shell command line run inside the namespace; panics on failure.
+    pub fn sh(&self, script: &str) -> String {
+        self.exec("sh", &["-c", script])
+    }
+
+    /// The trimmed contents of several files read inside the namespace, in
+    /// one process (so a set of counters is read at one moment).
+    pub fn read_files(&self, paths: &[String]) -> Vec<String> {
+        let args: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let out = self.exec("cat", &args);
+        let values: Vec<String> = out.lines().map(|l| l.trim().to_string()).collect();
+        assert_eq!(values.len(), paths.len(), "reading {paths:?} gave {out:?}");
+        values
+    }
+
+    pub fn read_file(&self, path: &str) -> String {
+        self.read_files(&[path.to_string()]).remove(0)
+    }
+
+    /// `sysctl -w` with '/' separators, so dotted interface names work
+    /// (`net/ipv4/conf/rail0.100/arp_ignore`).
+    pub fn set_sysctl(&self, path: &str, value: &str) {
+        self.exec("sysctl", &["-q", "-w", &format!("{path}={value}")]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting the namespace destroys its veths, and with them their
+        // peers. Never panic here: this may run while a test unwinds.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn create(name: &str) -> TempDir {
+        let path = std::env::temp_dir().join(name);
+        fs::create_dir_all(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The test bed
+
+/// One RDMA rail of the host.
+#[derive(Clone, Debug)]
+pub struct Rail {
+    /// Interface name in the host namespace.
+    pub name: String,
+    /// Its veth peer, a port of the peer's bridge.
+    pub peer_port: String,
+    /// IPv4 address, without prefix length (198.51.100.(10+k)).
+    pub v4: String,
+    /// IPv6 address, without prefix length (2001:db8:1::(10+k)), if enabled.
+    pub v6: Option<String>,
+    /// MAC address of the host-side interface.
+    pub mac: String,
+    /// Routing table of this rail in the standard config (100+k).
+    pub table: u32,
+}
+
+impl Rail {
+    /// "198.51.100.1x/24"
+    pub fn v4_cidr(&self) -> String {
+        format!("{}/{V4_PREFIX_LEN}", self.v4)
+    }
+
+    /// "2001:db8:1::1x/64", if IPv6 is enabled.
+    pub fn v6_cidr(&self) -> Option<String> {
+        self.v6.as_ref().map(|a| format!("{a}/{V6_PREFIX_LEN}"))
+    }
+
+    /// All addresses with prefix lengths, IPv4 first.
+    pub fn cidrs(&self) -> Vec<String> {
+        std::iter::once(self.v4_cidr())
+            .chain(self.v6_cidr())
+            .collect()
+    }
+}
+
+pub fn rail_v4(k: usize) -> String {
+    format!("198.51.100.{}", 10 + k)
+}
+
+pub fn rail_v6(k: usize) -> String {
+    format!("2001:db8:1::{}", 10 + k)
+}
+
+/// Builds a `Testbed`: `Testbed::builder().rails(4).ipv6(true).build()`.
+#[derive(Clone, Debug)]
+pub struct TestbedBuilder {
+    rails: usize,
+    ipv6: bool,
+    names: Option<Vec<String>>,
+}
+
+impl TestbedBuilder {
+    /// Number of rails (default 4). Ignored when `rail_names` is given.
+    pub fn rails(mut self, n: usize) -> Self {
+        self.rails = n;
+        self
+    }
+
+    /// Also give rails and peer IPv6 addresses (default false).
+    pub fn ipv6(mut self, on: bool) -> Self {
+        self.ipv6 = on;
+        self
+    }
+
+    /// Custom rail names, e.g. `&["rail0.100", "rail1.100"]`; sets the count.
+    pub fn rail_names(mut self, names: &[&str]) -> Self {
+        self.names = Some(names.iter().map(|n| n.to_string()).collect());
+        self
+    }
+
+    fn resolved_names(&self) -> Vec<String> {
+        let names = match &self.names {
+            Some(names) => names.clone(),
+            None => (0..self.rails).map(|k| format!("rail{k}")).collect(),
+        };
+        assert!(
+            (1..=200).contains(&names.len()),
+            "a testbed has 1 to 200 rails, not {}",
+            names.len()
+        );
+        names
+    }
+
+    pub fn build(self) -> Testbed {
+        require_root();
+        require_tools();
+        let names = self.resolved_names();
+        let tag = format!("rr-{}-{}", std::process::id(), next_id());
+        // The guards exist before any configuration, so a failure below
+        // still removes everything.
+        let mut tb = Testbed {
+            host: Netns::create(format!("{tag}-h")),
+            peer: Netns::create(format!("{tag}-p")),
+            dir: TempDir::create(&format!("roce-route-{tag}")),
+            rails: Vec::new(),
+            ipv6: self.ipv6,
+        };
+        tb.setup_peer();
+        tb.disable_dad(&tb.host);
+        for (k, name) in names.iter().enumerate() {
+            let rail = tb.add_rail(k, name);
+            tb.rails.push(rail);
+        }
+        tb.wait_ready();
+        tb
+    }
+}
+
+/// A host namespace with N rails in one subnet, and a peer behind a bridge.
+pub struct Testbed {
+    host: Netns,
+    peer: Netns,
+    dir: TempDir,
+    rails: Vec<Rail>,
+    ipv6: bool,
+}
+
+impl Testbed {
+    pub fn builder() -> TestbedBuilder {
+        TestbedBuilder {
+            rails: 4,
+            ipv6: false,
+            names: None,
+        }
+    }
+
+    // --- construction ---------------------------------------------------
+
+    /// Link-local addresses would otherwise sit tentative for a second after
+    /// link up, and their routes appear only once DAD is done, so a dump
+    /// would change by itself. Set before any rail exists (`default`).
+    fn disable_dad(&self, ns: &Netns) {
+        for conf in ["all", "default"] {
+            ns.set_sysctl(&format!("net/ipv6/conf/{conf}/accept_dad"), "0");
+        }
+    }
+
+    fn setup_peer(&self) {
+        let p = &self.peer;
+        self.disable_dad(p);
+        // Without snooping every multicast (IPv6 neighbour solicitations
+        // included) is flooded to all ports, like unknown multicast on a switch.
+        p.ip(&format!("link add {BRIDGE} type bridge mcast_snooping 0"));
+        let mut addrs = vec![
+            format!("{PEER_V4}/{V4_PREFIX_LEN}"),
+            format!("{GATEWAY_V4}/{V4_PREFIX_LEN}"),
+        ];
+        if self.ipv6 {
+            addrs.push(format!("{PEER_V6}/{V6_PREFIX_LEN} nodad"));
+            addrs.push(format!("{GATEWAY_V6}/{V6_PREFIX_LEN} nodad"));
+        }
+        for addr in addrs {
+            p.ip(&format!("addr add {addr} dev {BRIDGE}"));
+        }
+        p.ip(&format!("link set {BRIDGE} up"));
+    }
+
+    fn add_rail(&self, k: usize, name: &str) -> Rail {
+        let port = format!("p{k}");
+        self.host.ip(&format!(
+            "link add {name} type veth peer name {port} netns {}",
+            self.peer.name()
+        ));
+        self.peer.ip(&format!("link set {port} master {BRIDGE} up"));
+        let v4 = rail_v4(k);
+        self.host
+            .ip(&format!("addr add {v4}/{V4_PREFIX_LEN} dev {name}"));
+        let v6 = self.ipv6.then(|| rail_v6(k));
+        if let Some(v6) = &v6 {
+            self.host
+                .ip(&format!("addr add {v6}/{V6_PREFIX_LEN} dev {name} nodad"));
+        }
+        self.host.ip(&format!("link set {name} up"));
+        let mac = self
+            .host
+            .read_file(&format!("/sys/class/net/{name}/address"));
+        Rail {
+            name: name.to_string(),
+            peer_port: port,
+            v4,
+            v6,
+            mac,
+            table: FIRST_TABLE + k as u32,
+        }
+    }
+
+    /// Waits until every rail and bridge port is up and forwarding, and every
+    /// rail's link-local address exists and is final.
+    fn wait_ready(&self) {
+        poll_until("the testbed links to come up", READY_TIMEOUT, || {
+            self.host_links_up() && self.peer_ports_forwarding() && self.link_locals_final()
+        });
+    }
+
+    fn host_links_up(&self) -> bool {
+        let paths = self
+            .rails
+            .iter()
+            .map(|r| format!("/sys/class/net/{}/operstate", r.name))
+            .collect::<Vec<_>>();
+        self.host.read_files(&paths).iter().all(|s| s == "up")
+    }
+
+    fn peer_ports_forwarding(&self) -> bool {
+        let mut paths = vec![format!("/sys/class/net/{BRIDGE}/operstate")];
+        paths.extend(
+            self.rails
+                .iter()
+                .map(|r| format!("/sys/class/net/{}/brport/state", r.peer_port)),
+        );
+        let values = self.peer.read_files(&paths);
+        values[0] == "up" && values[1..].iter().all(|s| s == BR_STATE_FORWARDING)
+    }
+
+    fn link_locals_final(&self) -> bool {
+        // One line per address: "2: rail0    inet6 fe80::.../64 scope link ..."
+        let out = self.host.ip("-6 -o addr show scope link");
+        let final_on = |r: &Rail| {
+            out.lines().any(|l| {
+                l.split_whitespace().nth(1) == Some(r.name.as_str()) && !l.contains("tentative")
+            })
+        };
+        self.rails.iter().all(final_on)
+    }
+
+    // --- accessors -------------------------------------------------------
+
+    pub fn host_ns(&self) -> &str {
+        self.host.name()
+    }
+
+    pub fn peer_ns(&self) -> &str {
+        self.peer.name()
+    }
+
+    pub fn host(&self) -> &Netns {
+        &self.host
+    }
+
+    pub fn peer(&self) -> &Netns {
+        &self.peer
+    }
+
+    pub fn rails(&self) -> &[Rail] {
+        &self.rails
+    }
+
+    pub fn rail(&self, k: usize) -> &Rail {
+        &self.rails[k]
+    }
+
+    pub fn ipv6(&self) -> bool {
+        self.ipv6
+    }
+
+    pub fn peer_v4(&self) -> &'static str {
+        PEER_V4
+    }
+
+    /// Panics on a testbed built without IPv6.
+    pub fn peer_v6(&self) -> &'static str {
+        assert!(
+            self.ipv6,
+            "peer_v6() on a testbed built without .ipv6(true)"
+        );
+        PEER_V6
+    }
+
+    /// The per-test temp dir (removed on drop).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    // --- commands --------------------------------------------------------
+
+    /// A shell command line inside the host namespace; trimmed stdout.
+    pub fn sh_host(&self, script: &str) -> String {
+        self.host.sh(script)
+    }
+
+    pub fn sh_peer(&self, script: &str) -> String {
+        self.peer.sh(script)
+    }
+
+    /// `ip -n HOST <args>`; args are split on whitespace.
+    pub fn ip_host(&self, args: &str) -> String {
+        self.host.ip(args)
+    }
+
+    pub fn try_ip_host(&self, args: &str) -> Result<String, String> {
+        self.host.try_ip(args)
+    }
+
+    /// `ip -n PEER <args>`; args are split on whitespace.
+    pub fn ip_peer(&self, args: &str) -> String {
+        self.peer.ip(args)
+    }
+
+    /// `/proc/sys/net/ipv4/conf/<iface>/<key>` in the host namespace.
+    pub fn host_sysctl(&self, iface: &str, key: &str) -> u32 {
+        let path = format!("/proc/sys/net/ipv4/conf/{iface}/{key}");
+        let value = self.host.read_file(&path);
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("{path} = {value:?}: {e}"))
+    }
+
+    /// Writes `/proc/sys/net/ipv4/conf/<iface>/<key>` in the host namespace.
+    pub fn set_host_sysctl(&self, iface: &str, key: &str, value: u32) {
+        self.host
+            .set_sysctl(&format!("net/ipv4/conf/{iface}/{key}"), &value.to_string());
+    }
+
+    /// What the classic manual guide does: arp_ignore=1 and arp_announce=2 on
+    /// `all`, and per rail a table holding the subnet route with the rail's
+    /// source address, selected by a `from <addr>` rule (IPv4 only).
+    pub fn fix_by_hand(&self) {
+        self.set_host_sysctl("all", "arp_ignore", 1);
+        self.set_host_sysctl("all", "arp_announce", 2);
+        for r in &self.rails {
+            self.ip_host(&format!("rule add from {} lookup {}", r.v4, r.table));
+            self.ip_host(&format!(
+                "route add {SUBNET_V4} dev {} src {} table {}",
+                r.name, r.v4, r.table
+            ));
+        }
+    }
+
+    // --- observations ----------------------------------------------------
+
+    /// The output of `ip route get DST from SRC` in the host namespace.
+    pub fn route_get(&self, dst: &str, from: &str) -> String {
+        self.ip_host(&format!("route get {dst} from {from}"))
+    }
+
+    /// The interface `ip route get DST from SRC` says the packet leaves by.
+    pub fn route_get_dev(&self, dst: &str, from: &str) -> String {
+        let out = self.route_get(dst, from);
+        field_after(&out, "dev")
+            .unwrap_or_else(|| panic!("no `dev` in route get output: {out}"))
+            .to_string()
+    }
+
+    /// Sends `count` echo requests from the peer to `ip`; panics unless
+    /// every reply arrived.
+    pub fn ping_from_peer(&self, ip: &str, count: u64) {
+        let count = count.to_string();
+        self.peer.exec(
+            "ping",
+            &["-n", "-q", "-c", &count, "-i", "0.01", "-W", "1", ip],
+        );
+    }
+
+    /// The MAC the peer resolves `ip` to, from scratch: flush the peer's
+    /// neighbour cache, ping once from the peer, read `lladdr`. None when
+    /// nothing answered.
+    pub fn peer_neigh_mac(&self, ip: &str) -> Option<String> {
+        self.ip_peer("neigh flush all");
+        // A lost reply is fine here: the neighbour entry is what we read.
+        self.peer
+            .exec_output("ping", &["-n", "-q", "-c", "1", "-W", "1", ip]);
+        let entry = self.ip_peer(&format!("neigh show {ip} dev {BRIDGE}"));
+        field_after(&entry, "lladdr").map(str::to_string)
+    }
+
+    /// The host rail whose MAC is `mac`, if any.
+    pub fn rail_by_mac(&self, mac: &str) -> Option<&Rail> {
+        self.rails.iter().find(|r| r.mac.eq_ignore_ascii_case(mac))
+    }
+
+    /// tx_packets of one host interface.
+    pub fn tx_packets(&self, ifname: &str) -> u64 {
+        self.tx_counters(&[ifname.to_string()])[0]
+    }
+
+    /// tx_packets of several host interfaces, read at one moment.
+    fn tx_counters(&self, ifnames: &[String]) -> Vec<u64> {
+        let paths: Vec<String> = ifnames
+            .iter()
+            .map(|n| format!("/sys/class/net/{n}/statistics/tx_packets"))
+            .collect();
+        let values = self.host.read_files(&paths);
+        values
+            .iter()
+            .map(|v| {
+                v.parse()
+                    .unwrap_or_else(|e| panic!("tx_packets {v:?}: {e}"))
+            })
+            .collect()
+    }
+
+    /// How much each rail's tx_packets grew while `action` ran, by rail name.
+    pub fn tx_growth_during(&self, action: impl FnOnce()) -> Vec<(String, u64)> {
+        let names: Vec<String> = self.rails.iter().map(|r| r.name.clone()).collect();
+        let before = self.tx_counters(&names);
+        action();
+        let after = self.tx_counters(&names);
+        names
+            .into_iter()
+            .zip(after.iter().zip(&before).map(|(a, b)| a - b))
+            .collect()
+    }
+
+    /// The host rail the replies to the peer's pings of `ip` leave by: the
+    /// rail whose tx counter grew by at least the number of pings.
+    pub fn reply_leaves_via_ip(&self, ip: &str) -> String {
+        let growth = self.tx_growth_during(|| self.ping_from_peer(ip, REPLY_PINGS));
+        let (name, grew) = growth
+            .iter()
+            .max_by_key(|(_, g)| *g)
+            .expect("testbed without rails");
+        assert!(
+            *grew >= REPLY_PINGS,
+            "replies to {REPLY_PINGS} pings of {ip} did not all leave by one rail: {growth:?}"
+        );
+        name.clone()
+    }
+
+    /// The host rail the replies to the peer's pings of rail k's IPv4
+    /// address leave by.
+    pub fn reply_leaves_via(&self, k: usize) -> String {
+        self.reply_leaves_via_ip(&self.rails[k].v4)
+    }
+
+    /// A canonical dump of the host's routing state, for before/after
+    /// comparisons: rules and routes of all tables for both families (lines
+    /// sorted, `cache` lines and `expires` timers dropped, multi-line routes
+    /// joined), then the ARP sysctls of `all` and every rail.
+    pub fn dump(&self) -> String {
+        let sections = [
+            ("ip -4 rule", "-4 rule show"),
+            ("ip -6 rule", "-6 rule show"),
+            ("ip -4 route show table all", "-4 route show table all"),
+            ("ip -6 route show table all", "-6 route show table all"),
+        ];
+        let mut out = String::new();
+        for (title, args) in sections {
+            push_section(&mut out, title, canonical_lines(&self.ip_host(args)));
+        }
+        push_section(&mut out, "sysctl net.ipv4.conf", self.sysctl_lines());
+        out
+    }
+
+    /// `conf/<iface>/<key> = <value>` for `all` and every rail.
+    fn sysctl_lines(&self) -> Vec<String> {
+        let ifaces: Vec<&str> = std::iter::once("all")
+            .chain(self.rails.iter().map(|r| r.name.as_str()))
+            .collect();
+        let keys: Vec<String> = ifaces
+            .iter()
+            .flat_map(|i| ARP_SYSCTLS.iter().map(move |k| format!("{i}/{k}")))
+            .collect();
+        let paths: Vec<String> = keys
+            .iter()
+            .map(|k| format!("/proc/sys/net/ipv4/conf/{k}"))
+            .collect();
+        let values = self.host.read_files(&paths);
+        keys.iter()
+            .zip(values)
+            .map(|(k, v)| format!("conf/{k} = {v}"))
+            .collect()
+    }
+
+    // --- the product -------------------------------------------------------
+
+    /// Runs `roce-route --netns <host ns> <args...>` from the test's temp dir.
+    pub fn run_roce_route(&self, args: &[&str]) -> Output {
+        output_of(
+            Command::new(env!("CARGO_BIN_EXE_roce-route"))
+                .arg("--netns")
+                .arg(self.host_ns())
+                .args(args)
+                .current_dir(self.dir()),
+        )
+    }
+
+    /// Like `run_roce_route`, and panics with exit status, stdout and stderr
+    /// unless it succeeded; returns stdout.
+    pub fn run_roce_route_ok(&self, args: &[&str]) -> String {
+        let out = self.run_roce_route(args);
+        assert!(
+            out.status.success(),
+            "roce-route {args:?} failed:\n{}",
+            describe_output(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Writes `toml` to a new file in the test's temp dir.
+    pub fn write_config(&self, toml: &str) -> PathBuf {
+        let path = self.dir().join(format!("config-{}.toml", next_id()));
+        fs::write(&path, toml).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        path
+    }
+
+    /// The standard config: one `[[interface]]` per rail with its addresses
+    /// and table 100+k, no gateway.
+    pub fn config_toml(&self) -> String {
+        self.render_config(|_| Vec::new())
+    }
+
+    /// The standard config with `gateway = "198.51.100.254"` on every rail.
+    pub fn config_toml_with_gateway(&self) -> String {
+        self.render_config(|_| vec![format!("gateway = {}", toml_str(GATEWAY_V4))])
+    }
+
+    /// The standard config with extra `key = value` lines per rail.
+    pub fn render_config(&self, extra: impl Fn(&Rail) -> Vec<String>) -> String {
+        let blocks: Vec<String> = self
+            .rails
+            .iter()
+            .map(|r| interface_block(r, extra(r)))
+            .collect();
+        blocks.join("\n")
+    }
+}
+
+/// Formats an Output for failure messages.
+pub fn describe_output(out: &Output) -> String {
+    format!(
+        "status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn toml_str(s: &str) -> String {
+    format!("\"{s}\"")
+}
+
+fn interface_block(rail: &Rail, extra: Vec<String>) -> String {
+    let addrs: Vec<String> = rail.cidrs().iter().map(|a| toml_str(a)).collect();
+    let mut lines = vec![
+        "[[interface]]".to_string(),
+        format!("name = {}", toml_str(&rail.name)),
+        format!("addresses = [{}]", addrs.join(", ")),
+        format!("table = {}", rail.table),
+    ];
+    lines.extend(extra);
+    lines.join("\n") + "\n"
+}
+
+/// Lines of `ip` output made comparable: continuation lines (multipath
+/// nexthops) joined to their route, `cache` lines dropped, `expires N`
+/// timers removed, whitespace normalised, sorted.
+pub fn canonical_lines(text: &str) -> Vec<String> {
+    let mut joined: Vec<String> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let starts_indented = line.starts_with(char::is_whitespace);
+        match joined.last_mut() {
+            Some(prev) if starts_indented => {
+                prev.push(' ');
+                prev.push_str(line.trim());
+            }
+            _ => joined.push(line.to_string()),
+        }
+    }
+    let mut lines: Vec<String> = joined
+        .iter()
+        .filter(|l| !l.trim_start().starts_with("cache"))
+        .map(|l| without_timers(l))
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// Drops tokens that change by themselves (`expires 296sec`) and joins the
+/// rest with single spaces.
+fn without_timers(line: &str) -> String {
+    let mut out = Vec::new();
+    let mut words = line.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "expires" {
+            words.next();
+        } else {
+            out.push(w);
+        }
+    }
+    out.join(" ")
+}
+
+fn push_section(out: &mut String, title: &str, lines: Vec<String>) {
+    out.push_str(&format!("## {title}\n"));
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
+}
