@@ -58,7 +58,7 @@ pub async fn run(args: &ApplyArgs, cfg: config::Config, stop: Arc<StopFlag>) -> 
         println!("roce-route: in sync, nothing changed");
         return Ok(());
     }
-    let made = executor::run(&mut Kernel::new(&nl), &plan.ops, &stop).await?;
+    let made = executor::run(&mut Kernel::new(&nl), &plan.ops, &stop, &mut ()).await?;
     println!("roce-route: applied {made} change(s):");
     for op in &plan.ops {
         println!("  {}", render::command(op));

@@ -213,25 +213,41 @@ struct RawInterface {
 /// The sysctl keys of a raw table, paired with their model key.
 type RawSysctls<'a> = [(SysctlKey, Option<&'a Int>); 4];
 
+/// The same four sysctl keys appear in [defaults] and [[interface]]
+/// (separate fields, as `flatten` and `deny_unknown_fields` do not mix).
+fn raw_sysctls<'a>(
+    arp_ignore: &'a Option<Int>,
+    arp_announce: &'a Option<Int>,
+    rp_filter: &'a Option<Int>,
+    arp_filter: &'a Option<Int>,
+) -> RawSysctls<'a> {
+    [
+        (SysctlKey::ArpIgnore, arp_ignore.as_ref()),
+        (SysctlKey::ArpAnnounce, arp_announce.as_ref()),
+        (SysctlKey::RpFilter, rp_filter.as_ref()),
+        (SysctlKey::ArpFilter, arp_filter.as_ref()),
+    ]
+}
+
 impl RawDefaults {
     fn sysctls(&self) -> RawSysctls<'_> {
-        [
-            (SysctlKey::ArpIgnore, self.arp_ignore.as_ref()),
-            (SysctlKey::ArpAnnounce, self.arp_announce.as_ref()),
-            (SysctlKey::RpFilter, self.rp_filter.as_ref()),
-            (SysctlKey::ArpFilter, self.arp_filter.as_ref()),
-        ]
+        raw_sysctls(
+            &self.arp_ignore,
+            &self.arp_announce,
+            &self.rp_filter,
+            &self.arp_filter,
+        )
     }
 }
 
 impl RawInterface {
     fn sysctls(&self) -> RawSysctls<'_> {
-        [
-            (SysctlKey::ArpIgnore, self.arp_ignore.as_ref()),
-            (SysctlKey::ArpAnnounce, self.arp_announce.as_ref()),
-            (SysctlKey::RpFilter, self.rp_filter.as_ref()),
-            (SysctlKey::ArpFilter, self.arp_filter.as_ref()),
-        ]
+        raw_sysctls(
+            &self.arp_ignore,
+            &self.arp_announce,
+            &self.rp_filter,
+            &self.arp_filter,
+        )
     }
 }
 
@@ -477,15 +493,12 @@ impl Ctx<'_> {
             None => (d.priority, loc),
         };
         let sysctls = self.sysctls(d.sysctls.clone(), raw.sysctls(), &who)?;
-        let addresses = match raw.addresses {
-            Some(list) => Some(self.addresses(list, &who)?),
-            None => None,
-        };
+        let addresses = raw
+            .addresses
+            .map(|list| self.addresses(list, &who))
+            .transpose()?;
         let gateways = match raw.gateway {
-            Some(g) => {
-                let span = g.span();
-                self.gateways(g.into_inner().into_items(span), &who)?
-            }
+            Some(g) => self.gateways(g.span(), g.into_inner(), &who)?,
             None => Vec::new(),
         };
         for gw in &gateways {
@@ -621,9 +634,9 @@ impl Ctx<'_> {
         }
     }
 
-    fn gateways(&self, items: Vec<Str>, who: &str) -> Res<Vec<Gateway>> {
+    fn gateways(&self, span: Range<usize>, list: GatewayList, who: &str) -> Res<Vec<Gateway>> {
         let mut out: Vec<Gateway> = Vec::new();
-        for s in &items {
+        for s in &list.into_items(span) {
             let gw = self.gateway(s, who)?;
             if let Some(first) = out
                 .iter()
@@ -821,8 +834,8 @@ fn first_duplicate<K: Eq + Hash, T: Copy>(
     None
 }
 
-/// The dotted path (`interface[1].table`) of the innermost key whose value
-/// holds `offset`, when `text` is well-formed TOML.
+/// The dotted path (`interface[1].table`) of the key at `offset` or of the
+/// innermost key whose value holds it, when `text` is well-formed TOML.
 fn key_path_at(text: &str, offset: usize) -> Option<String> {
     let doc = toml::de::DeTable::parse(text).ok()?;
     let mut path = Vec::new();
@@ -832,7 +845,7 @@ fn key_path_at(text: &str, offset: usize) -> Option<String> {
 fn path_in_table(table: &toml::de::DeTable<'_>, offset: usize, path: &mut Vec<String>) -> bool {
     for (key, value) in table {
         path.push(key.get_ref().to_string());
-        if path_in_value(value, offset, path) {
+        if key.span().contains(&offset) || path_in_value(value, offset, path) {
             return true;
         }
         path.pop();
@@ -1037,6 +1050,14 @@ gateway = "fe80::1"
         format!("[[interface]]\nname = \"ib0\"\n{body}")
     }
 
+    /// `[[interface]]` tables with just these names, two lines each.
+    fn named(names: &[&str]) -> String {
+        names
+            .iter()
+            .map(|n| format!("[[interface]]\nname = \"{n}\"\n"))
+            .collect()
+    }
+
     /// The error is at `line:col`, its text contains every needle, and it
     /// has a hint.
     fn assert_err(text: &str, line: usize, col: usize, needles: &[&str]) -> ConfigError {
@@ -1236,11 +1257,8 @@ gateway = "fe80::1"
                 },
             ]
         );
-        assert!(
-            ok(&iface("gateway = []\n")).interfaces[0]
-                .gateways
-                .is_empty()
-        );
+        let none = ok(&iface("gateway = []\n"));
+        assert!(none.interfaces[0].gateways.is_empty());
     }
 
     #[test]
@@ -1311,13 +1329,13 @@ gateway = "fe80::1"
             "[defaults]\n  tablebase = 1\n[[interface]]\nname = \"a\"\n",
             2,
             3,
-            &["`tablebase`"],
+            &["`defaults.tablebase`: unknown field `tablebase`"],
         );
         assert_err(
             &iface("gatway = \"10.0.0.1\"\n"),
             3,
             1,
-            &["`gatway`", "`gateway`"],
+            &["`interface[0].gatway`: unknown field `gatway`", "`gateway`"],
         );
         assert_err(
             "[extra]\nx = 1\n[[interface]]\nname = \"a\"\n",
@@ -1607,19 +1625,16 @@ gateway = "fe80::1"
             let text = format!("[[interface]]\n  name = \"{name}\"\n");
             assert_err(&text, 2, 10, &["interface name", needle]);
         }
-        assert!(
-            err("[[interface]]\nname = \"ib0:1\"\n")
-                .hint
-                .contains("alias")
-        );
+        let alias = err("[[interface]]\nname = \"ib0:1\"\n");
+        assert!(alias.hint.contains("alias"), "{alias}");
         ok("[[interface]]\nname = \"abcdefghijklmno\"\n");
     }
 
     #[test]
     fn duplicate_interface_names() {
-        let text = "[[interface]]\nname = \"ib0\"\n[[interface]]\nname = \"ib1\"\n[[interface]]\nname = \"ib0\"\n";
+        let text = named(&["ib0", "ib1", "ib0"]);
         assert_err(
-            text,
+            &text,
             6,
             8,
             &["interface \"ib0\" is listed twice (first at 2:8)"],
@@ -1664,10 +1679,9 @@ gateway = "fe80::1"
             );
         }
         // Computed: 251 + position 2.
-        let text = "[defaults]\ntable_base = 251\n[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\n\
-                    [[interface]]\nname = \"c\"\n";
+        let text = format!("[defaults]\ntable_base = 251\n{}", named(&["a", "b", "c"]));
         assert_err(
-            text,
+            &text,
             8,
             8,
             &[
@@ -1685,9 +1699,9 @@ gateway = "fe80::1"
         let text = "[defaults]\ntable_base = 0\n[[interface]]\nname = \"a\"\n";
         assert_err(text, 4, 8, &["table 0 (table_base 0 + position 0)"]);
         // An explicit table avoids the computed reserved one.
-        ok(
-            "[defaults]\ntable_base = 0\n[[interface]]\nname = \"a\"\ntable = 5\n[[interface]]\nname = \"b\"\n",
-        );
+        let text = format!("[defaults]\ntable_base = 0\n{}table = 5\n", named(&["a"]));
+        let text = format!("{text}{}", named(&["b"]));
+        assert_eq!(ok(&text).interfaces[1].table, 1);
     }
 
     #[test]
@@ -1714,9 +1728,12 @@ gateway = "fe80::1"
             ok(&iface("table = 4294967295\n")).interfaces[0].table,
             u32::MAX
         );
-        let text = "[defaults]\ntable_base = 4294967295\n[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\n";
+        let text = format!(
+            "[defaults]\ntable_base = 4294967295\n{}",
+            named(&["a", "b"])
+        );
         assert_err(
-            text,
+            &text,
             6,
             8,
             &["interface \"b\": table_base 4294967295 + position 1 overflows"],

@@ -11,10 +11,64 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use crate::model::Op;
 use crate::render;
 
+/// Why a step failed: the errno when there is one, and the text to show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepFailure {
+    pub errno: Option<i32>,
+    pub message: String,
+}
+
+impl From<String> for StepFailure {
+    fn from(message: String) -> Self {
+        StepFailure {
+            errno: None,
+            message,
+        }
+    }
+}
+
+impl From<&str> for StepFailure {
+    fn from(message: &str) -> Self {
+        StepFailure {
+            errno: None,
+            message: message.to_string(),
+        }
+    }
+}
+
 /// Something that can carry out one operation.
 pub trait Effects {
     /// Runs `op`; the error is the kernel's (or the file system's) reason.
-    fn run(&mut self, op: &Op) -> impl std::future::Future<Output = Result<(), String>>;
+    fn run(&mut self, op: &Op) -> impl std::future::Future<Output = Result<(), StepFailure>>;
+}
+
+/// Where the undo journal goes: called with each step's inverse BEFORE the
+/// step runs (write-ahead), so that a crash at any instant leaves a journal
+/// that covers every change made.
+pub trait Recorder {
+    fn record(&mut self, step: usize, undo: &Op) -> Result<(), String>;
+}
+
+/// No durable journal (dry runs, tests).
+impl Recorder for () {
+    fn record(&mut self, _: usize, _: &Op) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+const ENOENT: i32 = 2;
+const ESRCH: i32 = 3;
+const EEXIST: i32 = 17;
+
+/// An undo step whose effect is already there: deleting what is gone,
+/// adding what exists. Undo steps are replayed after a crash, when the
+/// step they undo may never have been sent, so these count as done.
+pub fn already_undone(undo: &Op, errno: Option<i32>) -> bool {
+    match (undo, errno) {
+        (Op::DelRoute { .. } | Op::DelRule { .. }, Some(ENOENT | ESRCH)) => true,
+        (Op::AddRule { .. } | Op::AddRoute { .. }, Some(EEXIST)) => true,
+        _ => false,
+    }
 }
 
 /// Set from a signal handler; checked before every step.
@@ -93,46 +147,62 @@ impl std::error::Error for TxError {}
 
 /// Runs `ops` in order; on failure or stop, undoes what was done.
 /// Returns the number of steps made.
-pub async fn run<E: Effects>(
+pub async fn run<E: Effects, R: Recorder>(
     effects: &mut E,
     ops: &[Op],
     stop: &StopFlag,
+    recorder: &mut R,
 ) -> Result<usize, TxError> {
     let mut journal: Vec<Op> = Vec::with_capacity(ops.len());
     for (index, op) in ops.iter().enumerate() {
+        let failed = |reason: String| FailedStep {
+            index,
+            command: render::command(op),
+            reason,
+        };
         if let Some(signal) = stop.requested() {
-            return Err(
-                rollback(effects, journal, TxError::Interrupted { signal, undone: 0 }).await,
-            );
+            let cause = TxError::Interrupted { signal, undone: 0 };
+            return Err(rollback(effects, journal, cause).await);
         }
-        journal.push(op.inverse());
-        if let Err(reason) = effects.run(op).await {
+        let undo = op.inverse();
+        if let Err(reason) = recorder.record(index, &undo) {
+            let step = failed(format!("cannot write the undo journal: {reason}"));
+            return Err(rollback(effects, journal, TxError::Failed { step, undone: 0 }).await);
+        }
+        journal.push(undo);
+        if let Err(failure) = effects.run(op).await {
             journal.pop(); // the step did not happen
-            let step = FailedStep {
-                index,
-                command: render::command(op),
-                reason,
-            };
+            let step = failed(failure.message);
             return Err(rollback(effects, journal, TxError::Failed { step, undone: 0 }).await);
         }
     }
     Ok(ops.len())
 }
 
+/// Runs undo steps newest first, every one even when some fail; returns
+/// the failures. Steps whose effect is already there count as done.
+pub async fn undo_all<E: Effects>(effects: &mut E, journal: &[Op]) -> Vec<FailedStep> {
+    let mut failures = Vec::new();
+    for (index, undo) in journal.iter().enumerate().rev() {
+        if let Err(f) = effects.run(undo).await {
+            if !already_undone(undo, f.errno) {
+                let command = render::command(undo);
+                failures.push(FailedStep {
+                    index,
+                    command,
+                    reason: f.message,
+                });
+            }
+        }
+    }
+    failures
+}
+
 /// Undoes the journal in reverse. Every undo step is tried even when one
 /// fails, so that as much as possible is put back.
 pub async fn rollback<E: Effects>(effects: &mut E, journal: Vec<Op>, cause: TxError) -> TxError {
     let undone = journal.len();
-    let mut failures = Vec::new();
-    for (index, undo) in journal.iter().enumerate().rev() {
-        if let Err(reason) = effects.run(undo).await {
-            failures.push(FailedStep {
-                index,
-                command: render::command(undo),
-                reason,
-            });
-        }
-    }
+    let failures = undo_all(effects, &journal).await;
     let cause = match cause {
         TxError::Failed { step, .. } => TxError::Failed { step, undone },
         TxError::Interrupted { signal, .. } => TxError::Interrupted { signal, undone },
@@ -163,10 +233,10 @@ mod tests {
     }
 
     impl Effects for Fake {
-        async fn run(&mut self, op: &Op) -> Result<(), String> {
+        async fn run(&mut self, op: &Op) -> Result<(), StepFailure> {
             self.calls += 1;
             if Some(self.calls) == self.fail_at_call {
-                return Err("Device for nexthop is not up".into());
+                return Err(StepFailure::from("Device for nexthop is not up"));
             }
             let Op::SetSysctl {
                 iface, old, new, ..
@@ -176,7 +246,7 @@ mod tests {
             };
             let i: usize = iface.trim_start_matches("rail").parse().unwrap();
             if self.fail_undo && self.calls > 1 && *new == 0 {
-                return Err("EPERM".into());
+                return Err(StepFailure::from("EPERM"));
             }
             assert_eq!(self.values[i], *old, "undo must see the value it recorded");
             self.values[i] = *new;
@@ -220,7 +290,10 @@ mod tests {
     #[test]
     fn all_steps_run_in_order() {
         let mut f = fake(4);
-        assert_eq!(block_on(run(&mut f, &ops(4), &StopFlag::default())), Ok(4));
+        assert_eq!(
+            block_on(run(&mut f, &ops(4), &StopFlag::default(), &mut ())),
+            Ok(4)
+        );
         assert_eq!(f.values, [1, 1, 1, 1]);
     }
 
@@ -231,7 +304,7 @@ mod tests {
                 fail_at_call: Some(k),
                 ..fake(5)
             };
-            let err = block_on(run(&mut f, &ops(5), &StopFlag::default())).unwrap_err();
+            let err = block_on(run(&mut f, &ops(5), &StopFlag::default(), &mut ())).unwrap_err();
             assert_eq!(f.values, [0; 5], "failing at step {k}");
             match err {
                 TxError::Failed { step, undone } => {
@@ -256,7 +329,7 @@ mod tests {
             stop_after: Some((2, flag)),
             ..fake(4)
         };
-        let err = block_on(run(&mut f, &ops(4), flag)).unwrap_err();
+        let err = block_on(run(&mut f, &ops(4), flag, &mut ())).unwrap_err();
         assert_eq!(
             err,
             TxError::Interrupted {
@@ -268,13 +341,77 @@ mod tests {
     }
 
     #[test]
+    fn journal_is_written_before_each_step_and_a_journal_failure_aborts() {
+        struct Rec(Vec<usize>, Option<usize>);
+        impl Recorder for Rec {
+            fn record(&mut self, step: usize, _: &Op) -> Result<(), String> {
+                if Some(step) == self.1 {
+                    return Err("No space left on device".into());
+                }
+                self.0.push(step);
+                Ok(())
+            }
+        }
+        let mut f = fake(3);
+        let mut rec = Rec(vec![], None);
+        block_on(run(&mut f, &ops(3), &StopFlag::default(), &mut rec)).unwrap();
+        assert_eq!(rec.0, [0, 1, 2]);
+        let mut f = fake(3);
+        let mut rec = Rec(vec![], Some(2));
+        let err = block_on(run(&mut f, &ops(3), &StopFlag::default(), &mut rec)).unwrap_err();
+        assert!(
+            matches!(&err, TxError::Failed { step, undone: 2 } if step.reason.contains("journal")),
+            "{err:?}"
+        );
+        assert_eq!(
+            f.values, [0; 3],
+            "nothing is changed that the journal does not cover"
+        );
+    }
+
+    #[test]
+    fn undoing_what_is_already_undone_is_fine() {
+        use crate::model::{Family, Prefix, Rule};
+        let rule = Rule {
+            family: Family::V4,
+            priority: 1,
+            src: Some(Prefix::host("198.51.100.1".parse().unwrap())),
+            dst: None,
+            iif: None,
+            oif: None,
+            fwmark: None,
+            fwmask: None,
+            tos: 0,
+            table: 100,
+            action: 1,
+            protocol: 234,
+            extra_selectors: false,
+        };
+        assert!(already_undone(
+            &Op::DelRule {
+                rule: rule.clone(),
+                raw: None
+            },
+            Some(ENOENT)
+        ));
+        assert!(already_undone(
+            &Op::AddRule {
+                rule: rule.clone(),
+                raw: None
+            },
+            Some(EEXIST)
+        ));
+        assert!(!already_undone(&Op::AddRule { rule, raw: None }, Some(1)));
+    }
+
+    #[test]
     fn failed_undo_is_reported_as_such() {
         let mut f = Fake {
             fail_at_call: Some(3),
             fail_undo: true,
             ..fake(3)
         };
-        let err = block_on(run(&mut f, &ops(3), &StopFlag::default())).unwrap_err();
+        let err = block_on(run(&mut f, &ops(3), &StopFlag::default(), &mut ())).unwrap_err();
         let TxError::RollbackFailed { undo_failures, .. } = &err else {
             panic!("{err:?}")
         };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::diff::{self, Observed};
-use crate::executor::Effects;
+use crate::executor::{Effects, StepFailure};
 use crate::model::{Family, Op, SysctlKey};
 use crate::netlink::Netlink;
 use crate::plan::Desired;
@@ -69,15 +69,21 @@ impl Kernel<'_> {
 }
 
 impl Effects for Kernel<'_> {
-    async fn run(&mut self, op: &Op) -> Result<(), String> {
+    async fn run(&mut self, op: &Op) -> Result<(), StepFailure> {
         if let Some(d) = self.step_delay {
             tokio::time::sleep(d).await;
         }
         match op {
             Op::SetSysctl {
                 iface, key, new, ..
-            } => sysctl::write(iface, *key, *new).map_err(|e| e.to_string()),
-            _ => self.nl.execute(op).await.map_err(|e| e.to_string()),
+            } => sysctl::write(iface, *key, *new).map_err(|e| StepFailure {
+                errno: e.raw_os_error(),
+                message: e.to_string(),
+            }),
+            _ => self.nl.execute(op).await.map_err(|e| StepFailure {
+                errno: Some(e.errno),
+                message: e.to_string(),
+            }),
         }
     }
 }

@@ -225,6 +225,35 @@ impl Netlink {
             .collect())
     }
 
+    /// Asks the kernel which way a packet from `src` to `dst` goes, the way
+    /// `ip route get DST from SRC` does: the route it picks, including the
+    /// table that matched (RTM_F_LOOKUP_TABLE). The header is otherwise
+    /// zero, as a strict socket requires.
+    pub async fn route_get(&self, src: IpAddr, dst: IpAddr) -> Result<Route, NlError> {
+        let family = Family::of(&dst);
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = af(family);
+        msg.header.destination_prefix_length = family.max_len();
+        msg.header.source_prefix_length = family.max_len();
+        msg.header.table = RouteHeader::RT_TABLE_UNSPEC;
+        msg.header.protocol = RouteProtocol::Unspec;
+        msg.header.scope = RouteScope::Universe;
+        msg.header.kind = RouteType::Unspec;
+        msg.header.flags = RouteFlags::LookupTable;
+        msg.attributes
+            .push(RouteAttribute::Destination(RouteAddress::from(dst)));
+        msg.attributes
+            .push(RouteAttribute::Source(RouteAddress::from(src)));
+        let answer = self.request(RouteNetlinkMessage::GetRoute(msg), 0).await?;
+        answer
+            .iter()
+            .find_map(|m| match m {
+                RouteNetlinkMessage::NewRoute(r) => self.route_from(r),
+                _ => None,
+            })
+            .ok_or_else(|| NlError::local(61, "the kernel answered the route lookup with no route"))
+    }
+
     /// Runs one route or rule operation. Sysctl operations are not netlink
     /// and are refused here.
     pub async fn execute(&self, op: &Op) -> Result<(), NlError> {

@@ -65,7 +65,7 @@ fn arp_flux_before_and_per_rail_answers_after_a_manual_fix() {
     assert_eq!(
         tb.host_sysctl("all", "arp_ignore"),
         0,
-        "a fresh namespace starts with arp_ignore=0"
+        "a testbed starts with arp_ignore=0"
     );
 
     // Broken: every rail answers every who-has; the first answer wins, so the
@@ -178,7 +178,7 @@ fn standard_config_lists_every_rail() {
     let tb = Testbed::builder().rails(2).ipv6(true).build();
     let toml = tb.config_toml_with_gateway();
     let expected = "[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.11/24\", \"2001:db8:1::11/64\"]\n\
-                    table = 101\ngateway = \"198.51.100.254\"\n";
+                    table = 101\ngateway = [\"198.51.100.254\", \"2001:db8:1::fe\"]\n";
     assert!(toml.contains(expected), "{toml}");
     let path = tb.write_config(&toml);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), toml);

@@ -192,24 +192,22 @@ impl Netns {
         self.try_ip(args).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// `ip netns exec NS <program> <args...>`, with no output checking.
-    pub fn exec_output(&self, program: &str, args: &[&str]) -> Output {
-        output_of(
-            Command::new("ip")
-                .args(["netns", "exec", &self.name, program])
-                .args(args),
-        )
+    /// `ip netns exec NS <program> <args...>`. Inside it, /sys is remounted
+    /// for the namespace, so /sys/class/net is the namespace's own.
+    fn exec_cmd(&self, program: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name, program]).args(args);
+        cmd
     }
 
-    /// `ip netns exec NS <program> <args...>`; panics on failure. Inside it,
-    /// /sys is remounted for the namespace, so /sys/class/net is the
-    /// namespace's own.
+    /// Runs a program inside the namespace, with no output checking.
+    pub fn exec_output(&self, program: &str, args: &[&str]) -> Output {
+        output_of(&mut self.exec_cmd(program, args))
+    }
+
+    /// Runs a program inside the namespace; trimmed stdout; panics on failure.
     pub fn exec(&self, program: &str, args: &[&str]) -> String {
-        check(
-            Command::new("ip")
-                .args(["netns", "exec", &self.name, program])
-                .args(args),
-        )
+        check(&mut self.exec_cmd(program, args))
     }
 
     /// A shell command line run inside the namespace; panics on failure.
@@ -374,6 +372,7 @@ impl TestbedBuilder {
         };
         tb.setup_peer();
         tb.disable_dad(&tb.host);
+        tb.reset_arp_sysctls();
         for (k, name) in names.iter().enumerate() {
             let rail = tb.add_rail(k, name);
             tb.rails.push(rail);
@@ -409,6 +408,18 @@ impl Testbed {
     fn disable_dad(&self, ns: &Netns) {
         for conf in ["all", "default"] {
             ns.set_sysctl(&format!("net/ipv6/conf/{conf}/accept_dad"), "0");
+        }
+    }
+
+    /// A new namespace copies IPv4 `conf/all` and `conf/default` from the
+    /// init namespace (net.core.devconf_inherit_init_net=0), so a box with,
+    /// say, rp_filter=2 would leak it in. Start from the kernel defaults (0)
+    /// instead; set before any rail exists, so rails inherit `default`.
+    fn reset_arp_sysctls(&self) {
+        for conf in ["all", "default"] {
+            for key in ARP_SYSCTLS {
+                self.set_host_sysctl(conf, key, 0);
+            }
         }
     }
 
@@ -732,10 +743,13 @@ impl Testbed {
             .map(|k| format!("/proc/sys/net/ipv4/conf/{k}"))
             .collect();
         let values = self.host.read_files(&paths);
-        keys.iter()
+        let mut lines: Vec<String> = keys
+            .iter()
             .zip(values)
             .map(|(k, v)| format!("conf/{k} = {v}"))
-            .collect()
+            .collect();
+        lines.sort();
+        lines
     }
 
     // --- the product -------------------------------------------------------
@@ -776,9 +790,16 @@ impl Testbed {
         self.render_config(|_| Vec::new())
     }
 
-    /// The standard config with `gateway = "198.51.100.254"` on every rail.
+    /// The standard config with the peer's gateway on every rail:
+    /// `gateway = "198.51.100.254"`, or with IPv6
+    /// `gateway = ["198.51.100.254", "2001:db8:1::fe"]`.
     pub fn config_toml_with_gateway(&self) -> String {
-        self.render_config(|_| vec![format!("gateway = {}", toml_str(GATEWAY_V4))])
+        let gateway = if self.ipv6 {
+            toml_list(&[GATEWAY_V4, GATEWAY_V6])
+        } else {
+            toml_str(GATEWAY_V4)
+        };
+        self.render_config(|_| vec![format!("gateway = {gateway}")])
     }
 
     /// The standard config with extra `key = value` lines per rail.
@@ -806,24 +827,32 @@ fn toml_str(s: &str) -> String {
     format!("\"{s}\"")
 }
 
+fn toml_list<S: AsRef<str>>(items: &[S]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| toml_str(s.as_ref())).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
 fn interface_block(rail: &Rail, extra: Vec<String>) -> String {
-    let addrs: Vec<String> = rail.cidrs().iter().map(|a| toml_str(a)).collect();
     let mut lines = vec![
         "[[interface]]".to_string(),
         format!("name = {}", toml_str(&rail.name)),
-        format!("addresses = [{}]", addrs.join(", ")),
+        format!("addresses = {}", toml_list(&rail.cidrs())),
         format!("table = {}", rail.table),
     ];
     lines.extend(extra);
     lines.join("\n") + "\n"
 }
 
-/// Lines of `ip` output made comparable: continuation lines (multipath
-/// nexthops) joined to their route, `cache` lines dropped, `expires N`
+/// Lines of `ip` output made comparable: `cache` lines dropped,
+/// continuation lines (multipath nexthops) joined to their route, `expires N`
 /// timers removed, whitespace normalised, sorted.
 pub fn canonical_lines(text: &str) -> Vec<String> {
+    let kept = text.lines().filter(|l| {
+        let l = l.trim();
+        !l.is_empty() && !l.starts_with("cache")
+    });
     let mut joined: Vec<String> = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+    for line in kept {
         let starts_indented = line.starts_with(char::is_whitespace);
         match joined.last_mut() {
             Some(prev) if starts_indented => {
@@ -833,11 +862,7 @@ pub fn canonical_lines(text: &str) -> Vec<String> {
             _ => joined.push(line.to_string()),
         }
     }
-    let mut lines: Vec<String> = joined
-        .iter()
-        .filter(|l| !l.trim_start().starts_with("cache"))
-        .map(|l| without_timers(l))
-        .collect();
+    let mut lines: Vec<String> = joined.iter().map(|l| without_timers(l)).collect();
     lines.sort();
     lines
 }
