@@ -4,12 +4,14 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::DEFAULT_PROTOCOL;
+
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success (or already in sync)
   1  failed; the host was left as it was
   2  invalid command line or configuration; nothing touched
-  3  reserved for `check`: the live state differs from the config
+  3  `check`: the live state differs from the config
   4  failed, and the rollback failed too";
 
 /// Per-NIC policy routing for multi-NIC RDMA hosts (InfiniBand/IPoIB, RoCE).
@@ -19,6 +21,16 @@ pub struct Cli {
     /// Run inside this named network namespace (as `ip -n NAME`).
     #[arg(long, global = true, value_name = "NAME")]
     pub netns: Option<String>,
+
+    /// Where journals, recorded sysctl values and the lock live (one
+    /// subdirectory per network namespace).
+    #[arg(long, global = true, value_name = "DIR", env = "ROCE_ROUTE_STATE_DIR", default_value = crate::state::DEFAULT_BASE)]
+    pub state_dir: PathBuf,
+
+    /// How long to wait for another roce-route working in the same network
+    /// namespace before giving up.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30)]
+    pub lock_timeout: u64,
 
     #[command(subcommand)]
     pub command: Command,
@@ -30,6 +42,22 @@ pub enum Command {
     /// transaction that is rolled back on any failure.
     #[command(after_help = EXIT_CODES)]
     Apply(ApplyArgs),
+    /// Undo the most recent apply (or remove) exactly.
+    #[command(after_help = EXIT_CODES)]
+    Rollback(JsonArg),
+    /// Take out every route and rule roce-route owns and restore the sysctls
+    /// it changed.
+    #[command(after_help = EXIT_CODES)]
+    Remove(ProtocolArg),
+    /// Exit 0 when the host is as CONFIG asks (state and traffic), 3 when not.
+    #[command(after_help = EXIT_CODES)]
+    Check(CheckArgs),
+    /// Show what roce-route owns now, by interface, and where traffic goes.
+    #[command(after_help = EXIT_CODES)]
+    Show(ShowArgs),
+    /// Keep the change of a waiting `apply --confirm`.
+    #[command(after_help = EXIT_CODES)]
+    Confirm,
 }
 
 #[derive(Debug, clap::Args)]
@@ -45,4 +73,69 @@ pub struct ApplyArgs {
     /// rules for configured addresses, routes in configured tables).
     #[arg(long)]
     pub adopt: bool,
+
+    /// Print one JSON document on stdout (with "changed": true|false).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep the change only if `roce-route confirm` runs (or Enter is
+    /// pressed) within SECONDS; otherwise roll it back.
+    #[arg(long, value_name = "SECONDS", conflicts_with = "dry_run", value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub confirm: Option<u64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The TOML configuration.
+    pub config: PathBuf,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The protocol number that marks roce-route's routes and rules.
+    #[arg(long, default_value_t = DEFAULT_PROTOCOL)]
+    pub protocol: u8,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct JsonArg {
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ProtocolArg {
+    /// The protocol number that marks roce-route's routes and rules.
+    #[arg(long, default_value_t = DEFAULT_PROTOCOL)]
+    pub protocol: u8,
+}
+
+impl Command {
+    /// Whether errors should be reported as a JSON document too.
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Apply(a) => a.json,
+            Command::Check(c) => c.json,
+            Command::Show(s) => s.json,
+            Command::Rollback(r) => r.json,
+            Command::Remove(_) | Command::Confirm => false,
+        }
+    }
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Apply(_) => "apply",
+            Command::Rollback(_) => "rollback",
+            Command::Remove(_) => "remove",
+            Command::Check(_) => "check",
+            Command::Show(_) => "show",
+            Command::Confirm => "confirm",
+        }
+    }
 }

@@ -43,6 +43,33 @@ pub struct Plan {
     pub ops: Vec<Op>,
     pub conflicts: Vec<Conflict>,
     pub warnings: Vec<String>,
+    /// Sysctls whose effective value differs from the desired one because
+    /// of `conf/all` (which roce-route does not change).
+    pub overrides: Vec<Override>,
+}
+
+/// `conf/all/<key>` makes the kernel use another value than the one set on
+/// the interface (max(all, iface), or an OR for arp_filter).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Override {
+    pub iface: String,
+    pub key: SysctlKey,
+    pub all: u32,
+    pub value: u32,
+    pub effective: u32,
+}
+
+impl Override {
+    pub fn describe(&self) -> String {
+        format!(
+            "net.ipv4.conf.all.{k}={all} overrides {iface}'s {k}={value}: the kernel uses {effective}",
+            k = self.key.name(),
+            all = self.all,
+            iface = self.iface,
+            value = self.value,
+            effective = self.effective
+        )
+    }
 }
 
 impl Plan {
@@ -215,10 +242,16 @@ fn diff_sysctls(desired: &Desired, live: &Observed, plan: &mut Plan) {
         let all = live.all.get(key).copied().unwrap_or(0);
         let effective = key.effective(all, *value);
         if effective != *value {
-            plan.warnings.push(format!(
-                "net.ipv4.conf.all.{k}={all} overrides {iface}'s {k}={value}: the kernel uses {effective}; lower conf/all or accept it",
-                k = key.name()
-            ));
+            let o = Override {
+                iface: iface.clone(),
+                key: *key,
+                all,
+                value: *value,
+                effective,
+            };
+            plan.warnings
+                .push(format!("{}; lower conf/all or accept it", o.describe()));
+            plan.overrides.push(o);
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::config::ConfigError;
 use crate::executor::TxError;
+use crate::state::StateError;
 
 /// Exit codes, documented in the README and `--help`.
 pub mod exit {
@@ -29,6 +30,15 @@ pub enum Error {
     /// The transaction failed (and was rolled back, or not).
     #[error("{0}")]
     Transaction(#[from] TxError),
+    /// The state directory is unsafe, corrupt, locked or unwritable.
+    #[error("state: {0}")]
+    State(#[from] StateError),
+    /// `apply --confirm` was not confirmed and rolled back.
+    #[error("{0}")]
+    NotConfirmed(String),
+    /// `confirm` with no apply waiting.
+    #[error("{0}")]
+    NothingToConfirm(String),
     /// Anything else (reading the host failed, ...), with context.
     #[error("{0:#}")]
     Other(#[from] anyhow::Error),
@@ -42,6 +52,9 @@ impl Error {
             Error::NotPermitted(_)
             | Error::Conflicts(_)
             | Error::Transaction(_)
+            | Error::State(_)
+            | Error::NotConfirmed(_)
+            | Error::NothingToConfirm(_)
             | Error::Other(_) => exit::FAILED,
         }
     }

@@ -239,7 +239,12 @@ impl Netlink {
         msg.header.protocol = RouteProtocol::Unspec;
         msg.header.scope = RouteScope::Universe;
         msg.header.kind = RouteType::Unspec;
-        msg.header.flags = RouteFlags::LookupTable;
+        // IPv4 reports the matching table only when asked; IPv6 always
+        // reports it and refuses any flag but RTM_F_FIB_MATCH.
+        msg.header.flags = match family {
+            Family::V4 => RouteFlags::LookupTable,
+            Family::V6 => RouteFlags::empty(),
+        };
         msg.attributes
             .push(RouteAttribute::Destination(RouteAddress::from(dst)));
         msg.attributes

@@ -1,0 +1,296 @@
+//! `roce-route apply`: load, plan, read, diff, then print or execute.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::{Change, Ctx, connect, now_unix, print_json};
+use crate::cli::ApplyArgs;
+use crate::config;
+use crate::diff::{self, Plan};
+use crate::error::Error;
+use crate::executor;
+use crate::host::{self, Kernel};
+use crate::model::Op;
+use crate::netlink::Netlink;
+use crate::plan::{self, Desired};
+use crate::render;
+use crate::say;
+use crate::state::{JournalHeader, Pending, StateDir};
+
+/// The JSON document of `apply --json` (and `apply --dry-run --json`).
+#[derive(Debug, Serialize)]
+pub struct ApplyReport {
+    pub command: &'static str,
+    pub dry_run: bool,
+    /// Whether the host was (or, with --dry-run, would be) changed.
+    pub changed: bool,
+    pub changes: Vec<Change>,
+    pub conflicts: Vec<ConflictEntry>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ConflictEntry {
+    pub entry: String,
+    pub why: String,
+}
+
+impl ApplyReport {
+    pub fn new(plan: &Plan, dry_run: bool) -> ApplyReport {
+        ApplyReport {
+            command: "apply",
+            dry_run,
+            changed: !plan.ops.is_empty(),
+            changes: plan.ops.iter().map(Change::of).collect(),
+            conflicts: plan
+                .conflicts
+                .iter()
+                .map(|c| ConflictEntry {
+                    entry: c.entry.clone(),
+                    why: c.why.clone(),
+                })
+                .collect(),
+            warnings: plan.warnings.clone(),
+        }
+    }
+}
+
+/// Reads and validates the config file (exit 2 on any problem).
+pub fn load_config(path: &std::path::Path) -> Result<config::Config, Error> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::Config(config::ConfigError::at(
+            &shown,
+            None,
+            format!("cannot read the config: {e}"),
+            "check the path",
+        ))
+    })?;
+    Ok(config::parse(&shown, &text)?)
+}
+
+/// Everything up to the plan: what apply, apply --dry-run and check share.
+pub async fn make_plan(
+    nl: &Netlink,
+    cfg: &config::Config,
+    adopt: bool,
+) -> Result<(Desired, Plan), Error> {
+    let addrs = nl
+        .addresses()
+        .await
+        .context("cannot read the interface addresses")?;
+    let desired = plan::plan(cfg, nl.links(), &addrs)?;
+    let observed = host::observe(nl, &desired).await?;
+    let plan = diff::diff(&desired, &observed, adopt);
+    Ok((desired, plan))
+}
+
+pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(), Error> {
+    let nl = connect().await?;
+    if args.dry_run {
+        let (_, plan) = make_plan(&nl, &cfg, args.adopt).await?;
+        return report_dry_run(args, &plan);
+    }
+    let state = ctx.state()?;
+    let _lock = state.lock(ctx.lock_timeout)?;
+    let (_, plan) = make_plan(&nl, &cfg, args.adopt).await?;
+    if !args.json {
+        for w in &plan.warnings {
+            eprintln!("roce-route: warning: {w}");
+        }
+    }
+    if !plan.conflicts.is_empty() && !args.adopt {
+        return Err(Error::Conflicts(conflict_report(&plan)));
+    }
+    if plan.ops.is_empty() {
+        if args.json {
+            print_json(&ApplyReport::new(&plan, false));
+        } else {
+            say!("roce-route: in sync, nothing changed");
+        }
+        return Ok(());
+    }
+    let header = JournalHeader::new("apply", Some(cfg.file.clone()), cfg.defaults.protocol);
+    execute(ctx, &state, &nl, &plan.ops, header).await?;
+    if let Some(seconds) = args.confirm {
+        confirm_or_revert(ctx, &state, &nl, &plan.ops, seconds).await?;
+    }
+    if args.json {
+        print_json(&ApplyReport::new(&plan, false));
+    } else {
+        say!("roce-route: applied {} change(s):", plan.ops.len());
+        for op in &plan.ops {
+            say!("  {}", render::command(op));
+        }
+    }
+    Ok(())
+}
+
+fn report_dry_run(args: &ApplyArgs, plan: &Plan) -> Result<(), Error> {
+    if !plan.conflicts.is_empty() && !args.adopt {
+        return Err(Error::Conflicts(conflict_report(plan)));
+    }
+    if args.json {
+        print_json(&ApplyReport::new(plan, true));
+    } else {
+        {
+            use std::io::Write as _;
+            let _ = write!(std::io::stdout(), "{}", dry_run_script(plan));
+        }
+    }
+    Ok(())
+}
+
+/// Runs the plan as a transaction with a durable undo journal. On failure
+/// the executor has rolled back; the journal is then dropped, unless the
+/// rollback failed too (so that `roce-route rollback` can finish it).
+pub async fn execute(
+    ctx: &Ctx,
+    state: &StateDir,
+    nl: &Netlink,
+    ops: &[Op],
+    header: JournalHeader,
+) -> Result<(), Error> {
+    let origins: Vec<_> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::SetSysctl {
+                iface, key, old, ..
+            } => Some((iface.clone(), *key, *old)),
+            _ => None,
+        })
+        .collect();
+    state.record_sysctl_origins(&origins)?;
+    let mut journal = state.begin_journal(header)?;
+    let result = executor::run(&mut Kernel::new(nl), ops, &ctx.stop, &mut journal).await;
+    match result {
+        Ok(_) => Ok(journal.commit()?),
+        Err(e) => {
+            if !matches!(e, executor::TxError::RollbackFailed { .. }) {
+                if let Some(j) = state.latest_journal()? {
+                    state.discard(&j)?;
+                }
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// `apply --confirm SECONDS`: keep the change only if `roce-route confirm`
+/// runs (or Enter is pressed on a terminal) in time; otherwise, or on
+/// SIGHUP/SIGINT/SIGTERM, undo it.
+async fn confirm_or_revert(
+    ctx: &Ctx,
+    state: &StateDir,
+    nl: &Netlink,
+    ops: &[Op],
+    seconds: u64,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    state.set_pending(&Pending {
+        pid: std::process::id(),
+        deadline_unix: now_unix() + seconds,
+    })?;
+    let enter = watch_enter_key();
+    eprintln!(
+        "roce-route: applied; keeping it only if confirmed within {seconds} s: run `roce-route{} confirm`{}",
+        ctx.netns
+            .as_ref()
+            .map_or(String::new(), |n| format!(" --netns {n}")),
+        if enter.is_some() {
+            " or press Enter"
+        } else {
+            ""
+        }
+    );
+    let confirmed = loop {
+        if state.is_confirmed()? || enter.as_ref().is_some_and(|e| e.load(Ordering::SeqCst)) {
+            break true;
+        }
+        if ctx.stop.requested().is_some() || Instant::now() >= deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    state.clear_pending()?;
+    if confirmed {
+        eprintln!("roce-route: confirmed, keeping the change");
+        return Ok(());
+    }
+    let undo: Vec<Op> = ops.iter().map(Op::inverse).collect();
+    let failures = executor::undo_all(&mut Kernel::new(nl), &undo).await;
+    let why = match ctx.stop.requested() {
+        Some(sig) => format!("signal {sig} before confirmation"),
+        None => format!("not confirmed within {seconds} s"),
+    };
+    if !failures.is_empty() {
+        let cause = Box::new(executor::TxError::Interrupted {
+            signal: 0,
+            undone: undo.len(),
+        });
+        return Err(executor::TxError::RollbackFailed {
+            cause,
+            undo_failures: failures,
+        }
+        .into());
+    }
+    if let Some(j) = state.latest_journal()? {
+        state.discard(&j)?;
+    }
+    Err(Error::NotConfirmed(format!(
+        "{why}: rolled back the {} change(s); the host is as it was before",
+        ops.len()
+    )))
+}
+
+/// On a terminal, Enter confirms. The flag is set by a thread that reads
+/// one line of standard input.
+fn watch_enter_key() -> Option<Arc<AtomicBool>> {
+    if !std::io::stdin().is_terminal() {
+        return None;
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    let set = flag.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        if std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+            set.store(true, Ordering::SeqCst);
+        }
+    });
+    Some(flag)
+}
+
+fn dry_run_script(plan: &Plan) -> String {
+    let mut comments = vec![if plan.ops.is_empty() {
+        "roce-route apply --dry-run: in sync, nothing to change".to_string()
+    } else {
+        format!(
+            "roce-route apply --dry-run: {} change(s); nothing was changed on the host",
+            plan.ops.len()
+        )
+    }];
+    comments.extend(plan.warnings.iter().map(|w| format!("warning: {w}")));
+    comments.extend(
+        plan.conflicts
+            .iter()
+            .map(|c| format!("adopting: {} ({})", c.entry, c.why)),
+    );
+    render::script(&comments, &plan.ops)
+}
+
+fn conflict_report(plan: &Plan) -> String {
+    let mut s = format!(
+        "{} entries not owned by roce-route are in the way; nothing was changed:\n",
+        plan.conflicts.len()
+    );
+    for c in &plan.conflicts {
+        s.push_str(&format!("  {}\n    ({})\n", c.entry, c.why));
+    }
+    s.push_str("re-run with --adopt to take them over (replaced or deleted in the same transaction), or remove them yourself");
+    s
+}

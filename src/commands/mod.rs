@@ -1,0 +1,114 @@
+//! One file per command. Each builds its report from the pure core and the
+//! two effect modules; `Ctx` carries what every command shares.
+
+pub mod apply;
+pub mod check;
+pub mod confirm;
+pub mod remove;
+pub mod rollback;
+pub mod show;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::error::Error;
+use crate::executor::{Recorder, StopFlag};
+use crate::model::Op;
+use crate::netlink::Netlink;
+use crate::state::{JournalWriter, StateDir};
+
+/// `println!` that never panics: a closed stdout (`| head`) must not abort
+/// a command after its work is done; the exit code still tells the outcome.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// What every command shares: global options and the stop flag that the
+/// signal handlers set.
+pub struct Ctx {
+    pub netns: Option<String>,
+    pub state_base: PathBuf,
+    pub lock_timeout: Duration,
+    pub stop: Arc<StopFlag>,
+}
+
+impl Ctx {
+    /// The state directory of the current network namespace.
+    pub fn state(&self) -> Result<StateDir, Error> {
+        Ok(StateDir::open(&self.state_base, &netns_id()?)?)
+    }
+}
+
+pub async fn connect() -> Result<Netlink, Error> {
+    Ok(Netlink::connect()
+        .await
+        .context("cannot talk to the kernel over rtnetlink")?)
+}
+
+/// Identifies the current network namespace: `net-<inode of /proc/self/ns/net>`,
+/// so that runs in different namespaces keep their journals apart.
+pub fn netns_id() -> Result<String, Error> {
+    let meta = std::fs::metadata("/proc/self/ns/net")
+        .context("cannot identify the network namespace (/proc/self/ns/net)")?;
+    Ok(format!("net-{}", meta.ino()))
+}
+
+/// Prints a JSON document on stdout.
+pub fn print_json<T: Serialize>(doc: &T) {
+    match serde_json::to_string_pretty(doc) {
+        Ok(text) => crate::say!("{text}"),
+        Err(e) => eprintln!("roce-route: error: cannot write the JSON report: {e}"),
+    }
+}
+
+/// The durable journal is the executor's recorder: each undo step is
+/// written and synced before its step is sent to the kernel.
+impl Recorder for JournalWriter {
+    fn record(&mut self, step: usize, undo: &Op) -> Result<(), String> {
+        JournalWriter::record(self, step, undo).map_err(|e| e.to_string())
+    }
+}
+
+/// The name of an operation in reports (the same as in the journal).
+pub fn op_kind(op: &Op) -> &'static str {
+    match op {
+        Op::AddRoute { .. } => "add_route",
+        Op::ReplaceRoute { .. } => "replace_route",
+        Op::RestoreRoute { .. } => "restore_route",
+        Op::DelRoute { .. } => "del_route",
+        Op::AddRule { .. } => "add_rule",
+        Op::DelRule { .. } => "del_rule",
+        Op::SetSysctl { .. } => "set_sysctl",
+    }
+}
+
+/// One change in a report: its kind and the equivalent command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub kind: &'static str,
+    pub command: String,
+}
+
+impl Change {
+    pub fn of(op: &Op) -> Change {
+        Change {
+            kind: op_kind(op),
+            command: crate::render::command(op),
+        }
+    }
+}
+
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,75 @@
+//! `roce-route remove`: take out everything roce-route owns (found by its
+//! protocol number, so it works without a journal) and put the sysctls
+//! back to the values recorded before roce-route first changed them.
+
+use anyhow::Context;
+
+use super::{Ctx, apply, connect};
+use crate::error::Error;
+use crate::model::{Family, Op, RawBytes};
+use crate::netlink::Netlink;
+use crate::say;
+use crate::state::{JournalHeader, StateDir};
+use crate::{render, sysctl};
+
+pub async fn run(ctx: &Ctx, protocol: u8) -> Result<(), Error> {
+    let state = ctx.state()?;
+    let _lock = state.lock(ctx.lock_timeout)?;
+    let nl = connect().await?;
+    let ops = plan_removal(&nl, &state, protocol).await?;
+    if ops.is_empty() {
+        say!(
+            "roce-route: nothing to remove (no route or rule with proto {protocol}, sysctls as recorded)"
+        );
+    } else {
+        let header = JournalHeader::new("remove", None, protocol);
+        apply::execute(ctx, &state, &nl, &ops, header).await?;
+        say!("roce-route: removed {} item(s):", ops.len());
+        for op in &ops {
+            say!("  {}", render::command(op));
+        }
+    }
+    state.clear_journals()?;
+    state.clear_sysctl_origins()?;
+    Ok(())
+}
+
+/// Rules first (traffic falls back to main), then routes, then sysctls.
+async fn plan_removal(nl: &Netlink, state: &StateDir, protocol: u8) -> Result<Vec<Op>, Error> {
+    let mut ops = Vec::new();
+    for r in nl.rules().await.context("cannot read the policy rules")? {
+        if r.item.protocol == protocol {
+            ops.push(Op::DelRule {
+                rule: r.item,
+                raw: Some(RawBytes(r.raw)),
+            });
+        }
+    }
+    for family in [Family::V4, Family::V6] {
+        let routes = nl
+            .routes(family, None, Some(protocol))
+            .await
+            .context("cannot read the routes")?;
+        for r in routes {
+            ops.push(Op::DelRoute {
+                route: r.item,
+                raw: Some(RawBytes(r.raw)),
+            });
+        }
+    }
+    for ((iface, key), origin) in state.sysctl_origins()? {
+        // An interface that is gone has no sysctl left to restore.
+        let Ok(current) = sysctl::read(&iface, key) else {
+            continue;
+        };
+        if current != origin {
+            ops.push(Op::SetSysctl {
+                iface,
+                key,
+                old: current,
+                new: origin,
+            });
+        }
+    }
+    Ok(ops)
+}

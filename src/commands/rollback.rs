@@ -1,0 +1,90 @@
+//! `roce-route rollback`: undo the most recent apply (or remove) exactly,
+//! from its journal, also when that apply was killed half-way.
+
+use serde::Serialize;
+
+use super::{Ctx, connect, op_kind, print_json};
+use crate::error::Error;
+use crate::executor::{self, TxError};
+use crate::host::Kernel;
+use crate::model::Op;
+use crate::say;
+
+#[derive(Debug, Serialize)]
+pub struct RollbackReport {
+    pub command: &'static str,
+    /// Whether anything was undone.
+    pub changed: bool,
+    /// What the journal was for: "apply" or "remove".
+    pub undid: Option<String>,
+    /// Whether that run had finished (false after a crash).
+    pub finished: Option<bool>,
+    pub steps: Vec<super::Change>,
+}
+
+pub async fn run(ctx: &Ctx, json: bool) -> Result<(), Error> {
+    let state = ctx.state()?;
+    let _lock = state.lock(ctx.lock_timeout)?;
+    let Some(journal) = state.latest_journal()? else {
+        if json {
+            print_json(&RollbackReport {
+                command: "rollback",
+                changed: false,
+                undid: None,
+                finished: None,
+                steps: vec![],
+            });
+        } else {
+            say!("roce-route: nothing to roll back");
+        }
+        return Ok(());
+    };
+    let undo: Vec<Op> = journal.undo.iter().map(|(_, op)| op.clone()).collect();
+    let nl = connect().await?;
+    let failures = executor::undo_all(&mut Kernel::new(&nl), &undo).await;
+    if !failures.is_empty() {
+        let cause = Box::new(TxError::Interrupted {
+            signal: 0,
+            undone: undo.len() - failures.len(),
+        });
+        return Err(TxError::RollbackFailed {
+            cause,
+            undo_failures: failures,
+        }
+        .into());
+    }
+    state.discard(&journal)?;
+    let steps: Vec<super::Change> = undo
+        .iter()
+        .rev()
+        .map(|op| super::Change {
+            kind: op_kind(op),
+            command: crate::render::command(op),
+        })
+        .collect();
+    if json {
+        print_json(&RollbackReport {
+            command: "rollback",
+            changed: !steps.is_empty(),
+            undid: Some(journal.header.kind.clone()),
+            finished: Some(journal.committed),
+            steps,
+        });
+    } else {
+        let how = if journal.committed {
+            ""
+        } else {
+            " (it had not finished: killed or crashed)"
+        };
+        say!(
+            "roce-route: rolled back the {} started at unix time {}{how}: {} step(s) undone",
+            journal.header.kind,
+            journal.header.started_unix,
+            steps.len()
+        );
+        for s in &steps {
+            say!("  {}", s.command);
+        }
+    }
+    Ok(())
+}
