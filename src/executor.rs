@@ -47,6 +47,8 @@ pub trait Effects {
 /// that covers every change made.
 pub trait Recorder {
     fn record(&mut self, step: usize, undo: &Op) -> Result<(), String>;
+    /// Called once step `step` has been made.
+    fn step_done(&mut self, _step: usize) {}
 }
 
 /// No durable journal (dry runs, tests).
@@ -57,8 +59,20 @@ impl Recorder for () {
 }
 
 const ENOENT: i32 = 2;
+const ENODEV: i32 = 19;
 const ESRCH: i32 = 3;
 const EEXIST: i32 = 17;
+
+impl TxError {
+    /// A failure that another actor changing the host between our read
+    /// and our write explains (an entry appeared or vanished, an interface
+    /// went away), after a clean rollback: reading again and retrying can
+    /// converge.
+    pub fn is_race(&self) -> bool {
+        matches!(self, TxError::Failed { step, .. }
+            if matches!(step.errno, Some(EEXIST | ESRCH | ENOENT | ENODEV)))
+    }
+}
 
 /// An undo step whose effect is already there: deleting what is gone,
 /// adding what exists. Undo steps are replayed after a crash, when the
@@ -96,6 +110,7 @@ pub struct FailedStep {
     pub index: usize,
     pub command: String,
     pub reason: String,
+    pub errno: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,10 +170,11 @@ pub async fn run<E: Effects, R: Recorder>(
 ) -> Result<usize, TxError> {
     let mut journal: Vec<Op> = Vec::with_capacity(ops.len());
     for (index, op) in ops.iter().enumerate() {
-        let failed = |reason: String| FailedStep {
+        let failed = |reason: String, errno: Option<i32>| FailedStep {
             index,
             command: render::command(op),
             reason,
+            errno,
         };
         if let Some(signal) = stop.requested() {
             let cause = TxError::Interrupted { signal, undone: 0 };
@@ -166,15 +182,16 @@ pub async fn run<E: Effects, R: Recorder>(
         }
         let undo = op.inverse();
         if let Err(reason) = recorder.record(index, &undo) {
-            let step = failed(format!("cannot write the undo journal: {reason}"));
+            let step = failed(format!("cannot write the undo journal: {reason}"), None);
             return Err(rollback(effects, journal, TxError::Failed { step, undone: 0 }).await);
         }
         journal.push(undo);
         if let Err(failure) = effects.run(op).await {
             journal.pop(); // the step did not happen
-            let step = failed(failure.message);
+            let step = failed(failure.message, failure.errno);
             return Err(rollback(effects, journal, TxError::Failed { step, undone: 0 }).await);
         }
+        recorder.step_done(index);
     }
     Ok(ops.len())
 }
@@ -191,6 +208,7 @@ pub async fn undo_all<E: Effects>(effects: &mut E, journal: &[Op]) -> Vec<Failed
                     index,
                     command,
                     reason: f.message,
+                    errno: f.errno,
                 });
             }
         }

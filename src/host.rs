@@ -60,11 +60,10 @@ pub struct Kernel<'a> {
 
 impl Kernel<'_> {
     pub fn new(nl: &Netlink) -> Kernel<'_> {
-        let step_delay = std::env::var("ROCE_ROUTE_STEP_DELAY_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_millis);
-        Kernel { nl, step_delay }
+        Kernel {
+            nl,
+            step_delay: crate::testhooks::hooks().step_delay,
+        }
     }
 }
 

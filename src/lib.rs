@@ -22,3 +22,4 @@ pub mod plan;
 pub mod render;
 pub mod state;
 pub mod sysctl;
+pub mod testhooks;

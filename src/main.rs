@@ -63,7 +63,7 @@ fn run(cli: Cli) -> Result<i32, Error> {
             (Command::Apply(a), Some(cfg)) => {
                 commands::apply::run(&ctx, a, cfg).await.map(|()| exit::OK)
             }
-            (Command::Check(c), Some(cfg)) => commands::check::run(c, cfg)
+            (Command::Check(c), Some(cfg)) => commands::check::run(&ctx, c, cfg)
                 .await
                 .map(|in_sync| if in_sync { exit::OK } else { exit::DRIFT }),
             (Command::Rollback(r), _) => commands::rollback::run(&ctx, r.json)

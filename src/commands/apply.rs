@@ -90,33 +90,44 @@ pub async fn make_plan(
     Ok((desired, plan))
 }
 
+/// How many times apply reads the host again when another actor changed
+/// it between the read and the write (the transaction was rolled back).
+const ATTEMPTS: u32 = 3;
+
 pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(), Error> {
-    let nl = connect().await?;
+    let mut nl = connect().await?;
     if args.dry_run {
         let (_, plan) = make_plan(&nl, &cfg, args.adopt).await?;
         return report_dry_run(args, &plan);
     }
     let state = ctx.state()?;
     let _lock = state.lock(ctx.lock_timeout)?;
-    let (_, plan) = make_plan(&nl, &cfg, args.adopt).await?;
-    if !args.json {
-        for w in &plan.warnings {
-            eprintln!("roce-route: warning: {w}");
+    let mut attempt = 1;
+    let plan = loop {
+        let (_, plan) = make_plan(&nl, &cfg, args.adopt).await?;
+        if !args.json {
+            for w in &plan.warnings {
+                eprintln!("roce-route: warning: {w}");
+            }
         }
-    }
-    if !plan.conflicts.is_empty() && !args.adopt {
-        return Err(Error::Conflicts(conflict_report(&plan)));
-    }
-    if plan.ops.is_empty() {
-        if args.json {
-            print_json(&ApplyReport::new(&plan, false));
-        } else {
-            say!("roce-route: in sync, nothing changed");
+        if !plan.conflicts.is_empty() && !args.adopt {
+            return Err(Error::Conflicts(conflict_report(&plan)));
         }
-        return Ok(());
-    }
-    let header = JournalHeader::new("apply", Some(cfg.file.clone()), cfg.defaults.protocol);
-    execute(ctx, &state, &nl, &plan.ops, header).await?;
+        if plan.ops.is_empty() {
+            report_in_sync(args, &plan);
+            return Ok(());
+        }
+        let header = JournalHeader::new("apply", Some(cfg.file.clone()), cfg.defaults.protocol);
+        match execute(ctx, &state, &nl, &plan.ops, header).await {
+            Ok(()) => break plan,
+            Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
+                eprintln!("roce-route: the host changed while applying ({e}); reading it again");
+                attempt += 1;
+                nl.refresh_links().await.context("cannot read the links")?;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     if let Some(seconds) = args.confirm {
         confirm_or_revert(ctx, &state, &nl, &plan.ops, seconds).await?;
     }
@@ -129,6 +140,14 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(),
         }
     }
     Ok(())
+}
+
+fn report_in_sync(args: &ApplyArgs, plan: &Plan) {
+    if args.json {
+        print_json(&ApplyReport::new(plan, false));
+    } else {
+        say!("roce-route: in sync, nothing changed");
+    }
 }
 
 fn report_dry_run(args: &ApplyArgs, plan: &Plan) -> Result<(), Error> {

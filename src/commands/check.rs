@@ -10,16 +10,16 @@ use std::net::IpAddr;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{apply, connect, print_json};
+use super::{Ctx, apply, connect, print_json};
 use crate::behaviour::{self, Verdict};
 use crate::cli::CheckArgs;
 use crate::diff::Plan;
 use crate::error::Error;
-use crate::managers;
 use crate::model::Op;
 use crate::netlink::Netlink;
 use crate::plan::Desired;
 use crate::say;
+use crate::{managers, netns};
 use crate::{render, sysctl};
 
 /// The JSON document of `check --json`.
@@ -43,7 +43,18 @@ pub struct Difference {
     pub fix: String,
 }
 
-pub async fn run(args: &CheckArgs, cfg: crate::config::Config) -> Result<bool, Error> {
+pub async fn run(ctx: &Ctx, args: &CheckArgs, cfg: crate::config::Config) -> Result<bool, Error> {
+    // As root, wait for a running apply/rollback so as not to report its
+    // half-made state; without root (no state dir access) read as is.
+    let state = if netns::can_admin_network() {
+        Some(ctx.state()?)
+    } else {
+        None
+    };
+    let _lock = state
+        .as_ref()
+        .map(|s| s.lock(ctx.lock_timeout))
+        .transpose()?;
     let nl = connect().await?;
     let (desired, plan) = apply::make_plan(&nl, &cfg, false).await?;
     let traffic = probe_all(&nl, &desired).await?;

@@ -74,7 +74,12 @@ pub fn print_json<T: Serialize>(doc: &T) {
 /// written and synced before its step is sent to the kernel.
 impl Recorder for JournalWriter {
     fn record(&mut self, step: usize, undo: &Op) -> Result<(), String> {
-        JournalWriter::record(self, step, undo).map_err(|e| e.to_string())
+        JournalWriter::record(self, step, undo).map_err(|e| e.to_string())?;
+        crate::testhooks::after_record(step);
+        Ok(())
+    }
+    fn step_done(&mut self, step: usize) {
+        crate::testhooks::after_step(step);
     }
 }
 

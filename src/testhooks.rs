@@ -1,0 +1,79 @@
+//! Fault injection for tests, from environment variables. They exist so
+//! that tests can stop roce-route at an exact point of a transaction, the
+//! way a crash or an impatient admin would; they are documented in the
+//! README and do nothing unless set.
+//!
+//! - `ROCE_ROUTE_STEP_DELAY_MS=N`: pause N ms before each step.
+//! - `ROCE_ROUTE_CRASH_AT=record:K` / `step:K`: SIGKILL this process right
+//!   after the undo record of step K is durable / right after step K was
+//!   made (steps count from 0).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Hooks {
+    pub step_delay: Option<Duration>,
+    pub crash_after_record: Option<usize>,
+    pub crash_after_step: Option<usize>,
+}
+
+/// Parses the two variables. Pure.
+pub fn parse(delay: Option<&str>, crash: Option<&str>) -> Hooks {
+    let mut h = Hooks {
+        step_delay: delay
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis),
+        ..Hooks::default()
+    };
+    if let Some((point, k)) = crash.and_then(|c| c.split_once(':')) {
+        let k = k.parse().ok();
+        match point {
+            "record" => h.crash_after_record = k,
+            "step" => h.crash_after_step = k,
+            _ => {}
+        }
+    }
+    h
+}
+
+pub fn hooks() -> &'static Hooks {
+    static HOOKS: OnceLock<Hooks> = OnceLock::new();
+    HOOKS.get_or_init(|| {
+        let delay = std::env::var("ROCE_ROUTE_STEP_DELAY_MS").ok();
+        let crash = std::env::var("ROCE_ROUTE_CRASH_AT").ok();
+        parse(delay.as_deref(), crash.as_deref())
+    })
+}
+
+fn die() -> ! {
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    unreachable!("SIGKILL cannot be caught")
+}
+
+pub fn after_record(step: usize) {
+    if hooks().crash_after_record == Some(step) {
+        die();
+    }
+}
+
+pub fn after_step(step: usize) {
+    if hooks().crash_after_step == Some(step) {
+        die();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_crash_points() {
+        assert_eq!(parse(None, None), Hooks::default());
+        let h = parse(Some("25"), Some("step:7"));
+        assert_eq!(h.step_delay, Some(Duration::from_millis(25)));
+        assert_eq!(h.crash_after_step, Some(7));
+        assert_eq!(parse(None, Some("record:0")).crash_after_record, Some(0));
+        assert_eq!(parse(None, Some("nonsense")), Hooks::default());
+    }
+}
