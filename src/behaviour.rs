@@ -90,10 +90,10 @@ pub fn probes_for(
     if let Some(peer) = peer_in_subnet(addr, gw, local) {
         out.push(probe(peer, None));
     }
-    if let Some(gw) = gw {
-        if let Some(far) = off_subnet(addr) {
-            out.push(probe(far, Some(gw)));
-        }
+    if let Some(gw) = gw
+        && let Some(far) = off_subnet(addr)
+    {
+        out.push(probe(far, Some(gw)));
     }
     out
 }

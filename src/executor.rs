@@ -78,11 +78,13 @@ impl TxError {
 /// adding what exists. Undo steps are replayed after a crash, when the
 /// step they undo may never have been sent, so these count as done.
 pub fn already_undone(undo: &Op, errno: Option<i32>) -> bool {
-    match (undo, errno) {
-        (Op::DelRoute { .. } | Op::DelRule { .. }, Some(ENOENT | ESRCH)) => true,
-        (Op::AddRule { .. } | Op::AddRoute { .. }, Some(EEXIST)) => true,
-        _ => false,
-    }
+    matches!(
+        (undo, errno),
+        (
+            Op::DelRoute { .. } | Op::DelRule { .. },
+            Some(ENOENT | ESRCH)
+        ) | (Op::AddRule { .. } | Op::AddRoute { .. }, Some(EEXIST))
+    )
 }
 
 /// Set from a signal handler; checked before every step.
@@ -201,16 +203,16 @@ pub async fn run<E: Effects, R: Recorder>(
 pub async fn undo_all<E: Effects>(effects: &mut E, journal: &[Op]) -> Vec<FailedStep> {
     let mut failures = Vec::new();
     for (index, undo) in journal.iter().enumerate().rev() {
-        if let Err(f) = effects.run(undo).await {
-            if !already_undone(undo, f.errno) {
-                let command = render::command(undo);
-                failures.push(FailedStep {
-                    index,
-                    command,
-                    reason: f.message,
-                    errno: f.errno,
-                });
-            }
+        if let Err(f) = effects.run(undo).await
+            && !already_undone(undo, f.errno)
+        {
+            let command = render::command(undo);
+            failures.push(FailedStep {
+                index,
+                command,
+                reason: f.message,
+                errno: f.errno,
+            });
         }
     }
     failures
@@ -268,10 +270,10 @@ mod tests {
             }
             assert_eq!(self.values[i], *old, "undo must see the value it recorded");
             self.values[i] = *new;
-            if let Some((n, flag)) = self.stop_after {
-                if self.calls == n {
-                    flag.request(15);
-                }
+            if let Some((n, flag)) = self.stop_after
+                && self.calls == n
+            {
+                flag.request(15);
             }
             Ok(())
         }

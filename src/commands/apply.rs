@@ -190,10 +190,10 @@ pub async fn execute(
     match result {
         Ok(_) => Ok(journal.commit()?),
         Err(e) => {
-            if !matches!(e, executor::TxError::RollbackFailed { .. }) {
-                if let Some(j) = state.latest_journal()? {
-                    state.discard(&j)?;
-                }
+            if !matches!(e, executor::TxError::RollbackFailed { .. })
+                && let Some(j) = state.latest_journal()?
+            {
+                state.discard(&j)?;
             }
             Err(e.into())
         }
