@@ -76,10 +76,15 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<(), Error> {
         } else {
             " (it had not finished: killed or crashed)"
         };
+        let of = journal
+            .header
+            .config
+            .as_ref()
+            .map_or(String::new(), |c| format!(" of {c}"));
+        let ago = super::now_unix().saturating_sub(journal.header.started_unix);
         say!(
-            "roce-route: rolled back the {} started at unix time {}{how}: {} step(s) undone",
+            "roce-route: rolled back the {}{of} made {ago} s ago{how}: {} step(s) undone",
             journal.header.kind,
-            journal.header.started_unix,
             steps.len()
         );
         for s in &steps {

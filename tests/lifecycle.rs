@@ -1,0 +1,890 @@
+//! Real-kernel tests of the lifecycle commands: rollback, remove, check,
+//! show, apply --json / --dry-run and apply --confirm / confirm.
+//!
+//! Every test owns its `Testbed` and its own state directory
+//! (`<testbed temp dir>/state`, passed as ROCE_ROUTE_STATE_DIR), so tests
+//! never share journals, recorded sysctls or locks, and never touch
+//! /run/roce-route. "The host is as it was" always means: the full `dump()`
+//! (rules and routes of every table for both families, ARP sysctls) is equal.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Testbed, describe_output, poll_until};
+use serde_json::Value;
+
+/// The protocol number roce-route stamps on what it owns.
+const PROTO: &str = "proto 234";
+/// Exit codes (see `roce-route --help`).
+const EXIT_OK: i32 = 0;
+const EXIT_FAILED: i32 = 1;
+const EXIT_INVALID: i32 = 2;
+const EXIT_DRIFT: i32 = 3;
+/// Bound for a waiting `apply --confirm` to apply, or to exit once it
+/// should.
+const CONFIRM_WAIT: Duration = Duration::from_secs(15);
+/// Bound for a rail to come back up after a flap.
+const LINK_WAIT: Duration = Duration::from_secs(10);
+
+// ---------------------------------------------------------------------------
+// Running roce-route with the test's own state dir
+
+/// `<testbed temp dir>/state`: this test's journals, origins, lock.
+fn state_base(tb: &Testbed) -> PathBuf {
+    tb.dir().join("state")
+}
+
+/// `roce-route --netns <host ns> ARGS`, run from the test's temp dir with
+/// ROCE_ROUTE_STATE_DIR set to this test's state dir, stdin closed.
+fn roce_route_cmd(tb: &Testbed, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
+    cmd.arg("--netns")
+        .arg(tb.host_ns())
+        .args(args)
+        .env("ROCE_ROUTE_STATE_DIR", state_base(tb))
+        .current_dir(tb.dir())
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn rr(tb: &Testbed, args: &[&str]) -> Output {
+    roce_route_cmd(tb, args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run roce-route {args:?}: {e}"))
+}
+
+fn stdout_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs roce-route and panics, with its whole output, unless it exits `code`.
+fn rr_expect(tb: &Testbed, args: &[&str], code: i32) -> Output {
+    let out = rr(tb, args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "roce-route {args:?}: expected exit {code}\n{}",
+        describe_output(&out)
+    );
+    out
+}
+
+/// Runs roce-route, expects exit 0, returns stdout.
+fn rr_ok(tb: &Testbed, args: &[&str]) -> String {
+    stdout_of(&rr_expect(tb, args, EXIT_OK))
+}
+
+/// The single JSON document on stdout.
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document: {e}\n{}",
+            describe_output(out)
+        )
+    })
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+fn apply(tb: &Testbed, config: &Path) -> String {
+    rr_ok(tb, &["apply", path_str(config)])
+}
+
+fn apply_adopt(tb: &Testbed, config: &Path) -> String {
+    rr_ok(tb, &["apply", "--adopt", path_str(config)])
+}
+
+fn rollback(tb: &Testbed) -> String {
+    rr_ok(tb, &["rollback"])
+}
+
+/// `check CONFIG --json` expecting exit `code`; the parsed report.
+fn check_json(tb: &Testbed, config: &Path, code: i32) -> Value {
+    json_of(&rr_expect(tb, &["check", path_str(config), "--json"], code))
+}
+
+/// The standard config (every rail, its addresses, table 100+k), written.
+fn standard_config(tb: &Testbed) -> PathBuf {
+    tb.write_config(&tb.config_toml())
+}
+
+/// The first `n` `[[interface]]` blocks of a config rendered by the testbed.
+fn first_interfaces(toml: &str, n: usize) -> String {
+    let blocks: Vec<&str> = toml
+        .split("[[interface]]")
+        .filter(|b| !b.trim().is_empty())
+        .collect();
+    assert!(blocks.len() >= n, "fewer than {n} interfaces in:\n{toml}");
+    blocks[..n]
+        .iter()
+        .map(|b| format!("[[interface]]{b}"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Observations
+
+/// Compares two dumps; on a difference shows the lines only in either.
+fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
+    if expected == actual {
+        return;
+    }
+    let only = |a: &str, b: &str| -> Vec<String> {
+        a.lines()
+            .filter(|l| !b.lines().any(|m| m == *l))
+            .map(|l| format!("  {l}"))
+            .collect()
+    };
+    panic!(
+        "{what}: the host differs\n--- only expected ---\n{}\n--- only actual ---\n{}\n\
+         --- expected dump ---\n{expected}--- actual dump ---\n{actual}",
+        only(expected, actual).join("\n"),
+        only(actual, expected).join("\n"),
+    );
+}
+
+/// Every rule and route (both families, all tables) with proto 234.
+fn owned_entries(tb: &Testbed) -> Vec<String> {
+    let mut out = Vec::new();
+    for args in [
+        "-4 rule show",
+        "-6 rule show",
+        "-4 route show table all",
+        "-6 route show table all",
+    ] {
+        out.extend(
+            tb.ip_host(args)
+                .lines()
+                .filter(|l| l.contains(PROTO))
+                .map(|l| format!("ip {args}: {}", l.trim())),
+        );
+    }
+    out
+}
+
+fn owned_rules(tb: &Testbed) -> usize {
+    owned_entries(tb)
+        .iter()
+        .filter(|l| l.contains(" rule show"))
+        .count()
+}
+
+fn json_array<'a>(v: &'a Value, key: &str) -> &'a Vec<Value> {
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("`{key}` is not an array in {v:#}"))
+}
+
+/// The `kind`s of a check report's differences.
+fn difference_kinds(report: &Value) -> Vec<String> {
+    json_array(report, "differences")
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// The first difference of `kind`, or a panic showing the report.
+fn difference<'a>(report: &'a Value, kind: &str) -> &'a Value {
+    json_array(report, "differences")
+        .iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no `{kind}` difference in {report:#}"))
+}
+
+/// Every difference has kind, description and a non-empty fix.
+fn assert_differences_documented(report: &Value) {
+    for d in json_array(report, "differences") {
+        for field in ["kind", "description", "fix"] {
+            let s = d[field].as_str().unwrap_or("");
+            assert!(!s.is_empty(), "difference without `{field}`: {d:#}");
+        }
+    }
+}
+
+const TRAFFIC_FIELDS: [&str; 11] = [
+    "interface",
+    "from",
+    "to",
+    "expected_dev",
+    "expected_table",
+    "expected_gateway",
+    "dev",
+    "table",
+    "gateway",
+    "error",
+    "ok",
+];
+
+/// Asserts a traffic list is non-empty, complete in its fields, and every
+/// entry is ok (`dev` = `expected_dev`, `table` = `expected_table`).
+fn assert_traffic_ok(traffic: &[Value], what: &str) {
+    assert!(!traffic.is_empty(), "{what}: no traffic lookups");
+    for t in traffic {
+        for field in TRAFFIC_FIELDS {
+            assert!(
+                t.get(field).is_some(),
+                "{what}: traffic lacks `{field}`: {t:#}"
+            );
+        }
+        assert_eq!(t["ok"], true, "{what}: traffic not ok: {t:#}");
+        assert_eq!(t["dev"], t["expected_dev"], "{what}: {t:#}");
+        assert_eq!(t["table"], t["expected_table"], "{what}: {t:#}");
+    }
+}
+
+/// Asserts check says "in sync": exit 0, in_sync, no differences, every
+/// lookup ok, and one lookup at least per address of each configured rail.
+fn assert_in_sync(tb: &Testbed, config: &Path, what: &str) {
+    let report = check_json(tb, config, EXIT_OK);
+    assert_eq!(report["command"], "check", "{report:#}");
+    assert_eq!(report["in_sync"], true, "{what}: {report:#}");
+    assert!(
+        json_array(&report, "differences").is_empty(),
+        "{what}: {report:#}"
+    );
+    let traffic = json_array(&report, "traffic");
+    assert_traffic_ok(traffic, what);
+    let text = std::fs::read_to_string(config).expect("read config");
+    let configured = tb
+        .rails()
+        .iter()
+        .filter(|r| text.contains(&format!("name = \"{}\"", r.name)));
+    for rail in configured {
+        for addr in std::iter::once(&rail.v4).chain(&rail.v6) {
+            assert!(
+                traffic.iter().any(|t| t["from"] == addr.as_str()),
+                "{what}: no lookup from {addr}: {report:#}"
+            );
+        }
+    }
+    let human = rr_ok(tb, &["check", path_str(config)]);
+    assert!(
+        human.contains("in sync"),
+        "{what}: human check said:\n{human}"
+    );
+}
+
+/// Asserts check reports drift: exit 3, in_sync false, documented
+/// differences; returns the report.
+fn assert_drift(tb: &Testbed, config: &Path) -> Value {
+    let report = check_json(tb, config, EXIT_DRIFT);
+    assert_eq!(report["in_sync"], false, "{report:#}");
+    assert!(!json_array(&report, "differences").is_empty(), "{report:#}");
+    assert_differences_documented(&report);
+    report
+}
+
+/// The traffic entries from `addr` that are not ok.
+fn wrong_traffic_from<'a>(traffic: &'a [Value], addr: &str) -> Vec<&'a Value> {
+    traffic
+        .iter()
+        .filter(|t| t["from"] == addr && t["ok"] == false)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Host manipulation
+
+/// State roce-route does not own and must never touch: a rule at priority
+/// 500, a route in table 50, and arp_ignore=2 on rail1 set by hand.
+fn add_foreign_state(tb: &Testbed) {
+    tb.ip_host("rule add priority 500 from 203.0.113.5 lookup 50");
+    tb.ip_host(&format!(
+        "route add 203.0.113.0/24 via {} dev rail0 table 50",
+        tb.peer_v4()
+    ));
+    tb.set_host_sysctl("rail1", "arp_ignore", 2);
+}
+
+/// A testbed with the foreign state, and its dump.
+fn host_with_foreign_state(ipv6: bool) -> (Testbed, String) {
+    let tb = Testbed::builder().rails(4).ipv6(ipv6).build();
+    add_foreign_state(&tb);
+    let dump = tb.dump();
+    (tb, dump)
+}
+
+/// `ip link set RAIL down; ip link set RAIL up`, then waits until it is up
+/// again. The kernel drops the rail's routes in every table on the way down.
+fn flap(tb: &Testbed, rail: &str) {
+    tb.ip_host(&format!("link set {rail} down"));
+    tb.ip_host(&format!("link set {rail} up"));
+    let operstate = format!("/sys/class/net/{rail}/operstate");
+    poll_until(&format!("{rail} to be up again"), LINK_WAIT, || {
+        tb.host().read_file(&operstate) == "up"
+    });
+}
+
+// ---------------------------------------------------------------------------
+// apply --confirm, in the background
+
+/// A running roce-route, killed (by its own pid) if the test ends first.
+struct Background {
+    child: Option<Child>,
+    what: String,
+}
+
+impl Background {
+    fn spawn(tb: &Testbed, args: &[&str]) -> Background {
+        let child = roce_route_cmd(tb, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn roce-route {args:?}: {e}"));
+        Background {
+            child: Some(child),
+            what: format!("roce-route {args:?}"),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    fn is_running(&mut self) -> bool {
+        let child = self.child.as_mut().expect("running");
+        child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// Waits at most `timeout` for it to exit; its output.
+    fn wait(mut self, timeout: Duration) -> Output {
+        let deadline = Instant::now() + timeout;
+        while self.is_running() {
+            if Instant::now() >= deadline {
+                panic!("{} still running after {timeout:?}", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let child = self.child.take().expect("running");
+        child.wait_with_output().expect("wait_with_output")
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The state dir of the host namespace: the only subdirectory of the base.
+fn ns_state_dir(tb: &Testbed) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(state_base(tb)).ok()?;
+    let dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    assert!(dirs.len() <= 1, "several namespace state dirs: {dirs:?}");
+    dirs.into_iter().next()
+}
+
+/// Starts `apply --confirm SECONDS` and waits until it has applied and
+/// waits for confirmation (owned rules exist, `pending` is written).
+fn start_waiting_apply(tb: &Testbed, config: &Path, seconds: u64) -> Background {
+    let secs = seconds.to_string();
+    let mut bg = Background::spawn(tb, &["apply", "--confirm", &secs, path_str(config)]);
+    poll_until("apply --confirm to apply and wait", CONFIRM_WAIT, || {
+        assert!(bg.is_running(), "{} exited before confirmation", bg.what);
+        owned_rules(tb) > 0 && ns_state_dir(tb).is_some_and(|d| d.join("pending").exists())
+    });
+    bg
+}
+
+fn assert_exit(out: &Output, code: i32, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: expected exit {code}\n{}",
+        describe_output(out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 1. rollback
+
+#[test]
+fn rollback_returns_the_exact_pre_apply_state() {
+    let (tb, before) = host_with_foreign_state(true);
+    apply(&tb, &standard_config(&tb));
+    assert_ne!(tb.dump(), before, "apply changed nothing");
+    assert_eq!(tb.host_sysctl("rail1", "arp_ignore"), 1);
+
+    rollback(&tb);
+    assert_dump_eq(&before, &tb.dump(), "after apply + rollback");
+
+    let out = rr_ok(&tb, &["rollback"]);
+    assert!(
+        out.contains("nothing to roll back"),
+        "second rollback said:\n{out}"
+    );
+    assert_dump_eq(&before, &tb.dump(), "after a second rollback");
+}
+
+#[test]
+fn rollback_unwinds_a_stack_of_applies() {
+    let (tb, original) = host_with_foreign_state(true);
+    let config_a = standard_config(&tb);
+    let config_b = tb.write_config(&first_interfaces(&tb.config_toml_with_gateway(), 3));
+
+    apply(&tb, &config_a);
+    let after_a = tb.dump();
+    apply(&tb, &config_b);
+    let after_b = tb.dump();
+    assert_ne!(after_a, after_b, "apply B changed nothing");
+    assert_in_sync(&tb, &config_b, "after apply B");
+
+    rollback(&tb);
+    assert_dump_eq(&after_a, &tb.dump(), "after rolling back B");
+    rollback(&tb);
+    assert_dump_eq(&original, &tb.dump(), "after rolling back B then A");
+    let out = rr_ok(&tb, &["rollback", "--json"]);
+    let report: Value = serde_json::from_str(&out).expect("rollback --json");
+    assert_eq!(report["changed"], false, "{report:#}");
+}
+
+// ---------------------------------------------------------------------------
+// 2. rollback after --adopt
+
+#[test]
+fn rollback_after_adopt_restores_the_hand_made_fix() {
+    let tb = Testbed::builder().rails(4).build();
+    tb.fix_by_hand();
+    let hand_made = tb.dump();
+    let config = standard_config(&tb);
+
+    let refused = rr_expect(&tb, &["apply", path_str(&config)], EXIT_FAILED);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--adopt"),
+        "{}",
+        describe_output(&refused)
+    );
+    assert_dump_eq(&hand_made, &tb.dump(), "after a refused apply");
+
+    apply_adopt(&tb, &config);
+    assert_in_sync(&tb, &config, "after apply --adopt");
+    let owned = owned_rules(&tb);
+    assert_eq!(owned, tb.rails().len(), "{:#?}", owned_entries(&tb));
+
+    rollback(&tb);
+    assert_dump_eq(&hand_made, &tb.dump(), "after apply --adopt + rollback");
+}
+
+// ---------------------------------------------------------------------------
+// 3. remove
+
+/// Deletes the namespace's journals, keeping sysctl-origins.json.
+fn delete_journals(tb: &Testbed) {
+    let dir = ns_state_dir(tb).expect("apply created a state dir");
+    let mut deleted = 0;
+    for entry in std::fs::read_dir(&dir).expect("read state dir") {
+        let path = entry.expect("dir entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("journal-") && name.ends_with(".jsonl") {
+            std::fs::remove_file(&path).expect("delete journal");
+            deleted += 1;
+        }
+    }
+    assert!(deleted > 0, "no journal in {}", dir.display());
+    assert!(
+        dir.join("sysctl-origins.json").exists(),
+        "no sysctl-origins.json in {}",
+        dir.display()
+    );
+}
+
+#[test]
+fn remove_without_journals_takes_out_everything_owned() {
+    let (tb, before) = host_with_foreign_state(true);
+    apply(&tb, &tb.write_config(&tb.config_toml_with_gateway()));
+    assert!(!owned_entries(&tb).is_empty(), "apply installed nothing");
+    delete_journals(&tb);
+
+    rr_ok(&tb, &["remove"]);
+    assert_eq!(
+        owned_entries(&tb),
+        Vec::<String>::new(),
+        "left after remove"
+    );
+    assert_eq!(
+        tb.host_sysctl("rail1", "arp_ignore"),
+        2,
+        "rail1's own value"
+    );
+    assert_dump_eq(&before, &tb.dump(), "after remove");
+
+    let again = rr_ok(&tb, &["remove"]);
+    assert!(
+        again.contains("nothing to remove"),
+        "second remove said:\n{again}"
+    );
+    assert_dump_eq(&before, &tb.dump(), "after a second remove");
+}
+
+// ---------------------------------------------------------------------------
+// 4. check
+
+/// An applied standard config, checked in sync; the config.
+fn applied(tb: &Testbed) -> PathBuf {
+    let config = standard_config(tb);
+    apply(tb, &config);
+    assert_in_sync(tb, &config, "right after apply");
+    config
+}
+
+#[test]
+fn check_is_in_sync_after_apply_and_not_before() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = standard_config(&tb);
+    let report = assert_drift(&tb, &config);
+    let kinds = difference_kinds(&report);
+    for kind in ["missing_route", "missing_rule", "sysctl", "traffic"] {
+        assert!(kinds.iter().any(|k| k == kind), "no {kind} in {kinds:?}");
+    }
+    apply(&tb, &config);
+    assert_in_sync(&tb, &config, "after apply");
+}
+
+#[test]
+fn check_finds_a_deleted_rule_and_its_fix_repairs_it() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = applied(&tb);
+    let rail = tb.rail(1);
+    tb.ip_host(&format!(
+        "rule del priority 1000 from {} lookup {}",
+        rail.v4, rail.table
+    ));
+
+    let report = assert_drift(&tb, &config);
+    let missing = difference(&report, "missing_rule");
+    assert!(
+        missing["description"].as_str().unwrap().contains(&rail.v4),
+        "{missing:#}"
+    );
+    let fix = missing["fix"].as_str().unwrap();
+    tb.host().exec("sh", &["-c", fix]);
+    assert_in_sync(&tb, &config, &format!("after running the fix `{fix}`"));
+}
+
+#[test]
+fn check_finds_the_routes_a_link_flap_dropped() {
+    // IPv4 only: the kernel flushes IPv6 addresses on link down.
+    let tb = Testbed::builder().rails(4).build();
+    let config = applied(&tb);
+    flap(&tb, "rail1");
+
+    let report = assert_drift(&tb, &config);
+    let missing = difference(&report, "missing_route");
+    assert!(
+        missing["description"].as_str().unwrap().contains("rail1"),
+        "{missing:#}"
+    );
+    let rail1_v4 = &tb.rail(1).v4;
+    let named = json_array(&report, "differences").iter().any(|d| {
+        d["kind"] == "traffic"
+            && d["description"].as_str().is_some_and(|s| {
+                s.contains(&format!("from {rail1_v4} ")) && s.contains("expected rail1")
+            })
+    });
+    assert!(named, "no traffic difference for rail1: {report:#}");
+    let wrong = wrong_traffic_from(json_array(&report, "traffic"), rail1_v4);
+    assert!(!wrong.is_empty(), "rail1's traffic judged ok: {report:#}");
+    for t in wrong {
+        assert_eq!(t["expected_dev"], "rail1", "{t:#}");
+        assert!(
+            t["dev"] != "rail1",
+            "a wrong verdict leaves via rail1: {t:#}"
+        );
+    }
+
+    apply(&tb, &config);
+    assert_in_sync(&tb, &config, "after re-applying");
+}
+
+#[test]
+fn check_finds_a_sysctl_changed_by_hand() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = applied(&tb);
+    tb.set_host_sysctl("rail2", "arp_ignore", 0);
+
+    let report = assert_drift(&tb, &config);
+    assert_eq!(difference_kinds(&report), ["sysctl"], "{report:#}");
+    let d = difference(&report, "sysctl");
+    assert!(
+        d["fix"].as_str().unwrap().contains("rail2.arp_ignore=1"),
+        "{d:#}"
+    );
+    apply(&tb, &config);
+    assert_in_sync(&tb, &config, "after re-applying");
+}
+
+#[test]
+fn check_finds_a_shadowing_foreign_rule_and_adopt_takes_it_over() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = applied(&tb);
+    let rail = tb.rail(1);
+    tb.ip_host(&format!(
+        "rule add priority 100 from {} lookup main",
+        rail.v4
+    ));
+
+    let report = assert_drift(&tb, &config);
+    let conflict = difference(&report, "conflict");
+    assert!(
+        conflict["fix"].as_str().unwrap().contains("--adopt"),
+        "{conflict:#}"
+    );
+    let wrong = wrong_traffic_from(json_array(&report, "traffic"), &rail.v4);
+    assert!(!wrong.is_empty(), "shadowed traffic judged ok: {report:#}");
+    difference(&report, "traffic");
+
+    apply_adopt(&tb, &config);
+    assert_in_sync(&tb, &config, "after apply --adopt");
+}
+
+#[test]
+fn check_finds_arp_ignore_overridden_by_conf_all() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = applied(&tb);
+    tb.set_host_sysctl("all", "arp_ignore", 2);
+
+    let report = assert_drift(&tb, &config);
+    let d = difference(&report, "sysctl_overridden");
+    assert!(
+        d["fix"].as_str().unwrap().contains("all.arp_ignore"),
+        "{d:#}"
+    );
+    tb.set_host_sysctl("all", "arp_ignore", 0);
+    assert_in_sync(&tb, &config, "with conf/all/arp_ignore back to 0");
+}
+
+// ---------------------------------------------------------------------------
+// 5. show
+
+fn show_json(tb: &Testbed) -> Value {
+    let report: Value = serde_json::from_str(&rr_ok(tb, &["show", "--json"]))
+        .unwrap_or_else(|e| panic!("show --json is not JSON: {e}"));
+    assert_eq!(report["command"], "show", "{report:#}");
+    assert_eq!(report["protocol"], 234, "{report:#}");
+    report
+}
+
+fn shown_interface<'a>(report: &'a Value, name: &str) -> Option<&'a Value> {
+    json_array(report, "interfaces")
+        .iter()
+        .find(|i| i["name"] == name)
+}
+
+#[test]
+fn show_lists_every_rail_with_its_table_rules_sysctls_and_traffic() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    applied(&tb);
+
+    let report = show_json(&tb);
+    assert_eq!(
+        json_array(&report, "interfaces").len(),
+        tb.rails().len(),
+        "{report:#}"
+    );
+    assert!(json_array(&report, "orphan_rules").is_empty(), "{report:#}");
+    for rail in tb.rails() {
+        let what = format!("show: {}", rail.name);
+        let i = shown_interface(&report, &rail.name)
+            .unwrap_or_else(|| panic!("{what} missing: {report:#}"));
+        assert_eq!(
+            i["tables"],
+            serde_json::json!([rail.table]),
+            "{what}: {i:#}"
+        );
+        let rules = json_array(i, "rules");
+        assert_eq!(rules.len(), 2, "{what}: one rule per family: {i:#}");
+        assert!(
+            rules.iter().any(|r| r.as_str().unwrap().contains(&rail.v4)),
+            "{what}: {i:#}"
+        );
+        assert!(!json_array(i, "routes").is_empty(), "{what}: {i:#}");
+        for (key, value) in [("arp_ignore", 1), ("arp_announce", 2)] {
+            let s = &i["sysctls"][key];
+            assert_eq!(s["value"], value, "{what}: {key}: {i:#}");
+            assert_eq!(s["effective"], value, "{what}: {key}: {i:#}");
+            assert_eq!(s["all"], 0, "{what}: {key}: {i:#}");
+        }
+        assert_traffic_ok(json_array(i, "traffic"), &what);
+    }
+
+    let human = rr_ok(&tb, &["show"]);
+    for rail in tb.rails() {
+        assert!(
+            human.contains(&rail.name),
+            "{} not in show:\n{human}",
+            rail.name
+        );
+    }
+    assert!(human.contains("ok"), "show:\n{human}");
+    assert!(!human.contains("WRONG"), "show:\n{human}");
+}
+
+#[test]
+fn show_reports_a_flapped_rail() {
+    let tb = Testbed::builder().rails(4).build();
+    applied(&tb);
+    flap(&tb, "rail1");
+
+    let report = show_json(&tb);
+    let rail1_wrong = shown_interface(&report, "rail1")
+        .is_some_and(|i| json_array(i, "traffic").iter().any(|t| t["ok"] == false));
+    let orphaned = json_array(&report, "orphan_rules")
+        .iter()
+        .any(|r| r.as_str().unwrap().contains("lookup 101"));
+    assert!(
+        rail1_wrong || orphaned,
+        "after a flap of rail1 show sees nothing wrong: {report:#}"
+    );
+    let human = rr_ok(&tb, &["show"]);
+    assert!(
+        human.contains("WRONG") || human.contains("lookup 101"),
+        "human show after a flap of rail1:\n{human}"
+    );
+    for k in [0, 2, 3] {
+        let name = &tb.rail(k).name;
+        let i =
+            shown_interface(&report, name).unwrap_or_else(|| panic!("{name} missing: {report:#}"));
+        assert_traffic_ok(json_array(i, "traffic"), name);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 6. apply --json, --dry-run
+
+fn apply_json(tb: &Testbed, config: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["apply", "--json"];
+    args.extend(extra);
+    args.push(path_str(config));
+    let report: Value = serde_json::from_str(&rr_ok(tb, &args))
+        .unwrap_or_else(|e| panic!("apply {args:?} is not JSON: {e}"));
+    assert_eq!(report["command"], "apply", "{report:#}");
+    for key in ["changes", "conflicts", "warnings"] {
+        json_array(&report, key);
+    }
+    report
+}
+
+#[test]
+fn apply_json_reports_changed_then_unchanged() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = standard_config(&tb);
+    let first = apply_json(&tb, &config, &[]);
+    assert_eq!(first["changed"], true, "{first:#}");
+    assert_eq!(first["dry_run"], false, "{first:#}");
+    for c in json_array(&first, "changes") {
+        assert!(c["kind"].is_string() && c["command"].is_string(), "{c:#}");
+    }
+    let second = apply_json(&tb, &config, &[]);
+    assert_eq!(second["changed"], false, "{second:#}");
+    assert!(json_array(&second, "changes").is_empty(), "{second:#}");
+}
+
+#[test]
+fn dry_run_json_announces_exactly_what_apply_does() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let before = tb.dump();
+    let config = tb.write_config(&tb.config_toml_with_gateway());
+    let dry = apply_json(&tb, &config, &["--dry-run"]);
+    assert_eq!(dry["dry_run"], true, "{dry:#}");
+    assert_eq!(dry["changed"], true, "{dry:#}");
+    assert_dump_eq(&before, &tb.dump(), "after --dry-run");
+
+    let real = apply_json(&tb, &config, &[]);
+    assert_eq!(dry["changes"], real["changes"], "dry run vs apply");
+    assert_in_sync(&tb, &config, "after apply");
+}
+
+#[test]
+fn bad_config_with_json_prints_an_error_document() {
+    let tb = Testbed::builder().rails(2).build();
+    let before = tb.dump();
+    let config = tb.write_config("[[interface]]\nname = \"rail0\"\ntable = \"not a number\"\n");
+    let out = rr_expect(&tb, &["apply", "--json", path_str(&config)], EXIT_INVALID);
+    let doc = json_of(&out);
+    assert_eq!(doc["command"], "apply", "{doc:#}");
+    assert_eq!(doc["ok"], false, "{doc:#}");
+    assert_eq!(doc["exit_code"], EXIT_INVALID, "{doc:#}");
+    assert!(
+        doc["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{doc:#}"
+    );
+    assert_dump_eq(&before, &tb.dump(), "after a bad config");
+}
+
+// ---------------------------------------------------------------------------
+// 7. apply --confirm / confirm
+
+#[test]
+fn unconfirmed_apply_rolls_back_after_its_timeout() {
+    let (tb, before) = host_with_foreign_state(true);
+    let config = standard_config(&tb);
+    let start = Instant::now();
+    let out = rr(&tb, &["apply", "--confirm", "2", path_str(&config)]);
+    let took = start.elapsed();
+    assert_exit(&out, EXIT_FAILED, "unconfirmed apply --confirm 2");
+    assert!(
+        took >= Duration::from_secs(2) && took < CONFIRM_WAIT,
+        "exited after {took:?}\n{}",
+        describe_output(&out)
+    );
+    assert_dump_eq(&before, &tb.dump(), "after an unconfirmed apply");
+    let out = rr_ok(&tb, &["rollback"]);
+    assert!(
+        out.contains("nothing to roll back"),
+        "rollback said:\n{out}"
+    );
+}
+
+#[test]
+fn confirm_keeps_the_waiting_apply() {
+    let (tb, before) = host_with_foreign_state(true);
+    let config = standard_config(&tb);
+    let waiting = start_waiting_apply(&tb, &config, 20);
+    let applied_dump = tb.dump();
+    assert_ne!(applied_dump, before, "nothing applied");
+
+    rr_ok(&tb, &["confirm"]);
+    let out = waiting.wait(CONFIRM_WAIT);
+    assert_exit(&out, EXIT_OK, "confirmed apply --confirm 20");
+    assert_dump_eq(&applied_dump, &tb.dump(), "after confirm");
+    assert_in_sync(&tb, &config, "after confirm");
+    // The confirmed apply is an ordinary one: rollback still undoes it.
+    rollback(&tb);
+    assert_dump_eq(&before, &tb.dump(), "after rolling back a confirmed apply");
+}
+
+#[test]
+fn sighup_rolls_back_a_waiting_apply_at_once() {
+    let (tb, before) = host_with_foreign_state(true);
+    let config = standard_config(&tb);
+    let waiting = start_waiting_apply(&tb, &config, 20);
+    let pid = waiting.pid().to_string();
+    let start = Instant::now();
+    common::run("kill", &["-HUP", &pid]);
+    let out = waiting.wait(CONFIRM_WAIT);
+    let took = start.elapsed();
+    assert_exit(&out, EXIT_FAILED, "apply --confirm 20 sent SIGHUP");
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?} to exit on SIGHUP\n{}",
+        describe_output(&out)
+    );
+    assert_dump_eq(&before, &tb.dump(), "after SIGHUP");
+}
+
+#[test]
+fn confirm_with_nothing_waiting_fails() {
+    let tb = Testbed::builder().rails(1).build();
+    rr_expect(&tb, &["confirm"], EXIT_FAILED);
+}
