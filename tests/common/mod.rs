@@ -754,15 +754,22 @@ impl Testbed {
 
     // --- the product -------------------------------------------------------
 
+    /// `roce-route --netns <host ns>`, to run from the test's temp dir: add
+    /// arguments and environment, then run or spawn it. Its state (journals,
+    /// lock) lives in the test's temp dir, never in /run/roce-route, so tests
+    /// never share state (a caller may set ROCE_ROUTE_STATE_DIR again).
+    pub fn roce_route_command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
+        cmd.arg("--netns")
+            .arg(self.host_ns())
+            .env("ROCE_ROUTE_STATE_DIR", self.dir().join("state"))
+            .current_dir(self.dir());
+        cmd
+    }
+
     /// Runs `roce-route --netns <host ns> <args...>` from the test's temp dir.
     pub fn run_roce_route(&self, args: &[&str]) -> Output {
-        output_of(
-            Command::new(env!("CARGO_BIN_EXE_roce-route"))
-                .arg("--netns")
-                .arg(self.host_ns())
-                .args(args)
-                .current_dir(self.dir()),
-        )
+        output_of(self.roce_route_command().args(args))
     }
 
     /// Like `run_roce_route`, and panics with exit status, stdout and stderr
@@ -804,9 +811,19 @@ impl Testbed {
 
     /// The standard config with extra `key = value` lines per rail.
     pub fn render_config(&self, extra: impl Fn(&Rail) -> Vec<String>) -> String {
+        self.render_config_for(|_| true, extra)
+    }
+
+    /// Like `render_config`, listing only the rails `keep` selects.
+    pub fn render_config_for(
+        &self,
+        keep: impl Fn(&Rail) -> bool,
+        extra: impl Fn(&Rail) -> Vec<String>,
+    ) -> String {
         let blocks: Vec<String> = self
             .rails
             .iter()
+            .filter(|r| keep(r))
             .map(|r| interface_block(r, extra(r)))
             .collect();
         blocks.join("\n")

@@ -1,0 +1,945 @@
+//! Real-kernel tests of `roce-route apply`, each on its own `Testbed`.
+//!
+//! Every claim is checked on the kernel the way a network engineer would:
+//! `ip route get`, the peer's neighbour table, which rail the replies leave
+//! by, and the canonical `dump()` of rules, routes and ARP sysctls.
+//!
+//! Every run of roce-route keeps its state directory (journal, lock) inside
+//! the testbed's temp dir, so nothing is left in /run and runs of different
+//! tests never share state.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{
+    GATEWAY_V4, GATEWAY_V6, PEER_V4, PEER_V6, SUBNET_V4, Testbed, canonical_lines, describe_output,
+    field_after,
+};
+
+/// The protocol number roce-route marks its routes and rules with.
+const OURS: &str = "proto 234";
+/// Outside every rail subnet: only a default route reaches it.
+const REMOTE_V4: &str = "203.0.113.1";
+const REMOTE_V6: &str = "2001:db8:ffff::1";
+/// What `setpriv` switches to for the unprivileged runs (nobody/nogroup).
+const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+
+// ---------------------------------------------------------------------------
+// Running roce-route
+
+/// One finished run of roce-route, with what is needed to explain a failure.
+struct Run {
+    what: String,
+    out: Output,
+}
+
+impl Run {
+    fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+
+    fn report(&self) -> String {
+        format!("{}\n{}", self.what, describe_output(&self.out))
+    }
+
+    /// Panics unless the run exited with `code`.
+    fn expect_code(self, code: i32) -> Run {
+        assert_eq!(
+            self.code(),
+            Some(code),
+            "expected exit code {code} from\n{}",
+            self.report()
+        );
+        self
+    }
+
+    /// Panics unless stderr contains every one of `needles`.
+    fn expect_stderr(&self, needles: &[&str]) {
+        let stderr = self.stderr();
+        for n in needles {
+            assert!(stderr.contains(n), "stderr lacks {n:?}:\n{}", self.report());
+        }
+    }
+
+    /// "rolled back the N step(s)" in stderr.
+    fn steps_rolled_back(&self) -> usize {
+        let stderr = self.stderr();
+        stderr
+            .split("rolled back the ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no \"rolled back the N step(s)\" in\n{}", self.report()))
+    }
+}
+
+/// The state directory of every run in `tb` (inside its temp dir).
+fn state_dir(tb: &Testbed) -> PathBuf {
+    tb.dir().join("state")
+}
+
+/// `roce-route --netns <host ns> ARGS`, ready to run or spawn.
+fn roce_route_cmd(tb: &Testbed, args: &[&str]) -> Command {
+    let mut cmd = tb.roce_route_command();
+    cmd.env("ROCE_ROUTE_STATE_DIR", state_dir(tb)).args(args);
+    cmd
+}
+
+/// How a run is shown in failure messages: the command line and the config.
+fn describe_run(cmd: &Command, config: &Path) -> String {
+    let line: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let text = fs::read_to_string(config).unwrap_or_else(|e| format!("<unreadable: {e}>"));
+    format!("`{}`\n--- {} ---\n{text}", line.join(" "), config.display())
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("test paths are UTF-8")
+}
+
+/// `apply FLAGS CONFIG` in the host namespace.
+fn apply(tb: &Testbed, config: &Path, flags: &[&str]) -> Run {
+    let mut args = vec!["apply"];
+    args.extend(flags);
+    args.push(path_str(config));
+    let mut cmd = roce_route_cmd(tb, &args);
+    let what = describe_run(&cmd, config);
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    Run { what, out }
+}
+
+/// Writes `toml` to a new config file; applies it with `flags`.
+fn apply_toml(tb: &Testbed, toml: &str, flags: &[&str]) -> Run {
+    apply(tb, &tb.write_config(toml), flags)
+}
+
+/// Applies `toml`, which must succeed; returns the config's path.
+fn apply_ok(tb: &Testbed, toml: &str) -> PathBuf {
+    let config = tb.write_config(toml);
+    apply(tb, &config, &[]).expect_code(0);
+    config
+}
+
+/// `apply --dry-run FLAGS CONFIG`, which must succeed: the script printed.
+fn dry_run(tb: &Testbed, config: &Path, flags: &[&str]) -> String {
+    let mut all = vec!["--dry-run"];
+    all.extend(flags);
+    apply(tb, config, &all).expect_code(0).stdout()
+}
+
+/// The command lines of a dry-run script (lines not starting with '#').
+fn commands(script: &str) -> Vec<&str> {
+    script
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+/// Runs a dry-run script with `sh -e` inside the host namespace.
+fn run_script(tb: &Testbed, script: &str) {
+    let path = tb.dir().join("dry-run.sh");
+    fs::write(&path, script).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    let out = tb.host().exec_output("sh", &["-e", path_str(&path)]);
+    assert!(
+        out.status.success(),
+        "the dry-run script failed under `sh -e`:\n{script}\n{}",
+        describe_output(&out)
+    );
+}
+
+/// A repeated apply says "in sync" and changes nothing.
+fn assert_in_sync(tb: &Testbed, config: &Path, flags: &[&str]) {
+    let before = tb.dump();
+    let run = apply(tb, config, flags).expect_code(0);
+    assert!(
+        run.stdout().contains("in sync"),
+        "a repeated apply should say it is in sync:\n{}",
+        run.report()
+    );
+    assert_same_state(&before, &tb.dump(), "a repeated apply changed the host");
+}
+
+// ---------------------------------------------------------------------------
+// Observing the host
+
+/// Panics with both dumps and their differing lines unless they are equal.
+fn assert_same_state(expected: &str, actual: &str, what: &str) {
+    if expected == actual {
+        return;
+    }
+    let only_in = |a: &str, b: &str| -> String {
+        let other: Vec<&str> = b.lines().collect();
+        a.lines()
+            .filter(|l| !other.contains(l))
+            .map(|l| format!("  {l}\n"))
+            .collect()
+    };
+    panic!(
+        "{what}\n--- only in the expected state ---\n{}--- only in the actual state ---\n{}\
+         === expected ===\n{expected}=== actual ===\n{actual}",
+        only_in(expected, actual),
+        only_in(actual, expected)
+    );
+}
+
+/// `dump()` made comparable across two testbeds: IPv6 link-local
+/// addresses (derived from the rails' random MACs) are masked, and each
+/// section is sorted again.
+fn portable_dump(tb: &Testbed) -> String {
+    fn flush(out: &mut String, section: &mut Vec<String>) {
+        section.sort();
+        for line in section.drain(..) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    let mask = |w: &str| {
+        if w.starts_with("fe80::") && w != "fe80::/64" {
+            "fe80::<link-local>".to_string()
+        } else {
+            w.to_string()
+        }
+    };
+    let (mut out, mut section) = (String::new(), Vec::new());
+    for line in tb.dump().lines() {
+        if line.starts_with("## ") {
+            flush(&mut out, &mut section);
+            out.push_str(line);
+            out.push('\n');
+        } else {
+            section.push(
+                line.split_whitespace()
+                    .map(mask)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+        }
+    }
+    flush(&mut out, &mut section);
+    out
+}
+
+/// Both families' routes of one table, canonical (none for a table the
+/// kernel does not have: `ip -6` fails on those).
+fn table_routes(tb: &Testbed, table: u32) -> Vec<String> {
+    let show = |family: &str| match tb.try_ip_host(&format!("{family} route show table {table}")) {
+        Ok(out) => canonical_lines(&out),
+        Err(e) if e.contains("FIB table does not exist") => Vec::new(),
+        Err(e) => panic!("{e}"),
+    };
+    [show("-4"), show("-6")].concat()
+}
+
+/// Both families' rules, canonical.
+fn all_rules(tb: &Testbed) -> Vec<String> {
+    ["-4", "-6"]
+        .iter()
+        .flat_map(|f| canonical_lines(&tb.ip_host(&format!("{f} rule show"))))
+        .collect()
+}
+
+/// The rules that look up `table`.
+fn rules_to(tb: &Testbed, table: u32) -> Vec<String> {
+    let t = table.to_string();
+    all_rules(tb)
+        .into_iter()
+        .filter(|l| field_after(l, "lookup") == Some(t.as_str()))
+        .collect()
+}
+
+/// The rules selecting source `addr`.
+fn rules_from(tb: &Testbed, addr: &str) -> Vec<String> {
+    all_rules(tb)
+        .into_iter()
+        .filter(|l| field_after(l, "from") == Some(addr))
+        .collect()
+}
+
+/// The untouched testbed's problem: every rail's traffic to the peer
+/// leaves by rail0.
+fn assert_broken(tb: &Testbed) {
+    let first = &tb.rail(0).name;
+    for r in tb.rails() {
+        assert_eq!(
+            &tb.route_get_dev(PEER_V4, &r.v4),
+            first,
+            "before apply: ip route get {PEER_V4} from {}",
+            r.v4
+        );
+    }
+}
+
+/// The fix, as a network engineer checks it: per rail, `ip route get` from
+/// its address leaves by it (both families), the peer's ARP entry for its
+/// address holds its MAC, and replies to the peer's pings leave by it.
+fn assert_fixed(tb: &Testbed) {
+    for (k, r) in tb.rails().iter().enumerate() {
+        assert_eq!(
+            tb.route_get_dev(PEER_V4, &r.v4),
+            r.name,
+            "ip route get {PEER_V4} from {}:\n{}\n{}",
+            r.v4,
+            tb.route_get(PEER_V4, &r.v4),
+            tb.dump()
+        );
+        assert_eq!(
+            tb.peer_neigh_mac(&r.v4).as_deref(),
+            Some(r.mac.as_str()),
+            "the peer's neighbour entry for {} should hold {}'s MAC",
+            r.v4,
+            r.name
+        );
+        assert_eq!(
+            tb.reply_leaves_via(k),
+            r.name,
+            "replies to the peer's pings of {}",
+            r.v4
+        );
+        if let Some(v6) = &r.v6 {
+            assert_eq!(
+                tb.route_get_dev(PEER_V6, v6),
+                r.name,
+                "ip -6 route get {PEER_V6} from {v6}:\n{}",
+                tb.route_get(PEER_V6, v6)
+            );
+        }
+    }
+}
+
+/// `ip route get DST from SRC` goes via `gw` out of `dev`.
+fn assert_route_via(tb: &Testbed, dst: &str, src: &str, gw: &str, dev: &str) {
+    let out = tb.route_get(dst, src);
+    assert_eq!(
+        (field_after(&out, "via"), field_after(&out, "dev")),
+        (Some(gw), Some(dev)),
+        "ip route get {dst} from {src}:\n{out}"
+    );
+}
+
+/// Two identical fresh testbeds.
+fn twin_testbeds(rails: usize, ipv6: bool) -> (Testbed, Testbed) {
+    let build = || Testbed::builder().rails(rails).ipv6(ipv6).build();
+    (build(), build())
+}
+
+/// Proves `--dry-run` exact: on `a` the printed script runs with `sh -e`,
+/// on the identical `b` apply itself runs; the two hosts must end up in
+/// the same state, and `a` must then be in sync. Returns the script.
+fn assert_dry_run_exact(a: &Testbed, b: &Testbed, toml: &str, flags: &[&str]) -> String {
+    let config_a = a.write_config(toml);
+    let script = dry_run(a, &config_a, flags);
+    assert!(
+        !commands(&script).is_empty(),
+        "the dry-run printed no command:\n{script}"
+    );
+    run_script(a, &script);
+    apply_toml(b, toml, flags).expect_code(0);
+    assert_same_state(
+        &portable_dump(b),
+        &portable_dump(a),
+        &format!(
+            "running the dry-run script (actual) does not give what apply gives (expected)\n\
+             --- script ---\n{script}"
+        ),
+    );
+    assert_in_sync(a, &config_a, flags);
+    script
+}
+
+// ---------------------------------------------------------------------------
+// 1. The fix
+
+#[test]
+fn apply_fixes_routing_arp_and_replies_on_every_rail() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    assert_broken(&tb);
+    for r in tb.rails() {
+        let v6 = r.v6.as_deref().expect("ipv6 testbed");
+        assert_eq!(
+            tb.route_get_dev(PEER_V6, v6),
+            "rail0",
+            "before apply, from {v6}"
+        );
+    }
+
+    apply_ok(&tb, &tb.config_toml());
+    assert_fixed(&tb);
+}
+
+// ---------------------------------------------------------------------------
+// 2. Idempotence
+
+#[test]
+fn a_second_apply_is_in_sync_and_changes_nothing() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = apply_ok(&tb, &tb.config_toml());
+    assert_in_sync(&tb, &config, &[]);
+
+    let script = dry_run(&tb, &config, &[]);
+    assert!(
+        commands(&script).is_empty(),
+        "a dry-run after apply should print only comments:\n{script}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 3. Stale entries go, foreign ones stay
+
+/// Entries roce-route must never touch: a rule and a table of someone
+/// else's, and the main table. Returns a snapshot of them.
+fn add_foreign_entries(tb: &Testbed) -> Vec<String> {
+    tb.ip_host("rule add from 203.0.113.5 lookup 50 priority 500");
+    tb.ip_host("route add 203.0.113.0/24 dev rail0 table 50");
+    tb.ip_host(&format!(
+        "route add 192.0.2.0/24 via {GATEWAY_V4} dev rail1"
+    ));
+    foreign_entries(tb)
+}
+
+fn foreign_entries(tb: &Testbed) -> Vec<String> {
+    let mut lines: Vec<String> = all_rules(tb)
+        .into_iter()
+        .filter(|l| !l.contains(OURS))
+        .collect();
+    lines.extend(table_routes(tb, 50));
+    lines.extend(canonical_lines(&tb.ip_host("-4 route show table main")));
+    lines.extend(canonical_lines(&tb.ip_host("-6 route show table main")));
+    lines
+}
+
+#[test]
+fn dropping_a_rail_removes_its_entries_and_leaves_foreign_ones() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let foreign = add_foreign_entries(&tb);
+    assert!(
+        foreign
+            .iter()
+            .any(|l| l.contains("from 203.0.113.5 lookup 50")),
+        "{foreign:?}"
+    );
+
+    apply_ok(&tb, &tb.config_toml());
+    assert_eq!(
+        foreign_entries(&tb),
+        foreign,
+        "foreign entries after the 4-rail apply"
+    );
+    let kept: Vec<(Vec<String>, Vec<String>)> = (0..3)
+        .map(|k| {
+            (
+                table_routes(&tb, tb.rail(k).table),
+                rules_to(&tb, tb.rail(k).table),
+            )
+        })
+        .collect();
+    let dropped = tb.rail(3).table;
+    assert!(
+        !table_routes(&tb, dropped).is_empty() && rules_to(&tb, dropped).len() == 2,
+        "rail3 should have routes and a rule per family after the first apply:\n{}",
+        tb.dump()
+    );
+
+    apply_ok(
+        &tb,
+        &tb.render_config_for(|r| r.name != "rail3", |_| Vec::new()),
+    );
+    assert_eq!(
+        table_routes(&tb, dropped),
+        Vec::<String>::new(),
+        "table {dropped}"
+    );
+    assert_eq!(
+        rules_to(&tb, dropped),
+        Vec::<String>::new(),
+        "rules to {dropped}"
+    );
+    for (k, (routes, rules)) in kept.iter().enumerate() {
+        let table = tb.rail(k).table;
+        assert_eq!(&table_routes(&tb, table), routes, "table {table} changed");
+        assert_eq!(&rules_to(&tb, table), rules, "rules to {table} changed");
+    }
+    assert_eq!(
+        foreign_entries(&tb),
+        foreign,
+        "foreign entries after the 3-rail apply"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 4. Gateways
+
+#[test]
+fn gateway_gives_each_rail_its_default_route() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let v4_before = tb.try_ip_host(&format!("route get {REMOTE_V4} from {}", tb.rail(1).v4));
+    assert!(
+        v4_before.is_err(),
+        "no route to {REMOTE_V4} before apply: {v4_before:?}"
+    );
+
+    apply_ok(&tb, &tb.config_toml_with_gateway());
+    for r in tb.rails() {
+        let v6 = r.v6.as_deref().expect("ipv6 testbed");
+        for (gw, src, remote) in [
+            (GATEWAY_V4, r.v4.as_str(), REMOTE_V4),
+            (GATEWAY_V6, v6, REMOTE_V6),
+        ] {
+            let prefix = format!("default via {gw} dev {} {OURS}", r.name);
+            let routes = table_routes(&tb, r.table);
+            assert!(
+                routes.iter().any(|l| l.starts_with(&prefix)),
+                "table {} lacks `{prefix}`: {routes:#?}",
+                r.table
+            );
+            assert_route_via(&tb, remote, src, gw, &r.name);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 5. Dotted interface names
+
+#[test]
+fn dotted_interface_names_work_for_apply_and_dry_run() {
+    let names = ["rail0.100", "rail1"];
+    let build = || Testbed::builder().rail_names(&names).build();
+    let (applied, scripted) = (build(), build());
+    let toml = applied.config_toml();
+
+    let script = assert_dry_run_exact(&scripted, &applied, &toml, &[]);
+    for line in [
+        "sysctl -w net.ipv4.conf.rail0/100.arp_ignore=1",
+        "sysctl -w net.ipv4.conf.rail0/100.arp_announce=2",
+    ] {
+        assert!(
+            commands(&script).contains(&line),
+            "no `{line}` in\n{script}"
+        );
+    }
+    for tb in [&applied, &scripted] {
+        for (key, value) in [("arp_ignore", 1), ("arp_announce", 2)] {
+            assert_eq!(
+                tb.host_sysctl("rail0.100", key),
+                value,
+                "/proc/sys/net/ipv4/conf/rail0.100/{key}"
+            );
+        }
+        assert_fixed(tb);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 6. Adopting a hand-made setup
+
+#[test]
+fn a_hand_made_setup_is_refused_then_adopted() {
+    let tb = Testbed::builder().rails(4).build();
+    tb.fix_by_hand();
+    let by_hand = tb.dump();
+    let config = tb.write_config(&tb.config_toml());
+
+    let refused = apply(&tb, &config, &[]).expect_code(1);
+    for r in tb.rails() {
+        refused.expect_stderr(&[
+            &format!("from {} lookup {}", r.v4, r.table),
+            &format!("{SUBNET_V4} dev {} table {}", r.name, r.table),
+        ]);
+    }
+    refused.expect_stderr(&["--adopt"]);
+    assert_same_state(&by_hand, &tb.dump(), "a refused apply changed the host");
+
+    apply(&tb, &config, &["--adopt"]).expect_code(0);
+    for r in tb.rails() {
+        let rules = rules_from(&tb, &r.v4);
+        assert!(
+            rules.len() == 1 && rules[0].starts_with("1000:") && rules[0].contains(OURS),
+            "after --adopt, the only rule from {} should be ours at priority 1000: {rules:?}",
+            r.v4
+        );
+        let routes = table_routes(&tb, r.table);
+        assert!(
+            !routes.is_empty() && routes.iter().all(|l| l.contains(OURS)),
+            "after --adopt, every route of table {} should be ours: {routes:#?}",
+            r.table
+        );
+    }
+    assert_fixed(&tb);
+    assert_in_sync(&tb, &config, &[]);
+}
+
+// ---------------------------------------------------------------------------
+// 7. The dry-run is exact
+
+#[test]
+fn dry_run_is_exact_on_a_fresh_host() {
+    let (a, b) = twin_testbeds(4, true);
+    assert_dry_run_exact(&a, &b, &a.config_toml(), &[]);
+}
+
+#[test]
+fn dry_run_is_exact_for_a_change() {
+    let (a, b) = twin_testbeds(4, true);
+    for tb in [&a, &b] {
+        apply_ok(tb, &tb.config_toml());
+    }
+    // rail3 dropped, a gateway added, rail1's arp_ignore overridden and
+    // its rp_filter set.
+    let changed = a.render_config_for(
+        |r| r.name != "rail3",
+        |r| {
+            let mut extra = vec![format!("gateway = \"{GATEWAY_V4}\"")];
+            if r.name == "rail1" {
+                extra.extend(["arp_ignore = 2".to_string(), "rp_filter = 2".to_string()]);
+            }
+            extra
+        },
+    );
+    let script = assert_dry_run_exact(&a, &b, &changed, &[]);
+    for verb in ["route add", "rule del", "route del", "sysctl -w"] {
+        assert!(
+            script.contains(verb),
+            "the change should need `{verb}`:\n{script}"
+        );
+    }
+}
+
+#[test]
+fn dry_run_is_exact_for_an_adoption() {
+    let (a, b) = twin_testbeds(4, true);
+    for tb in [&a, &b] {
+        tb.fix_by_hand();
+    }
+    assert_dry_run_exact(&a, &b, &a.config_toml(), &["--adopt"]);
+}
+
+// ---------------------------------------------------------------------------
+// 8. Rollback on a real failure
+
+/// The first dry-run command that mentions `dev IFACE`, and its index.
+fn first_step_on(script: &str, iface: &str) -> (usize, String) {
+    let needle = format!("dev {iface} ");
+    commands(script)
+        .iter()
+        .position(|c| c.contains(&needle))
+        .map(|i| (i, commands(script)[i].to_string()))
+        .unwrap_or_else(|| panic!("no step on {iface} in\n{script}"))
+}
+
+/// Applies `config` while `iface` is administratively down: the kernel
+/// refuses the first route through it, the apply must fail naming that
+/// step and the kernel's reason, undo exactly the steps before it, and
+/// leave the host as it was. Returns the number of steps undone.
+fn assert_rolled_back_when_down(tb: &Testbed, config: &Path, iface: &str) -> usize {
+    let (index, step) = first_step_on(&dry_run(tb, config, &[]), iface);
+    assert!(
+        step.starts_with("ip ") && step.contains(" route add "),
+        "the first step through {iface} should add a route: {step}"
+    );
+    let before = tb.dump();
+    let run = apply(tb, config, &[]).expect_code(1);
+    let stderr = run.stderr();
+    let failed_cmd = stderr
+        .split_once("failed: `")
+        .and_then(|(_, rest)| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no \"failed: `COMMAND`\" in\n{}", run.report()));
+    assert!(
+        failed_cmd.starts_with("ip ")
+            && failed_cmd.contains(" route add ")
+            && failed_cmd.contains(&format!("dev {iface} ")),
+        "the failing step should be the route add through {iface}, not `{failed_cmd}`:\n{}",
+        run.report()
+    );
+    let lower = stderr.to_lowercase();
+    assert!(
+        lower.contains("network is down") || lower.contains("not up"),
+        "stderr should give the kernel's reason (network is down):\n{}",
+        run.report()
+    );
+    assert_eq!(
+        run.steps_rolled_back(),
+        index,
+        "every step before `{step}` should be undone:\n{}",
+        run.report()
+    );
+    assert_same_state(&before, &tb.dump(), "the host changed despite the rollback");
+    index
+}
+
+#[test]
+fn a_failing_step_rolls_back_a_fresh_apply() {
+    let tb = Testbed::builder().rails(4).build();
+    tb.ip_host("link set rail2 down");
+    // The standard config lists every address, so the plan does not depend
+    // on rail2's (still present) address being usable.
+    let config = tb.write_config(&tb.config_toml());
+    let undone = assert_rolled_back_when_down(&tb, &config, "rail2");
+    assert!(
+        undone > 0,
+        "the failure should come after some steps were made"
+    );
+}
+
+#[test]
+fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
+    let tb = Testbed::builder().rails(4).build();
+    apply_ok(&tb, &tb.config_toml_with_gateway());
+    // The kernel flushes table 103's routes through rail3 as it goes down.
+    tb.ip_host("link set rail3 down");
+    // Another gateway for every rail: the default routes of tables
+    // 100..102 are replaced before rail3's routes are added (and fail).
+    // Deletions come after every add (make-before-break), so a failing add
+    // can never follow one; the signal test below covers undoing deletions.
+    let moved =
+        tb.render_config(|_| vec![format!("gateway = \"{PEER_V4}\""), "rp_filter = 1".into()]);
+    let config = tb.write_config(&moved);
+    let script = dry_run(&tb, &config, &[]);
+    let (index, _) = first_step_on(&script, "rail3");
+    let replaces = commands(&script)[..index]
+        .iter()
+        .filter(|c| c.contains(" route replace "))
+        .count();
+    assert!(
+        replaces >= 3,
+        "expected the replaces to come first:\n{script}"
+    );
+    assert_rolled_back_when_down(&tb, &config, "rail3");
+}
+
+// ---------------------------------------------------------------------------
+// 9. Signals
+
+/// Runs `apply CONFIG` with a pause of `delay` before each step and sends
+/// `signal` (e.g. "TERM") `after` the start.
+fn apply_with_signal(
+    tb: &Testbed,
+    config: &Path,
+    delay: Duration,
+    signal: &str,
+    after: Duration,
+) -> Run {
+    let mut cmd = roce_route_cmd(tb, &["apply", path_str(config)]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay.as_millis().to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let what = format!(
+        "{}\nwith ROCE_ROUTE_STEP_DELAY_MS={} and SIG{signal} after {after:?}",
+        describe_run(&cmd, config),
+        delay.as_millis()
+    );
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {what}: {e}"));
+    thread::sleep(after);
+    let kill = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .output();
+    // Reap the child before any assertion can unwind.
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("waiting for {what}: {e}"));
+    let kill = kill.unwrap_or_else(|e| panic!("cannot run kill: {e}"));
+    assert!(
+        kill.status.success(),
+        "kill -{signal} failed:\n{}",
+        describe_output(&kill)
+    );
+    Run { what, out }
+}
+
+/// The run was stopped by `signal` (its number) and rolled back the host to
+/// `before`; returns how many steps were undone.
+fn assert_interrupted(tb: &Testbed, run: &Run, signal: u8, before: &str) -> usize {
+    assert_eq!(
+        run.code(),
+        Some(1),
+        "a signalled apply exits 1:\n{}",
+        run.report()
+    );
+    run.expect_stderr(&[&format!("signal {signal}"), "rolled back"]);
+    assert_same_state(before, &tb.dump(), "the host changed despite the signal");
+    run.steps_rolled_back()
+}
+
+#[test]
+fn sigterm_mid_apply_rolls_back() {
+    let tb = Testbed::builder().rails(4).build();
+    let config = tb.write_config(&tb.config_toml());
+    let steps = commands(&dry_run(&tb, &config, &[])).len();
+    let before = tb.dump();
+    let delay = Duration::from_millis(100);
+    let run = apply_with_signal(&tb, &config, delay, "TERM", Duration::from_millis(450));
+    let undone = assert_interrupted(&tb, &run, 15, &before);
+    assert!(
+        (1..steps).contains(&undone),
+        "the signal should land mid-transaction ({steps} steps), not after {undone}:\n{}",
+        run.report()
+    );
+}
+
+#[test]
+fn sigint_after_deletions_rolls_them_back() {
+    let tb = Testbed::builder().rails(4).build();
+    apply_ok(&tb, &tb.config_toml());
+    // rail3 dropped (a rule and a route deleted), gateways added, and
+    // rp_filter set on each remaining rail: the sysctls come last.
+    let changed = tb.render_config_for(
+        |r| r.name != "rail3",
+        |_| {
+            vec![
+                format!("gateway = \"{GATEWAY_V4}\""),
+                "rp_filter = 1".into(),
+            ]
+        },
+    );
+    let config = tb.write_config(&changed);
+    let started = Instant::now();
+    let script = dry_run(&tb, &config, &[]);
+    let startup = started.elapsed();
+    let steps = commands(&script);
+    let last_delete = steps
+        .iter()
+        .rposition(|c| c.contains(" del "))
+        .unwrap_or_else(|| panic!("the change should delete something:\n{script}"));
+    assert!(
+        last_delete + 2 < steps.len(),
+        "the deletions should not come last:\n{script}"
+    );
+
+    // Aim between the last deletion and the last step.
+    let delay = Duration::from_millis(300);
+    let aim = startup + delay.mul_f64((last_delete + steps.len()) as f64 / 2.0 + 0.5);
+    let before = tb.dump();
+    let run = apply_with_signal(&tb, &config, delay, "INT", aim);
+    let undone = assert_interrupted(&tb, &run, 2, &before);
+    assert!(
+        undone > last_delete && undone < steps.len(),
+        "the signal should land after the deletions (step {}) and before the end ({} \
+         steps), but {undone} were undone:\n{script}\n{}",
+        last_delete + 1,
+        steps.len(),
+        run.report()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 10. Bad input
+
+/// Applies `toml`, expecting exit 2 with `path:line:col` and `needles` in
+/// stderr, and the host untouched.
+fn assert_invalid(tb: &Testbed, toml: &str, line: usize, col: Option<usize>, needles: &[&str]) {
+    let config = tb.write_config(toml);
+    let before = tb.dump();
+    let run = apply(tb, &config, &[]).expect_code(2);
+    let at = match col {
+        Some(col) => format!("{}:{line}:{col}", config.display()),
+        None => format!("{}:{line}:", config.display()),
+    };
+    run.expect_stderr(&[&at]);
+    run.expect_stderr(needles);
+    assert_same_state(&before, &tb.dump(), "an invalid config changed the host");
+}
+
+#[test]
+fn invalid_configs_exit_2_with_a_position_and_touch_nothing() {
+    let tb = Testbed::builder().rails(2).build();
+    assert_invalid(
+        &tb,
+        "[[interface]]\nname = \"nosuch0\"\n",
+        2,
+        Some(8),
+        &["nosuch0", "does not exist"],
+    );
+    assert_invalid(
+        &tb,
+        "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.99/24\"]\n",
+        3,
+        Some(14),
+        &["rail0", "198.51.100.99"],
+    );
+    assert_invalid(
+        &tb,
+        "[[interface]]\nname = \"rail0\"\ntable = = 5\n",
+        3,
+        None,
+        &[],
+    );
+}
+
+/// `ip netns exec <host ns> setpriv <nobody> roce-route ARGS`: an
+/// unprivileged roce-route inside the host namespace (`--netns` itself
+/// needs root, so the namespace is entered before dropping privileges).
+/// The binary and config are copied where nobody can read them.
+fn run_as_nobody(tb: &Testbed, args: &[&str], config: &Path) -> Run {
+    let found = Command::new("setpriv").arg("--version").output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "this test needs `setpriv` (util-linux)"
+    );
+    let bin = tb.dir().join("roce-route");
+    fs::copy(env!("CARGO_BIN_EXE_roce-route"), &bin).expect("copy the binary");
+    for (path, mode) in [(tb.dir(), 0o755), (bin.as_path(), 0o755), (config, 0o644)] {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+            .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+    }
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", tb.host_ns(), "setpriv"])
+        .args(NOBODY)
+        .arg(&bin)
+        .args(args)
+        .arg(config)
+        .env("ROCE_ROUTE_STATE_DIR", state_dir(tb))
+        .current_dir(tb.dir());
+    let what = describe_run(&cmd, config);
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    Run { what, out }
+}
+
+#[test]
+fn without_root_apply_fails_untouched_and_dry_run_still_works() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = tb.write_config(&tb.config_toml());
+    let before = tb.dump();
+
+    let denied = run_as_nobody(&tb, &["apply"], &config).expect_code(1);
+    let stderr = denied.stderr();
+    assert!(
+        stderr.contains("root") || stderr.contains("CAP_NET_ADMIN"),
+        "the refusal should say root / CAP_NET_ADMIN is needed:\n{}",
+        denied.report()
+    );
+    assert_same_state(&before, &tb.dump(), "a non-root apply changed the host");
+
+    // Reading the host needs no privilege: the unprivileged dry-run prints
+    // exactly what root's does.
+    let unprivileged = run_as_nobody(&tb, &["apply", "--dry-run"], &config).expect_code(0);
+    assert_eq!(
+        unprivileged.stdout(),
+        dry_run(&tb, &config, &[]),
+        "{}",
+        unprivileged.report()
+    );
+    assert!(!commands(&unprivileged.stdout()).is_empty());
+    assert_same_state(&before, &tb.dump(), "a dry-run changed the host");
+}
