@@ -174,7 +174,6 @@ pub fn judge(probe: &Probe, answer: Result<&Route, String>) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{rtn, scope};
 
     fn p(s: &str) -> Prefix {
         let (ip, len) = s.split_once('/').unwrap();
@@ -226,19 +225,8 @@ mod tests {
     #[test]
     fn verdict_flags_the_wrong_interface_or_table() {
         let probe = &probes_for("rail1", 101, &p("198.51.100.11/24"), &[], &BTreeSet::new())[0];
-        let mut r = Route {
-            family: Family::V4,
-            table: 101,
-            dst: p("198.51.100.1/32"),
-            tos: 0,
-            metric: 0,
-            protocol: 0,
-            scope: scope::UNIVERSE,
-            kind: rtn::UNICAST,
-            oif: Some("rail1".into()),
-            gateway: None,
-            prefsrc: None,
-        };
+        // What `ip route get 198.51.100.1 from 198.51.100.11` answers.
+        let mut r = Route::connected(101, p("198.51.100.1/32"), "rail1", ip("198.51.100.11"), 0);
         assert!(judge(probe, Ok(&r)).ok);
         r.oif = Some("rail0".into());
         r.table = 254;

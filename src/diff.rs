@@ -259,43 +259,16 @@ fn diff_sysctls(desired: &Desired, live: &Observed, plan: &mut Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Family, Prefix, fr_act, rtn, scope};
+    use crate::model::{Prefix, prefix};
     use crate::plan::PlannedInterface;
 
     const P: u8 = 234;
 
     fn route(table: u32, dst: &str, dev: &str, src: &str, proto: u8) -> Route {
-        let (ip, len) = dst.split_once('/').unwrap();
-        Route {
-            family: Family::V4,
-            table,
-            dst: Prefix::new(ip.parse().unwrap(), len.parse().unwrap()),
-            tos: 0,
-            metric: 0,
-            protocol: proto,
-            scope: scope::LINK,
-            kind: rtn::UNICAST,
-            oif: Some(dev.into()),
-            gateway: None,
-            prefsrc: Some(src.parse().unwrap()),
-        }
+        Route::connected(table, prefix(dst), dev, src.parse().unwrap(), proto)
     }
     fn rule(prio: u32, src: &str, table: u32, proto: u8) -> Rule {
-        Rule {
-            family: Family::V4,
-            priority: prio,
-            src: Some(Prefix::host(src.parse().unwrap())),
-            dst: None,
-            iif: None,
-            oif: None,
-            fwmark: None,
-            fwmask: None,
-            tos: 0,
-            table,
-            action: fr_act::TO_TBL,
-            protocol: proto,
-            extra_selectors: false,
-        }
+        Rule::source(prio, src.parse().unwrap(), table, proto)
     }
     fn live<T>(item: T) -> Live<T> {
         Live { item, raw: vec![7] }
@@ -420,13 +393,12 @@ mod tests {
             rules: vec![live(rule(32765, "198.51.100.10", 100, 3))],
             routes: vec![
                 live(route(100, "198.51.100.0/24", "rail0", "198.51.100.10", 3)),
-                live(Route {
-                    gateway: Some("198.51.100.1".parse().unwrap()),
-                    dst: Prefix::default_route(Family::V4),
-                    scope: scope::UNIVERSE,
-                    prefsrc: None,
-                    ..route(100, "0.0.0.0/0", "rail0", "198.51.100.10", 3)
-                }),
+                live(Route::default_via(
+                    100,
+                    "198.51.100.1".parse().unwrap(),
+                    "rail0",
+                    3,
+                )),
             ],
             ..Observed::default()
         };

@@ -391,22 +391,8 @@ mod tests {
 
     #[test]
     fn undoing_what_is_already_undone_is_fine() {
-        use crate::model::{Family, Prefix, Rule};
-        let rule = Rule {
-            family: Family::V4,
-            priority: 1,
-            src: Some(Prefix::host("198.51.100.1".parse().unwrap())),
-            dst: None,
-            iif: None,
-            oif: None,
-            fwmark: None,
-            fwmask: None,
-            tos: 0,
-            table: 100,
-            action: 1,
-            protocol: 234,
-            extra_selectors: false,
-        };
+        use crate::model::Rule;
+        let rule = Rule::source(1, "198.51.100.1".parse().unwrap(), 100, 234);
         assert!(already_undone(
             &Op::DelRule {
                 rule: rule.clone(),

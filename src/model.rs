@@ -188,7 +188,65 @@ pub struct RouteKey {
     pub metric: u32,
 }
 
+/// The kernel gives IPv6 routes without a metric this one (IP6_RT_PRIO_USER);
+/// roce-route sets it explicitly so that desired and dumped routes compare equal.
+pub const IPV6_DEFAULT_METRIC: u32 = 1024;
+
+impl Family {
+    /// The metric roce-route gives its routes: what the kernel would pick.
+    pub fn default_metric(self) -> u32 {
+        match self {
+            Family::V4 => 0,
+            Family::V6 => IPV6_DEFAULT_METRIC,
+        }
+    }
+    /// Scope of a connected route; the kernel keeps no scope for IPv6
+    /// routes (it reports universe whatever is asked).
+    pub fn connected_scope(self) -> u8 {
+        match self {
+            Family::V4 => scope::LINK,
+            Family::V6 => scope::UNIVERSE,
+        }
+    }
+}
+
 impl Route {
+    /// `<subnet> dev <dev> src <src> scope link table <table> proto <protocol>`.
+    pub fn connected(table: u32, subnet: Prefix, dev: &str, src: IpAddr, protocol: u8) -> Route {
+        let family = subnet.family();
+        Route {
+            family,
+            table,
+            dst: subnet.network(),
+            tos: 0,
+            metric: family.default_metric(),
+            protocol,
+            scope: family.connected_scope(),
+            kind: rtn::UNICAST,
+            oif: Some(dev.to_string()),
+            gateway: None,
+            prefsrc: Some(src),
+        }
+    }
+
+    /// `default via <gateway> dev <dev> table <table> proto <protocol>`.
+    pub fn default_via(table: u32, gateway: IpAddr, dev: &str, protocol: u8) -> Route {
+        let family = Family::of(&gateway);
+        Route {
+            family,
+            table,
+            dst: Prefix::default_route(family),
+            tos: 0,
+            metric: family.default_metric(),
+            protocol,
+            scope: scope::UNIVERSE,
+            kind: rtn::UNICAST,
+            oif: Some(dev.to_string()),
+            gateway: Some(gateway),
+            prefsrc: None,
+        }
+    }
+
     pub fn key(&self) -> RouteKey {
         RouteKey {
             family: self.family,
@@ -221,6 +279,34 @@ pub struct Rule {
     /// The rule carries selectors or flags not listed above (not, goto,
     /// suppress_prefixlength, uidrange, ipproto, ports, l3mdev, ...).
     pub extra_selectors: bool,
+}
+
+impl Rule {
+    /// `priority <priority> from <src> lookup <table> proto <protocol>`.
+    pub fn source(priority: u32, src: IpAddr, table: u32, protocol: u8) -> Rule {
+        Rule {
+            family: Family::of(&src),
+            priority,
+            src: Some(Prefix::host(src)),
+            dst: None,
+            iif: None,
+            oif: None,
+            fwmark: None,
+            fwmask: None,
+            tos: 0,
+            table,
+            action: fr_act::TO_TBL,
+            protocol,
+            extra_selectors: false,
+        }
+    }
+}
+
+/// Parses "ADDR/LEN" (tests and fixtures).
+#[cfg(test)]
+pub fn prefix(s: &str) -> Prefix {
+    let (ip, len) = s.split_once('/').expect("ADDR/LEN");
+    Prefix::new(ip.parse().expect("address"), len.parse().expect("length"))
 }
 
 /// A live kernel object together with the exact bytes the kernel dumped
@@ -488,19 +574,13 @@ mod tests {
 
     #[test]
     fn inverse_of_inverse_is_identity() {
-        let r = Route {
-            family: Family::V4,
-            table: 100,
-            dst: Prefix::new("198.51.100.0".parse().unwrap(), 24),
-            tos: 0,
-            metric: 0,
-            protocol: 234,
-            scope: scope::LINK,
-            kind: rtn::UNICAST,
-            oif: Some("rail0".into()),
-            gateway: None,
-            prefsrc: Some("198.51.100.10".parse().unwrap()),
-        };
+        let r = Route::connected(
+            100,
+            prefix("198.51.100.0/24"),
+            "rail0",
+            "198.51.100.10".parse().unwrap(),
+            234,
+        );
         let ops = vec![
             Op::AddRoute { route: r.clone() },
             Op::ReplaceRoute {
@@ -525,21 +605,7 @@ mod tests {
     #[test]
     fn op_serialises_raw_as_hex() {
         let op = Op::DelRule {
-            rule: Rule {
-                family: Family::V6,
-                priority: 1000,
-                src: Some(Prefix::host("2001:db8::10".parse().unwrap())),
-                dst: None,
-                iif: None,
-                oif: None,
-                fwmark: None,
-                fwmask: None,
-                tos: 0,
-                table: 100,
-                action: fr_act::TO_TBL,
-                protocol: 234,
-                extra_selectors: false,
-            },
+            rule: Rule::source(1000, "2001:db8::10".parse().unwrap(), 100, 234),
             raw: Some(RawBytes(vec![0xde, 0xad])),
         };
         let json = serde_json::to_string(&op).unwrap();

@@ -15,11 +15,9 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use crate::config::{Config, ConfigError, Interface, Loc};
-use crate::model::{Address, Family, Link, Prefix, Route, Rule, Sysctl, fr_act, rtn, scope};
+use crate::model::{Address, Link, Prefix, Route, Rule, Sysctl, scope};
 
-/// The kernel gives IPv6 routes without a metric this one (IP6_RT_PRIO_USER);
-/// roce-route sets it explicitly so that desired and dumped routes compare equal.
-pub const IPV6_DEFAULT_METRIC: u32 = 1024;
+pub use crate::model::IPV6_DEFAULT_METRIC;
 
 /// What the host should look like, as far as roce-route is concerned.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -182,58 +180,17 @@ fn check_gateways(
     Ok(())
 }
 
-fn family_metric(family: Family) -> u32 {
-    match family {
-        Family::V4 => 0,
-        Family::V6 => IPV6_DEFAULT_METRIC,
-    }
-}
-
-/// The kernel stores IPv6 routes with scope universe whatever is asked.
-fn connected_scope(family: Family) -> u8 {
-    match family {
-        Family::V4 => scope::LINK,
-        Family::V6 => scope::UNIVERSE,
-    }
-}
-
 fn routes_for(i: &PlannedInterface, protocol: u8) -> Vec<Route> {
     let mut seen = BTreeSet::new();
     let mut routes = Vec::new();
     for a in &i.addresses {
-        let net = a.network();
-        if !seen.insert(net) {
-            continue; // one connected route per subnet; the first address is its source
+        // One connected route per subnet; the first address is its source.
+        if seen.insert(a.network()) {
+            routes.push(Route::connected(i.table, *a, &i.name, a.addr, protocol));
         }
-        routes.push(Route {
-            family: a.family(),
-            table: i.table,
-            dst: net,
-            tos: 0,
-            metric: family_metric(a.family()),
-            protocol,
-            scope: connected_scope(a.family()),
-            kind: rtn::UNICAST,
-            oif: Some(i.name.clone()),
-            gateway: None,
-            prefsrc: Some(a.addr),
-        });
     }
     for gw in &i.gateways {
-        let family = Family::of(gw);
-        routes.push(Route {
-            family,
-            table: i.table,
-            dst: Prefix::default_route(family),
-            tos: 0,
-            metric: family_metric(family),
-            protocol,
-            scope: scope::UNIVERSE,
-            kind: rtn::UNICAST,
-            oif: Some(i.name.clone()),
-            gateway: Some(*gw),
-            prefsrc: None,
-        });
+        routes.push(Route::default_via(i.table, *gw, &i.name, protocol));
     }
     routes
 }
@@ -241,21 +198,7 @@ fn routes_for(i: &PlannedInterface, protocol: u8) -> Vec<Route> {
 fn rules_for(i: &PlannedInterface, protocol: u8) -> Vec<Rule> {
     i.addresses
         .iter()
-        .map(|a| Rule {
-            family: a.family(),
-            priority: i.priority,
-            src: Some(Prefix::host(a.addr)),
-            dst: None,
-            iif: None,
-            oif: None,
-            fwmark: None,
-            fwmask: None,
-            tos: 0,
-            table: i.table,
-            action: fr_act::TO_TBL,
-            protocol,
-            extra_selectors: false,
-        })
+        .map(|a| Rule::source(i.priority, a.addr, i.table, protocol))
         .collect()
 }
 
@@ -263,7 +206,7 @@ fn rules_for(i: &PlannedInterface, protocol: u8) -> Vec<Rule> {
 mod tests {
     use super::*;
     use crate::config;
-    use crate::model::SysctlKey;
+    use crate::model::{Family, SysctlKey, fr_act};
 
     fn link(index: u32, name: &str) -> Link {
         Link {

@@ -184,22 +184,16 @@ fn route_type(kind: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Live, SysctlKey};
+    use crate::model::{Live, SysctlKey, prefix};
 
     fn connected() -> Route {
-        Route {
-            family: Family::V4,
-            table: 100,
-            dst: Prefix::new("198.51.100.0".parse().unwrap(), 24),
-            tos: 0,
-            metric: 0,
-            protocol: 234,
-            scope: scope::LINK,
-            kind: rtn::UNICAST,
-            oif: Some("rail0".into()),
-            gateway: None,
-            prefsrc: Some("198.51.100.10".parse().unwrap()),
-        }
+        Route::connected(
+            100,
+            prefix("198.51.100.0/24"),
+            "rail0",
+            "198.51.100.10".parse().unwrap(),
+            234,
+        )
     }
 
     #[test]
@@ -208,13 +202,7 @@ mod tests {
             command(&Op::AddRoute { route: connected() }),
             "ip -4 route add 198.51.100.0/24 dev rail0 table 100 proto 234 scope link src 198.51.100.10"
         );
-        let gw = Route {
-            dst: Prefix::default_route(Family::V4),
-            scope: scope::UNIVERSE,
-            gateway: Some("198.51.100.1".parse().unwrap()),
-            prefsrc: None,
-            ..connected()
-        };
+        let gw = Route::default_via(100, "198.51.100.1".parse().unwrap(), "rail0", 234);
         assert_eq!(
             command(&Op::ReplaceRoute {
                 old: Live {
@@ -225,14 +213,13 @@ mod tests {
             }),
             "ip -4 route replace default via 198.51.100.1 dev rail0 table 100 proto 234 scope global"
         );
-        let v6 = Route {
-            family: Family::V6,
-            dst: Prefix::new("2001:db8:1::".parse().unwrap(), 64),
-            metric: 1024,
-            scope: scope::UNIVERSE,
-            prefsrc: Some("2001:db8:1::10".parse().unwrap()),
-            ..connected()
-        };
+        let v6 = Route::connected(
+            100,
+            prefix("2001:db8:1::/64"),
+            "rail0",
+            "2001:db8:1::10".parse().unwrap(),
+            234,
+        );
         assert_eq!(
             command(&Op::DelRoute {
                 route: v6,
@@ -244,21 +231,7 @@ mod tests {
 
     #[test]
     fn rules_render_with_priority_table_and_protocol() {
-        let r = Rule {
-            family: Family::V6,
-            priority: 1000,
-            src: Some(Prefix::host("2001:db8:1::10".parse().unwrap())),
-            dst: None,
-            iif: None,
-            oif: None,
-            fwmark: None,
-            fwmask: None,
-            tos: 0,
-            table: 100,
-            action: fr_act::TO_TBL,
-            protocol: 234,
-            extra_selectors: false,
-        };
+        let r = Rule::source(1000, "2001:db8:1::10".parse().unwrap(), 100, 234);
         assert_eq!(
             command(&Op::AddRule {
                 rule: r.clone(),

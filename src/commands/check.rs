@@ -4,13 +4,9 @@
 //! with their effective values) and the behaviour: where the kernel would
 //! really send traffic from each configured address.
 
-use std::collections::BTreeSet;
-use std::net::IpAddr;
-
-use anyhow::Context;
 use serde::Serialize;
 
-use super::{Ctx, apply, connect, print_json};
+use super::{Ctx, apply, ask, connect, local_addresses, print_json};
 use crate::behaviour::{self, Verdict};
 use crate::cli::CheckArgs;
 use crate::diff::Plan;
@@ -175,31 +171,17 @@ fn difference(op: &Op) -> Difference {
 
 /// Asks the kernel, for every configured address, which way its traffic goes.
 async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<Vec<Verdict>, Error> {
-    let local: BTreeSet<IpAddr> = nl
-        .addresses()
-        .await
-        .context("cannot read the interface addresses")?
+    let local = local_addresses(nl).await?;
+    let probes: Vec<_> = desired
+        .interfaces
         .iter()
-        .map(|a| a.addr.addr)
-        .collect();
-    let mut verdicts = Vec::new();
-    for iface in &desired.interfaces {
-        for addr in &iface.addresses {
-            for probe in
+        .flat_map(|iface| {
+            iface.addresses.iter().flat_map(|addr| {
                 behaviour::probes_for(&iface.name, iface.table, addr, &iface.gateways, &local)
-            {
-                let answer = nl
-                    .route_get(probe.from, probe.to)
-                    .await
-                    .map_err(|e| e.to_string());
-                verdicts.push(behaviour::judge(
-                    &probe,
-                    answer.as_ref().map_err(Clone::clone),
-                ));
-            }
-        }
-    }
-    Ok(verdicts)
+            })
+        })
+        .collect();
+    Ok(ask(nl, &probes).await)
 }
 
 fn print_human(r: &CheckReport) {

@@ -8,6 +8,8 @@ pub mod remove;
 pub mod rollback;
 pub mod show;
 
+use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::behaviour::{self, Probe, Verdict};
 use crate::error::Error;
 use crate::executor::{Recorder, StopFlag};
 use crate::model::Op;
@@ -52,6 +55,31 @@ pub async fn connect() -> Result<Netlink, Error> {
     Ok(Netlink::connect()
         .await
         .context("cannot talk to the kernel over rtnetlink")?)
+}
+
+/// Every address configured on this host (to keep probes off them).
+pub async fn local_addresses(nl: &Netlink) -> Result<BTreeSet<IpAddr>, Error> {
+    let addrs = nl
+        .addresses()
+        .await
+        .context("cannot read the interface addresses")?;
+    Ok(addrs.iter().map(|a| a.addr.addr).collect())
+}
+
+/// Asks the kernel where each probe's traffic goes and judges the answers.
+pub async fn ask(nl: &Netlink, probes: &[Probe]) -> Vec<Verdict> {
+    let mut verdicts = Vec::with_capacity(probes.len());
+    for probe in probes {
+        let answer = nl
+            .route_get(probe.from, probe.to)
+            .await
+            .map_err(|e| e.to_string());
+        verdicts.push(behaviour::judge(
+            probe,
+            answer.as_ref().map_err(Clone::clone),
+        ));
+    }
+    verdicts
 }
 
 /// Identifies the current network namespace: `net-<inode of /proc/self/ns/net>`,

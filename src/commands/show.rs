@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{connect, print_json};
+use super::{ask, connect, local_addresses, print_json};
 use crate::behaviour::{self, Verdict};
 use crate::error::Error;
 use crate::model::{Family, Prefix, Route, Rule, SysctlKey};
@@ -62,13 +62,7 @@ pub async fn run(json: bool, protocol: u8) -> Result<(), Error> {
         routes.extend(owned.into_iter().map(|r| r.item));
     }
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
-    let local: BTreeSet<IpAddr> = nl
-        .addresses()
-        .await
-        .context("cannot read the interface addresses")?
-        .iter()
-        .map(|a| a.addr.addr)
-        .collect();
+    let local = local_addresses(&nl).await?;
     for iface in &mut interfaces {
         iface.sysctls = read_sysctls(&iface.name);
         iface.traffic = probe(&nl, iface, &routes, &rules, &local).await;
@@ -158,10 +152,8 @@ async fn probe(
             .filter(|r| r.dst.is_default())
             .filter_map(|r| r.gateway)
             .collect();
-        for p in behaviour::probes_for(&iface.name, rule.table, &subnet, &gateways, local) {
-            let answer = nl.route_get(p.from, p.to).await.map_err(|e| e.to_string());
-            out.push(behaviour::judge(&p, answer.as_ref().map_err(Clone::clone)));
-        }
+        let probes = behaviour::probes_for(&iface.name, rule.table, &subnet, &gateways, local);
+        out.extend(ask(nl, &probes).await);
     }
     out
 }
@@ -201,38 +193,18 @@ fn print_human(r: &ShowReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{fr_act, rtn, scope};
+    use crate::model::prefix;
 
     #[test]
     fn groups_by_interface_of_the_table() {
-        let route = Route {
-            family: Family::V4,
-            table: 100,
-            dst: Prefix::new("198.51.100.0".parse().unwrap(), 24),
-            tos: 0,
-            metric: 0,
-            protocol: 234,
-            scope: scope::LINK,
-            kind: rtn::UNICAST,
-            oif: Some("rail0".into()),
-            gateway: None,
-            prefsrc: Some("198.51.100.10".parse().unwrap()),
-        };
-        let rule = |table| Rule {
-            family: Family::V4,
-            priority: 1000,
-            src: Some(Prefix::host("198.51.100.10".parse().unwrap())),
-            dst: None,
-            iif: None,
-            oif: None,
-            fwmark: None,
-            fwmask: None,
-            tos: 0,
-            table,
-            action: fr_act::TO_TBL,
-            protocol: 234,
-            extra_selectors: false,
-        };
+        let route = Route::connected(
+            100,
+            prefix("198.51.100.0/24"),
+            "rail0",
+            "198.51.100.10".parse().unwrap(),
+            234,
+        );
+        let rule = |table| Rule::source(1000, "198.51.100.10".parse().unwrap(), table, 234);
         let (ifaces, orphans) = group(&[route], &[rule(100), rule(101)]);
         assert_eq!(ifaces.len(), 1);
         assert_eq!(ifaces[0].name, "rail0");
