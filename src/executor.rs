@@ -42,18 +42,21 @@ pub trait Effects {
     fn run(&mut self, op: &Op) -> impl std::future::Future<Output = Result<(), StepFailure>>;
 }
 
-/// Where the undo journal goes: called with each step's inverse BEFORE the
-/// step runs (write-ahead), so that a crash at any instant leaves a journal
-/// that covers every change made.
+/// Where the undo journal goes. `record` gets the inverse of every step
+/// and must make them durable BEFORE it returns: it is called once, before
+/// the first step is sent (write-ahead), so that a crash at any instant
+/// leaves a journal that covers every change made.
 pub trait Recorder {
-    fn record(&mut self, step: usize, undo: &Op) -> Result<(), String>;
+    fn record(&mut self, undo: &[Op]) -> Result<(), String>;
+    /// Called just before step `step` is sent.
+    fn before_step(&mut self, _step: usize) {}
     /// Called once step `step` has been made.
     fn step_done(&mut self, _step: usize) {}
 }
 
 /// No durable journal (dry runs, tests).
 impl Recorder for () {
-    fn record(&mut self, _: usize, _: &Op) -> Result<(), String> {
+    fn record(&mut self, _: &[Op]) -> Result<(), String> {
         Ok(())
     }
 }
@@ -170,29 +173,35 @@ pub async fn run<E: Effects, R: Recorder>(
     stop: &StopFlag,
     recorder: &mut R,
 ) -> Result<usize, TxError> {
-    let mut journal: Vec<Op> = Vec::with_capacity(ops.len());
-    for (index, op) in ops.iter().enumerate() {
-        let failed = |reason: String, errno: Option<i32>| FailedStep {
-            index,
-            command: render::command(op),
+    let undo: Vec<Op> = ops.iter().map(Op::inverse).collect();
+    if let Err(reason) = recorder.record(&undo) {
+        let reason = format!("cannot write the undo journal: {reason}");
+        let step = FailedStep {
+            index: 0,
+            command: "(before the first step)".into(),
             reason,
-            errno,
+            errno: None,
         };
+        return Err(TxError::Failed { step, undone: 0 });
+    }
+    let mut journal: Vec<Op> = Vec::with_capacity(ops.len());
+    for (index, (op, inverse)) in ops.iter().zip(undo).enumerate() {
         if let Some(signal) = stop.requested() {
             let cause = TxError::Interrupted { signal, undone: 0 };
             return Err(rollback(effects, journal, cause).await);
         }
-        let undo = op.inverse();
-        if let Err(reason) = recorder.record(index, &undo) {
-            let step = failed(format!("cannot write the undo journal: {reason}"), None);
-            return Err(rollback(effects, journal, TxError::Failed { step, undone: 0 }).await);
-        }
-        journal.push(undo);
+        recorder.before_step(index);
         if let Err(failure) = effects.run(op).await {
-            journal.pop(); // the step did not happen
-            let step = failed(failure.message, failure.errno);
+            let reason = failure.message;
+            let step = FailedStep {
+                index,
+                command: render::command(op),
+                reason,
+                errno: failure.errno,
+            };
             return Err(rollback(effects, journal, TxError::Failed { step, undone: 0 }).await);
         }
+        journal.push(inverse);
         recorder.step_done(index);
     }
     Ok(ops.len())
@@ -361,31 +370,44 @@ mod tests {
     }
 
     #[test]
-    fn journal_is_written_before_each_step_and_a_journal_failure_aborts() {
-        struct Rec(Vec<usize>, Option<usize>);
+    fn journal_is_written_before_the_first_step_and_a_journal_failure_aborts() {
+        struct Rec {
+            recorded: usize,
+            fail: bool,
+        }
         impl Recorder for Rec {
-            fn record(&mut self, step: usize, _: &Op) -> Result<(), String> {
-                if Some(step) == self.1 {
+            fn record(&mut self, undo: &[Op]) -> Result<(), String> {
+                if self.fail {
                     return Err("No space left on device".into());
                 }
-                self.0.push(step);
+                self.recorded = undo.len();
                 Ok(())
+            }
+            fn before_step(&mut self, step: usize) {
+                assert_eq!(self.recorded, 3, "every undo is durable before step {step}");
             }
         }
         let mut f = fake(3);
-        let mut rec = Rec(vec![], None);
+        let mut rec = Rec {
+            recorded: 0,
+            fail: false,
+        };
         block_on(run(&mut f, &ops(3), &StopFlag::default(), &mut rec)).unwrap();
-        assert_eq!(rec.0, [0, 1, 2]);
+        assert_eq!(rec.recorded, 3);
         let mut f = fake(3);
-        let mut rec = Rec(vec![], Some(2));
+        let mut rec = Rec {
+            recorded: 0,
+            fail: true,
+        };
         let err = block_on(run(&mut f, &ops(3), &StopFlag::default(), &mut rec)).unwrap_err();
         assert!(
-            matches!(&err, TxError::Failed { step, undone: 2 } if step.reason.contains("journal")),
+            matches!(&err, TxError::Failed { step, undone: 0 } if step.reason.contains("journal")),
             "{err:?}"
         );
         assert_eq!(
-            f.values, [0; 3],
-            "nothing is changed that the journal does not cover"
+            (f.calls, f.values),
+            (0, vec![0; 3]),
+            "nothing is sent without a journal"
         );
     }
 

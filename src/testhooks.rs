@@ -5,8 +5,9 @@
 //!
 //! - `ROCE_ROUTE_STEP_DELAY_MS=N`: pause N ms before each step.
 //! - `ROCE_ROUTE_CRASH_AT=record:K` / `step:K`: SIGKILL this process right
-//!   after the undo record of step K is durable / right after step K was
-//!   made (steps count from 0).
+//!   before step K is sent (its undo record is durable: the whole plan's
+//!   undo is written before step 0) / right after step K was made (steps
+//!   count from 0).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -51,7 +52,7 @@ fn die() -> ! {
     unreachable!("SIGKILL cannot be caught")
 }
 
-pub fn after_record(step: usize) {
+pub fn before_step(step: usize) {
     if hooks().crash_after_record == Some(step) {
         die();
     }

@@ -82,12 +82,55 @@ pub async fn ask(nl: &Netlink, probes: &[Probe]) -> Vec<Verdict> {
     verdicts
 }
 
-/// Identifies the current network namespace: `net-<inode of /proc/self/ns/net>`,
-/// so that runs in different namespaces keep their journals apart.
+/// Identifies the current network namespace for the state directory, so
+/// that runs in different namespaces keep their journals apart:
+/// `net-<netns cookie>.boot-<boot id>`. The cookie (SO_NETNS_COOKIE, Linux
+/// 5.14+) is never reused while the system runs, unlike the namespace's
+/// inode, which a new namespace may get once an old one is deleted; the
+/// boot id keeps a state directory on a persistent /run from applying to
+/// the next boot. Older kernels fall back to the inode.
 pub fn netns_id() -> Result<String, Error> {
-    let meta = std::fs::metadata("/proc/self/ns/net")
-        .context("cannot identify the network namespace (/proc/self/ns/net)")?;
-    Ok(format!("net-{}", meta.ino()))
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .context("cannot read /proc/sys/kernel/random/boot_id")?;
+    let boot: String = boot
+        .trim()
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .take(12)
+        .collect();
+    let ns = match netns_cookie() {
+        Some(cookie) => cookie.to_string(),
+        None => {
+            let meta = std::fs::metadata("/proc/self/ns/net")
+                .context("cannot identify the network namespace (/proc/self/ns/net)")?;
+            format!("ino{}", meta.ino())
+        }
+    };
+    Ok(format!("net-{ns}.boot-{boot}"))
+}
+
+/// SO_NETNS_COOKIE of a socket made in the current network namespace.
+fn netns_cookie() -> Option<u64> {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    #[cfg(target_arch = "sparc64")]
+    const SO_NETNS_COOKIE: libc::c_int = 0x50;
+    #[cfg(not(target_arch = "sparc64"))]
+    const SO_NETNS_COOKIE: libc::c_int = 71;
+    let sock = std::os::unix::net::UnixDatagram::unbound().ok()?;
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: a valid socket, and a u64 buffer whose size is passed along.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            (&mut cookie as *mut u64).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && len as usize == std::mem::size_of::<u64>()).then_some(cookie)
 }
 
 /// Prints a JSON document on stdout.
@@ -101,10 +144,11 @@ pub fn print_json<T: Serialize>(doc: &T) {
 /// The durable journal is the executor's recorder: each undo step is
 /// written and synced before its step is sent to the kernel.
 impl Recorder for JournalWriter {
-    fn record(&mut self, step: usize, undo: &Op) -> Result<(), String> {
-        JournalWriter::record(self, step, undo).map_err(|e| e.to_string())?;
-        crate::testhooks::after_record(step);
-        Ok(())
+    fn record(&mut self, undo: &[Op]) -> Result<(), String> {
+        self.record_all(undo).map_err(|e| e.to_string())
+    }
+    fn before_step(&mut self, step: usize) {
+        crate::testhooks::before_step(step);
     }
     fn step_done(&mut self, step: usize) {
         crate::testhooks::after_step(step);
