@@ -52,8 +52,7 @@ impl Verdict {
             p.to,
             p.expected_dev,
             p.expected_table,
-            p.expected_gateway
-                .map_or(String::new(), |g| format!(", via {g}"))
+            p.expected_gateway.map_or(String::new(), |g| format!(", via {g}"))
         )
     }
 }
@@ -100,11 +99,7 @@ pub fn probes_for(
 
 /// A destination inside the subnet that is not a local address: the
 /// gateway when it is in the subnet, else the first free host address.
-pub fn peer_in_subnet(
-    addr: &Prefix,
-    gw: Option<IpAddr>,
-    local: &BTreeSet<IpAddr>,
-) -> Option<IpAddr> {
+pub fn peer_in_subnet(addr: &Prefix, gw: Option<IpAddr>, local: &BTreeSet<IpAddr>) -> Option<IpAddr> {
     if let Some(g) = gw.filter(|g| addr.contains(g)) {
         return Some(g);
     }
@@ -112,23 +107,14 @@ pub fn peer_in_subnet(
     if host_bits == 0 {
         return None;
     }
-    let tries = if host_bits >= 6 {
-        32u128
-    } else {
-        1u128 << host_bits
-    };
-    (1..tries)
-        .map(|i| offset(addr.network().addr, i))
-        .find(|ip| !local.contains(ip) && addr.contains(ip))
+    let tries = if host_bits >= 6 { 32u128 } else { 1u128 << host_bits };
+    (1..tries).map(|i| offset(addr.network().addr, i)).find(|ip| !local.contains(ip) && addr.contains(ip))
 }
 
 /// A documentation address outside the subnet, to exercise the default route.
 pub fn off_subnet(addr: &Prefix) -> Option<IpAddr> {
     let candidates: [IpAddr; 2] = match addr.family() {
-        Family::V4 => [
-            Ipv4Addr::new(203, 0, 113, 1).into(),
-            Ipv4Addr::new(198, 51, 100, 1).into(),
-        ],
+        Family::V4 => [Ipv4Addr::new(203, 0, 113, 1).into(), Ipv4Addr::new(198, 51, 100, 1).into()],
         Family::V6 => [
             Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1).into(),
             Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1).into(),
@@ -186,15 +172,9 @@ mod tests {
     #[test]
     fn peer_skips_local_addresses_and_prefers_the_gateway() {
         let local = BTreeSet::from([ip("198.51.100.1"), ip("198.51.100.10")]);
-        assert_eq!(
-            peer_in_subnet(&p("198.51.100.10/24"), None, &local),
-            Some(ip("198.51.100.2"))
-        );
+        assert_eq!(peer_in_subnet(&p("198.51.100.10/24"), None, &local), Some(ip("198.51.100.2")));
         let gw = Some(ip("198.51.100.254"));
-        assert_eq!(
-            peer_in_subnet(&p("198.51.100.10/24"), gw, &local),
-            Some(ip("198.51.100.254"))
-        );
+        assert_eq!(peer_in_subnet(&p("198.51.100.10/24"), gw, &local), Some(ip("198.51.100.254")));
         assert_eq!(peer_in_subnet(&p("198.51.100.10/32"), None, &local), None);
         assert_eq!(
             peer_in_subnet(&p("2001:db8:1::10/64"), None, &BTreeSet::new()),
@@ -210,13 +190,8 @@ mod tests {
 
     #[test]
     fn gateway_adds_an_off_subnet_probe() {
-        let probes = probes_for(
-            "rail1",
-            101,
-            &p("198.51.100.11/24"),
-            &[ip("198.51.100.1")],
-            &BTreeSet::new(),
-        );
+        let probes =
+            probes_for("rail1", 101, &p("198.51.100.11/24"), &[ip("198.51.100.1")], &BTreeSet::new());
         assert_eq!(probes.len(), 2);
         assert_eq!(probes[1].expected_gateway, Some(ip("198.51.100.1")));
         assert_eq!(probes[1].to, ip("203.0.113.1"));

@@ -24,8 +24,7 @@ pub const DEFAULT_PROTOCOL: u8 = 234;
 pub const DEFAULT_TABLE_BASE: u32 = 100;
 pub const DEFAULT_PRIORITY: u32 = 1000;
 /// Sysctls set on every interface unless the config says otherwise.
-pub const DEFAULT_SYSCTLS: [(SysctlKey, u32); 2] =
-    [(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2)];
+pub const DEFAULT_SYSCTLS: [(SysctlKey, u32); 2] = [(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2)];
 
 /// Highest rule priority allowed: 32766 and 32767 are the kernel's `main`
 /// and `default` rules, and ours must come before them.
@@ -126,18 +125,8 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub fn at(
-        file: &str,
-        loc: Option<Loc>,
-        what: impl Into<String>,
-        hint: impl Into<String>,
-    ) -> Self {
-        ConfigError {
-            file: file.to_string(),
-            loc,
-            what: what.into(),
-            hint: hint.into(),
-        }
+    pub fn at(file: &str, loc: Option<Loc>, what: impl Into<String>, hint: impl Into<String>) -> Self {
+        ConfigError { file: file.to_string(), loc, what: what.into(), hint: hint.into() }
     }
 
     fn render(&self) -> String {
@@ -162,10 +151,7 @@ pub fn loc_of(text: &str, byte_offset: usize) -> Loc {
     }
     let before = &text[..end];
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    Loc {
-        line: before.matches('\n').count() + 1,
-        col: before[line_start..].chars().count() + 1,
-    }
+    Loc { line: before.matches('\n').count() + 1, col: before[line_start..].chars().count() + 1 }
 }
 
 // ---------------------------------------------------------------------------
@@ -231,23 +217,13 @@ fn raw_sysctls<'a>(
 
 impl RawDefaults {
     fn sysctls(&self) -> RawSysctls<'_> {
-        raw_sysctls(
-            &self.arp_ignore,
-            &self.arp_announce,
-            &self.rp_filter,
-            &self.arp_filter,
-        )
+        raw_sysctls(&self.arp_ignore, &self.arp_announce, &self.rp_filter, &self.arp_filter)
     }
 }
 
 impl RawInterface {
     fn sysctls(&self) -> RawSysctls<'_> {
-        raw_sysctls(
-            &self.arp_ignore,
-            &self.arp_announce,
-            &self.rp_filter,
-            &self.arp_filter,
-        )
+        raw_sysctls(&self.arp_ignore, &self.arp_announce, &self.rp_filter, &self.arp_filter)
     }
 }
 
@@ -269,10 +245,7 @@ impl<'de> Deserialize<'de> for GatewayList {
             fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<GatewayList, E> {
                 Ok(GatewayList::One(s.to_string()))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<GatewayList, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<GatewayList, A::Error> {
                 let mut all = Vec::new();
                 while let Some(s) = seq.next_element::<Str>()? {
                     all.push(s);
@@ -318,11 +291,7 @@ pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
         .map(|(pos, ri)| cx.interface(ri, pos, &defaults))
         .collect::<Result<Vec<_>, _>>()?;
     cx.check_across(&interfaces)?;
-    Ok(Config {
-        file: file.to_string(),
-        defaults,
-        interfaces,
-    })
+    Ok(Config { file: file.to_string(), defaults, interfaces })
 }
 
 /// What every check needs: the file name for messages and the text for
@@ -351,10 +320,7 @@ impl Ctx<'_> {
     fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
         let span = e.span();
         let loc = span.as_ref().map(|s| loc_of(self.text, s.start));
-        let message = e
-            .message()
-            .trim_end()
-            .replace("expected i64", "expected an integer");
+        let message = e.message().trim_end().replace("expected i64", "expected an integer");
         let hint = toml_hint(&message);
         let what = match span.clone().and_then(|s| key_path_at(self.text, s.start)) {
             Some(path) => format!("`{path}`: {message}"),
@@ -404,10 +370,7 @@ impl Ctx<'_> {
             self.err(
                 self.loc(v),
                 format!("{owner}: {key} = {} is out of range", v.get_ref()),
-                format!(
-                    "routing table ids are 1..={} (and 0, 253, 254, 255 are reserved)",
-                    u32::MAX
-                ),
+                format!("routing table ids are 1..={} (and 0, 253, 254, 255 are reserved)", u32::MAX),
             )
         })
     }
@@ -417,10 +380,7 @@ impl Ctx<'_> {
             Ok(p) if (1..=MAX_PRIORITY).contains(&p) => Ok(p),
             _ => Err(self.err(
                 self.loc(v),
-                format!(
-                    "{owner}: priority = {} is out of range 1..={MAX_PRIORITY}",
-                    v.get_ref()
-                ),
+                format!("{owner}: priority = {} is out of range 1..={MAX_PRIORITY}", v.get_ref()),
                 "rule priority 0 is the kernel's `local` rule and 32766/32767 are `main` and \
                  `default`; pick 1..=32765 so the per-NIC rules come before `main`",
             )),
@@ -464,11 +424,7 @@ impl Ctx<'_> {
                 _ => {
                     return Err(self.err(
                         self.loc(v),
-                        format!(
-                            "{owner}: {} = {} is not a valid value",
-                            key.name(),
-                            v.get_ref()
-                        ),
+                        format!("{owner}: {} = {} is not a valid value", key.name(), v.get_ref()),
                         format!("{} takes {}", key.name(), key.valid_values()),
                     ));
                 }
@@ -493,10 +449,7 @@ impl Ctx<'_> {
             None => (d.priority, loc),
         };
         let sysctls = self.sysctls(d.sysctls.clone(), raw.sysctls(), &who)?;
-        let addresses = raw
-            .addresses
-            .map(|list| self.addresses(list, &who))
-            .transpose()?;
+        let addresses = raw.addresses.map(|list| self.addresses(list, &who)).transpose()?;
         let gateways = match raw.gateway {
             Some(g) => self.gateways(g.span(), g.into_inner(), &who)?,
             None => Vec::new(),
@@ -504,24 +457,12 @@ impl Ctx<'_> {
         for gw in &gateways {
             self.check_on_link(gw, addresses.as_deref(), &who)?;
         }
-        Ok(Interface {
-            name,
-            loc,
-            addresses,
-            gateways,
-            table,
-            table_loc,
-            priority,
-            priority_loc,
-            sysctls,
-        })
+        Ok(Interface { name, loc, addresses, gateways, table, table_loc, priority, priority_loc, sysctls })
     }
 
     fn check_ifname(&self, name: &Str) -> Res<()> {
         match ifname_problem(name.get_ref()) {
-            Some((what, hint)) => {
-                Err(self.err(self.loc(name), format!("interface name {what}"), hint))
-            }
+            Some((what, hint)) => Err(self.err(self.loc(name), format!("interface name {what}"), hint)),
             None => Ok(()),
         }
     }
@@ -572,10 +513,7 @@ impl Ctx<'_> {
                 "omit the `addresses` key to take every global address of the interface",
             ));
         }
-        list.get_ref()
-            .iter()
-            .map(|s| self.addr_spec(s, who))
-            .collect()
+        list.get_ref().iter().map(|s| self.addr_spec(s, who)).collect()
     }
 
     fn addr_spec(&self, s: &Str, who: &str) -> Res<AddrSpec> {
@@ -611,11 +549,7 @@ impl Ctx<'_> {
 
     fn prefix_len(&self, addr: IpAddr, len: &str, text: &str, who: &str, loc: Loc) -> Res<u8> {
         let max = Family::of(&addr).max_len();
-        let parsed = if len.bytes().all(|b| b.is_ascii_digit()) {
-            len.parse::<u8>().ok()
-        } else {
-            None
-        };
+        let parsed = if len.bytes().all(|b| b.is_ascii_digit()) { len.parse::<u8>().ok() } else { None };
         match parsed {
             Some(n) if n <= max => Ok(n),
             Some(n) => Err(self.err(
@@ -638,10 +572,7 @@ impl Ctx<'_> {
         let mut out: Vec<Gateway> = Vec::new();
         for s in &list.into_items(span) {
             let gw = self.gateway(s, who)?;
-            if let Some(first) = out
-                .iter()
-                .find(|g| Family::of(&g.addr) == Family::of(&gw.addr))
-            {
+            if let Some(first) = out.iter().find(|g| Family::of(&g.addr) == Family::of(&gw.addr)) {
                 return Err(self.err(
                     gw.loc,
                     format!(
@@ -684,10 +615,7 @@ impl Ctx<'_> {
     fn check_on_link(&self, gw: &Gateway, addrs: Option<&[AddrSpec]>, who: &str) -> Res<()> {
         let Some(addrs) = addrs else { return Ok(()) };
         let fam = Family::of(&gw.addr);
-        let same: Vec<&AddrSpec> = addrs
-            .iter()
-            .filter(|a| Family::of(&a.addr) == fam)
-            .collect();
+        let same: Vec<&AddrSpec> = addrs.iter().filter(|a| Family::of(&a.addr) == fam).collect();
         if same.is_empty() {
             return Err(self.err(
                 gw.loc,
@@ -720,11 +648,7 @@ impl Ctx<'_> {
             Some(p) => match v4_subnet_role(gw.addr, p.len) {
                 Some(role) => Err(self.err(
                     gw.loc,
-                    format!(
-                        "{who}: gateway {} is the {role} address of {}",
-                        gw.addr,
-                        p.network()
-                    ),
+                    format!("{who}: gateway {} is the {role} address of {}", gw.addr, p.network()),
                     "a gateway is a router's host address inside the subnet",
                 )),
                 None => Ok(()),
@@ -745,10 +669,7 @@ impl Ctx<'_> {
         match first_duplicate(ifaces.iter().map(|i| (i.name.as_str(), i))) {
             Some((first, second)) => Err(self.err(
                 second.loc,
-                format!(
-                    "interface \"{}\" is listed twice (first at {})",
-                    second.name, first.loc
-                ),
+                format!("interface \"{}\" is listed twice (first at {})", second.name, first.loc),
                 "merge the two [[interface]] tables into one",
             )),
             None => Ok(()),
@@ -774,10 +695,7 @@ impl Ctx<'_> {
     fn check_unique_addresses<'i>(&self, ifaces: &'i [Interface]) -> Res<Owners<'i>> {
         let all = ifaces.iter().flat_map(|i| {
             let name = i.name.as_str();
-            i.addresses
-                .iter()
-                .flatten()
-                .map(move |a| (a.addr, (name, a)))
+            i.addresses.iter().flatten().map(move |a| (a.addr, (name, a)))
         });
         if let Some(((first, at), (second, dup))) = first_duplicate(all.clone()) {
             return Err(self.err(
@@ -822,9 +740,7 @@ impl Ctx<'_> {
 // ---------------------------------------------------------------------------
 
 /// The first key seen twice, as (first item, second item).
-fn first_duplicate<K: Eq + Hash, T: Copy>(
-    items: impl IntoIterator<Item = (K, T)>,
-) -> Option<(T, T)> {
+fn first_duplicate<K: Eq + Hash, T: Copy>(items: impl IntoIterator<Item = (K, T)>) -> Option<(T, T)> {
     let mut seen = HashMap::new();
     for (k, item) in items {
         if let Some(first) = seen.insert(k, item) {
@@ -853,11 +769,7 @@ fn path_in_table(table: &toml::de::DeTable<'_>, offset: usize, path: &mut Vec<St
     false
 }
 
-fn path_in_value(
-    value: &Spanned<toml::de::DeValue<'_>>,
-    offset: usize,
-    path: &mut Vec<String>,
-) -> bool {
+fn path_in_value(value: &Spanned<toml::de::DeValue<'_>>, offset: usize, path: &mut Vec<String>) -> bool {
     match value.get_ref() {
         toml::de::DeValue::Table(t) if path_in_table(t, offset, path) => return true,
         toml::de::DeValue::Array(items) => {
@@ -904,10 +816,7 @@ fn ifname_problem(n: &str) -> Option<(String, &'static str)> {
     }
     if n.len() > MAX_IFNAME_BYTES {
         let hint = "Linux interface names are at most 15 bytes; `ip link` shows the real name";
-        let what = format!(
-            "\"{n}\" is {} bytes long, more than {MAX_IFNAME_BYTES}",
-            n.len()
-        );
+        let what = format!("\"{n}\" is {} bytes long, more than {MAX_IFNAME_BYTES}", n.len());
         return Some((what, hint));
     }
     if n.contains('/') {
@@ -1052,10 +961,7 @@ gateway = "fe80::1"
 
     /// `[[interface]]` tables with just these names, two lines each.
     fn named(names: &[&str]) -> String {
-        names
-            .iter()
-            .map(|n| format!("[[interface]]\nname = \"{n}\"\n"))
-            .collect()
+        names.iter().map(|n| format!("[[interface]]\nname = \"{n}\"\n")).collect()
     }
 
     /// The error is at `line:col`, its text contains every needle, and it
@@ -1063,15 +969,8 @@ gateway = "fe80::1"
     fn assert_err(text: &str, line: usize, col: usize, needles: &[&str]) -> ConfigError {
         let e = err(text);
         let shown = e.to_string();
-        assert_eq!(
-            e.loc,
-            Some(loc(line, col)),
-            "wrong position in:\n{shown}\nfor:\n{text}"
-        );
-        assert!(
-            shown.starts_with(&format!("t.toml:{line}:{col}: ")),
-            "{shown}"
-        );
+        assert_eq!(e.loc, Some(loc(line, col)), "wrong position in:\n{shown}\nfor:\n{text}");
+        assert!(shown.starts_with(&format!("t.toml:{line}:{col}: ")), "{shown}");
         for n in needles {
             assert!(shown.contains(n), "{n:?} missing from:\n{shown}");
         }
@@ -1110,34 +1009,16 @@ gateway = "fe80::1"
         assert_eq!(
             ib0.addresses,
             Some(vec![
-                AddrSpec {
-                    addr: ip("192.168.1.10"),
-                    len: Some(24),
-                    loc: loc(13, 14)
-                },
-                AddrSpec {
-                    addr: ip("2001:db8::10"),
-                    len: Some(64),
-                    loc: loc(13, 33)
-                },
-                AddrSpec {
-                    addr: ip("192.168.1.11"),
-                    len: None,
-                    loc: loc(13, 52)
-                },
+                AddrSpec { addr: ip("192.168.1.10"), len: Some(24), loc: loc(13, 14) },
+                AddrSpec { addr: ip("2001:db8::10"), len: Some(64), loc: loc(13, 33) },
+                AddrSpec { addr: ip("192.168.1.11"), len: None, loc: loc(13, 52) },
             ])
         );
         assert_eq!(
             ib0.gateways,
             vec![
-                Gateway {
-                    addr: ip("192.168.1.1"),
-                    loc: loc(14, 12)
-                },
-                Gateway {
-                    addr: ip("2001:db8::1"),
-                    loc: loc(14, 27)
-                },
+                Gateway { addr: ip("192.168.1.1"), loc: loc(14, 12) },
+                Gateway { addr: ip("2001:db8::1"), loc: loc(14, 27) },
             ]
         );
         assert_eq!((ib0.table, ib0.table_loc), (100, loc(15, 9)));
@@ -1154,13 +1035,7 @@ gateway = "fe80::1"
         let ib1 = &c.interfaces[1];
         assert_eq!(ib1.loc, loc(23, 8));
         assert_eq!(ib1.addresses, None);
-        assert_eq!(
-            ib1.gateways,
-            vec![Gateway {
-                addr: ip("fe80::1"),
-                loc: loc(24, 11)
-            }]
-        );
+        assert_eq!(ib1.gateways, vec![Gateway { addr: ip("fe80::1"), loc: loc(24, 11) }]);
         // Position 1 in the file: table_base + 1; the rest from [defaults].
         assert_eq!((ib1.table, ib1.table_loc), (201, ib1.loc));
         assert_eq!((ib1.priority, ib1.priority_loc), (900, ib1.loc));
@@ -1180,10 +1055,7 @@ gateway = "fe80::1"
         for (pos, i) in c.interfaces.iter().enumerate() {
             assert_eq!(i.table, 100 + pos as u32);
             assert_eq!(i.priority, 1000);
-            assert_eq!(
-                i.sysctls, expected,
-                "rp_filter and arp_filter are not managed"
-            );
+            assert_eq!(i.sysctls, expected, "rp_filter and arp_filter are not managed");
             assert_eq!(i.addresses, None);
             assert!(i.gateways.is_empty());
             assert_eq!(i.loc, loc(2 * pos + 2, 8));
@@ -1197,11 +1069,9 @@ gateway = "fe80::1"
 
     #[test]
     fn overrides() {
-        let c = ok(
-            "[defaults]\ntable_base = 10\npriority = 5\nprotocol = 5\nrp_filter = 1\n\
+        let c = ok("[defaults]\ntable_base = 10\npriority = 5\nprotocol = 5\nrp_filter = 1\n\
                     [[interface]]\nname = \"a\"\ntable = 7\npriority = 32765\narp_ignore = 8\n\
-                    arp_filter = 1\n[[interface]]\nname = \"b\"\n",
-        );
+                    arp_filter = 1\n[[interface]]\nname = \"b\"\n");
         assert_eq!(c.defaults.protocol, 5);
         let a = &c.interfaces[0];
         assert_eq!((a.table, a.table_loc), (7, loc(8, 9)));
@@ -1219,42 +1089,21 @@ gateway = "fe80::1"
         assert_eq!((b.table, b.priority), (11, 5));
         assert_eq!(
             b.sysctls,
-            sysctls(&[
-                (SysctlKey::ArpIgnore, 1),
-                (SysctlKey::ArpAnnounce, 2),
-                (SysctlKey::RpFilter, 1),
-            ])
+            sysctls(&[(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2), (SysctlKey::RpFilter, 1),])
         );
-        assert_eq!(
-            ok("[defaults]\nprotocol = 255\n[[interface]]\nname = \"a\"\n")
-                .defaults
-                .protocol,
-            255
-        );
+        assert_eq!(ok("[defaults]\nprotocol = 255\n[[interface]]\nname = \"a\"\n").defaults.protocol, 255);
     }
 
     #[test]
     fn gateway_as_string_and_as_array() {
         let one = ok(&iface("gateway = \"10.0.0.1\"\n"));
-        assert_eq!(
-            one.interfaces[0].gateways,
-            vec![Gateway {
-                addr: ip("10.0.0.1"),
-                loc: loc(3, 11)
-            }]
-        );
+        assert_eq!(one.interfaces[0].gateways, vec![Gateway { addr: ip("10.0.0.1"), loc: loc(3, 11) }]);
         let two = ok(&iface("gateway = [\"2001:db8::1\",\n  \"10.0.0.1\"]\n"));
         assert_eq!(
             two.interfaces[0].gateways,
             vec![
-                Gateway {
-                    addr: ip("2001:db8::1"),
-                    loc: loc(3, 12)
-                },
-                Gateway {
-                    addr: ip("10.0.0.1"),
-                    loc: loc(4, 3)
-                },
+                Gateway { addr: ip("2001:db8::1"), loc: loc(3, 12) },
+                Gateway { addr: ip("10.0.0.1"), loc: loc(4, 3) },
             ]
         );
         let none = ok(&iface("gateway = []\n"));
@@ -1264,26 +1113,16 @@ gateway = "fe80::1"
     #[test]
     fn on_link_check_only_with_explicit_prefixes() {
         // Bare addresses: the host's prefix decides, later.
-        ok(&iface(
-            "addresses = [\"10.0.0.5\"]\ngateway = \"172.16.0.1\"\n",
-        ));
+        ok(&iface("addresses = [\"10.0.0.5\"]\ngateway = \"172.16.0.1\"\n"));
         // No addresses at all: same.
         ok(&iface("gateway = [\"172.16.0.1\", \"2001:db8::1\"]\n"));
         // Inside one of several subnets.
-        ok(&iface(
-            "addresses = [\"10.0.0.5/24\", \"10.1.0.5/16\"]\ngateway = \"10.1.200.1\"\n",
-        ));
+        ok(&iface("addresses = [\"10.0.0.5/24\", \"10.1.0.5/16\"]\ngateway = \"10.1.200.1\"\n"));
         // IPv6 link-local gateways are always on-link.
-        ok(&iface(
-            "addresses = [\"2001:db8::5/64\"]\ngateway = \"fe80::1\"\n",
-        ));
+        ok(&iface("addresses = [\"2001:db8::5/64\"]\ngateway = \"fe80::1\"\n"));
         // /31 and /32 have no network or broadcast address.
-        ok(&iface(
-            "addresses = [\"198.51.100.0/31\", \"198.51.100.7/32\"]\n",
-        ));
-        ok(&iface(
-            "addresses = [\"198.51.100.1/31\"]\ngateway = \"198.51.100.0\"\n",
-        ));
+        ok(&iface("addresses = [\"198.51.100.0/31\", \"198.51.100.7/32\"]\n"));
+        ok(&iface("addresses = [\"198.51.100.1/31\"]\ngateway = \"198.51.100.0\"\n"));
     }
 
     #[test]
@@ -1296,35 +1135,15 @@ gateway = "fe80::1"
 
     #[test]
     fn malformed_toml() {
-        assert_err(
-            "[[interface]\nname = \"ib0\"\n",
-            1,
-            13,
-            &["unclosed array table"],
-        );
+        assert_err("[[interface]\nname = \"ib0\"\n", 1, 13, &["unclosed array table"]);
         assert_err(&iface("table = \n"), 3, 9, &["t.toml:3:9"]);
-        assert_err(
-            &iface("addresses = [\"10.0.0.1/24\"\n"),
-            3,
-            27,
-            &["unclosed array"],
-        );
-        assert_err(
-            &iface("table = 1\ntable = 2\n"),
-            4,
-            1,
-            &["duplicate key `table`"],
-        );
+        assert_err(&iface("addresses = [\"10.0.0.1/24\"\n"), 3, 27, &["unclosed array"]);
+        assert_err(&iface("table = 1\ntable = 2\n"), 4, 1, &["duplicate key `table`"]);
     }
 
     #[test]
     fn unknown_keys() {
-        assert_err(
-            "bogus = 1\n[[interface]]\nname = \"ib0\"\n",
-            1,
-            1,
-            &["`bogus`"],
-        );
+        assert_err("bogus = 1\n[[interface]]\nname = \"ib0\"\n", 1, 1, &["`bogus`"]);
         assert_err(
             "[defaults]\n  tablebase = 1\n[[interface]]\nname = \"a\"\n",
             2,
@@ -1337,52 +1156,17 @@ gateway = "fe80::1"
             1,
             &["`interface[0].gatway`: unknown field `gatway`", "`gateway`"],
         );
-        assert_err(
-            "[extra]\nx = 1\n[[interface]]\nname = \"a\"\n",
-            1,
-            2,
-            &["`extra`"],
-        );
+        assert_err("[extra]\nx = 1\n[[interface]]\nname = \"a\"\n", 1, 2, &["`extra`"]);
     }
 
     #[test]
     fn wrong_types() {
-        assert_err(
-            &iface("table = \"x\"\n"),
-            3,
-            9,
-            &["`interface[0].table`", "invalid type", "\"x\""],
-        );
-        assert_err(
-            &iface("priority = 1.5\n"),
-            3,
-            12,
-            &["`interface[0].priority`", "an integer"],
-        );
-        assert_err(
-            &iface("addresses = \"10.0.0.1/24\"\n"),
-            3,
-            13,
-            &["`interface[0].addresses`"],
-        );
-        assert_err(
-            &iface("addresses = [\"10.0.0.1/24\", 7]\n"),
-            3,
-            29,
-            &["`interface[0].addresses[1]`"],
-        );
-        assert_err(
-            &iface("gateway = 5\n"),
-            3,
-            11,
-            &["`interface[0].gateway`", "array"],
-        );
-        assert_err(
-            &iface("gateway = [\"10.0.0.1\", true]\n"),
-            3,
-            24,
-            &["`interface[0].gateway[1]`"],
-        );
+        assert_err(&iface("table = \"x\"\n"), 3, 9, &["`interface[0].table`", "invalid type", "\"x\""]);
+        assert_err(&iface("priority = 1.5\n"), 3, 12, &["`interface[0].priority`", "an integer"]);
+        assert_err(&iface("addresses = \"10.0.0.1/24\"\n"), 3, 13, &["`interface[0].addresses`"]);
+        assert_err(&iface("addresses = [\"10.0.0.1/24\", 7]\n"), 3, 29, &["`interface[0].addresses[1]`"]);
+        assert_err(&iface("gateway = 5\n"), 3, 11, &["`interface[0].gateway`", "array"]);
+        assert_err(&iface("gateway = [\"10.0.0.1\", true]\n"), 3, 24, &["`interface[0].gateway[1]`"]);
         assert_err("[[interface]]\nname = 3\n", 2, 8, &["`interface[0].name`"]);
         assert_err(
             "[defaults]\narp_ignore = \"1\"\n[[interface]]\nname = \"a\"\n",
@@ -1391,30 +1175,16 @@ gateway = "fe80::1"
             &["`defaults.arp_ignore`"],
         );
         assert_err("interface = 5\n", 1, 13, &["`interface`"]);
-        assert_err(
-            "[[interface]]\naddresses = [\"10.0.0.1/24\"]\n",
-            1,
-            1,
-            &["missing field `name`"],
-        );
+        assert_err("[[interface]]\naddresses = [\"10.0.0.1/24\"]\n", 1, 1, &["missing field `name`"]);
     }
 
     #[test]
     fn no_interface() {
-        for text in [
-            "",
-            "# nothing\n",
-            "[defaults]\npriority = 5\n",
-            "interface = []\n",
-        ] {
+        for text in ["", "# nothing\n", "[defaults]\npriority = 5\n", "interface = []\n"] {
             let e = err(text);
             assert_eq!(e.loc, None);
             assert_eq!(e.what, "no [[interface]] in t.toml");
-            assert!(
-                e.to_string()
-                    .starts_with("t.toml: no [[interface]] in t.toml\n  hint: "),
-                "{e}"
-            );
+            assert!(e.to_string().starts_with("t.toml: no [[interface]] in t.toml\n  hint: "), "{e}");
         }
     }
 
@@ -1423,27 +1193,18 @@ gateway = "fe80::1"
     #[test]
     fn bad_addresses() {
         let cases: &[(&str, &[&str])] = &[
-            (
-                "192.168.1.x/24",
-                &["\"192.168.1.x/24\" is not an IP address"],
-            ),
+            ("192.168.1.x/24", &["\"192.168.1.x/24\" is not an IP address"]),
             ("ib0", &["\"ib0\" is not an IP address"]),
             ("", &["\"\" is not an IP address"]),
             ("192.168.1.10/33", &["prefix length 33", "32 bits"]),
             ("2001:db8::1/129", &["prefix length 129", "128 bits"]),
-            (
-                "192.168.1.10/300",
-                &["prefix length \"300\"", "not a number"],
-            ),
+            ("192.168.1.10/300", &["prefix length \"300\"", "not a number"]),
             ("192.168.1.10/", &["prefix length \"\"", "not a number"]),
             ("192.168.1.10/+8", &["prefix length \"+8\""]),
             ("192.168.1.10/24/1", &["prefix length \"24/1\""]),
             ("198.51.100.0/24", &["network address of 198.51.100.0/24"]),
             ("10.0.0.0/8", &["network address of 10.0.0.0/8"]),
-            (
-                "198.51.100.255/24",
-                &["broadcast address of 198.51.100.0/24"],
-            ),
+            ("198.51.100.255/24", &["broadcast address of 198.51.100.0/24"]),
             ("198.51.100.3/30", &["broadcast address of 198.51.100.0/30"]),
             ("255.255.255.255", &["limited broadcast"]),
             ("224.0.0.1/24", &["multicast"]),
@@ -1484,16 +1245,7 @@ gateway = "fe80::1"
         // Across interfaces, one bare.
         let text = "[[interface]]\nname = \"a\"\naddresses = [\"2001:db8::1/64\"]\n\
                     [[interface]]\nname = \"b\"\naddresses = [\"2001:db8:0::1\"]\n";
-        assert_err(
-            text,
-            6,
-            14,
-            &[
-                "address 2001:db8::1",
-                "interface \"b\"",
-                "interface \"a\" at 3:14",
-            ],
-        );
+        assert_err(text, 6, 14, &["address 2001:db8::1", "interface \"b\"", "interface \"a\" at 3:14"]);
     }
 
     // --- gateways -----------------------------------------------------------
@@ -1502,13 +1254,7 @@ gateway = "fe80::1"
     fn bad_gateways() {
         let cases: &[(&str, &[&str])] = &[
             ("10.0.0.x", &["gateway \"10.0.0.x\" is not an IP address"]),
-            (
-                "10.0.0.1/24",
-                &[
-                    "gateway \"10.0.0.1/24\" is not an IP address",
-                    "without /len",
-                ],
-            ),
+            ("10.0.0.1/24", &["gateway \"10.0.0.1/24\" is not an IP address", "without /len"]),
             ("224.0.0.1", &["gateway 224.0.0.1 is a multicast address"]),
             ("ff02::2", &["multicast"]),
             ("0.0.0.0", &["gateway 0.0.0.0 is the unspecified address"]),
@@ -1530,18 +1276,9 @@ gateway = "fe80::1"
             &iface("gateway = [\"10.0.0.1\", \"2001:db8::1\", \"10.0.0.2\"]\n"),
             3,
             39,
-            &[
-                "second IPv4 gateway 10.0.0.2",
-                "first is 10.0.0.1 at 3:12",
-                "at most one",
-            ],
+            &["second IPv4 gateway 10.0.0.2", "first is 10.0.0.1 at 3:12", "at most one"],
         );
-        assert_err(
-            &iface("gateway = [\"fe80::1\", \"2001:db8::1\"]\n"),
-            3,
-            23,
-            &["second IPv6 gateway"],
-        );
+        assert_err(&iface("gateway = [\"fe80::1\", \"2001:db8::1\"]\n"), 3, 23, &["second IPv6 gateway"]);
     }
 
     #[test]
@@ -1550,16 +1287,10 @@ gateway = "fe80::1"
             &iface("addresses = [\"10.0.0.5/24\", \"10.1.0.5/16\"]\ngateway = \"10.2.0.1\"\n"),
             4,
             11,
-            &[
-                "gateway 10.2.0.1 is outside every subnet",
-                "10.0.0.0/24, 10.1.0.0/16",
-                "on-link",
-            ],
+            &["gateway 10.2.0.1 is outside every subnet", "10.0.0.0/24, 10.1.0.0/16", "on-link"],
         );
         assert_err(
-            &iface(
-                "addresses = [\"2001:db8::5/64\"]\ngateway = [\"10.0.0.1\", \"2001:db8:1::1\"]\n",
-            ),
+            &iface("addresses = [\"2001:db8::5/64\"]\ngateway = [\"10.0.0.1\", \"2001:db8:1::1\"]\n"),
             4,
             12,
             &["gateway 10.0.0.1 is IPv4 but `addresses` lists no IPv4 address"],
@@ -1568,10 +1299,7 @@ gateway = "fe80::1"
             &iface("addresses = [\"2001:db8::5/64\"]\ngateway = [\"2001:db8:1::1\"]\n"),
             4,
             12,
-            &[
-                "gateway 2001:db8:1::1 is outside every subnet",
-                "2001:db8::/64",
-            ],
+            &["gateway 2001:db8:1::1 is outside every subnet", "2001:db8::/64"],
         );
         assert_err(
             &iface("addresses = [\"10.0.0.5/24\"]\ngateway = \"10.0.0.255\"\n"),
@@ -1633,50 +1361,24 @@ gateway = "fe80::1"
     #[test]
     fn duplicate_interface_names() {
         let text = named(&["ib0", "ib1", "ib0"]);
-        assert_err(
-            &text,
-            6,
-            8,
-            &["interface \"ib0\" is listed twice (first at 2:8)"],
-        );
+        assert_err(&text, 6, 8, &["interface \"ib0\" is listed twice (first at 2:8)"]);
     }
 
     // --- tables -------------------------------------------------------------
 
     #[test]
     fn duplicate_tables() {
-        let text =
-            "[[interface]]\nname = \"a\"\ntable = 7\n[[interface]]\nname = \"b\"\ntable = 7\n";
-        assert_err(
-            text,
-            6,
-            9,
-            &["interfaces \"a\" (at 3:9) and \"b\" both use table 7"],
-        );
+        let text = "[[interface]]\nname = \"a\"\ntable = 7\n[[interface]]\nname = \"b\"\ntable = 7\n";
+        assert_err(text, 6, 9, &["interfaces \"a\" (at 3:9) and \"b\" both use table 7"]);
         // An explicit table colliding with a computed one (100 + 0).
         let text = "[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\ntable = 100\n";
-        assert_err(
-            text,
-            5,
-            9,
-            &["interfaces \"a\" (at 2:8) and \"b\" both use table 100"],
-        );
+        assert_err(text, 5, 9, &["interfaces \"a\" (at 2:8) and \"b\" both use table 100"]);
     }
 
     #[test]
     fn reserved_tables() {
-        for (t, kind) in [
-            (0, "unspecified"),
-            (253, "`default`"),
-            (254, "`main`"),
-            (255, "`local`"),
-        ] {
-            assert_err(
-                &iface(&format!("table = {t}\n")),
-                3,
-                9,
-                &[&format!("table = {t} is reserved"), kind],
-            );
+        for (t, kind) in [(0, "unspecified"), (253, "`default`"), (254, "`main`"), (255, "`local`")] {
+            assert_err(&iface(&format!("table = {t}\n")), 3, 9, &[&format!("table = {t} is reserved"), kind]);
         }
         // Computed: 251 + position 2.
         let text = format!("[defaults]\ntable_base = 251\n{}", named(&["a", "b", "c"]));
@@ -1684,18 +1386,10 @@ gateway = "fe80::1"
             &text,
             8,
             8,
-            &[
-                "interface \"c\" gets table 253 (table_base 251 + position 2)",
-                "`default`",
-            ],
+            &["interface \"c\" gets table 253 (table_base 251 + position 2)", "`default`"],
         );
         let text = "[defaults]\ntable_base = 254\n[[interface]]\nname = \"a\"\n";
-        assert_err(
-            text,
-            4,
-            8,
-            &["table 254 (table_base 254 + position 0)", "`main`"],
-        );
+        assert_err(text, 4, 8, &["table 254 (table_base 254 + position 0)", "`main`"]);
         let text = "[defaults]\ntable_base = 0\n[[interface]]\nname = \"a\"\n";
         assert_err(text, 4, 8, &["table 0 (table_base 0 + position 0)"]);
         // An explicit table avoids the computed reserved one.
@@ -1706,38 +1400,17 @@ gateway = "fe80::1"
 
     #[test]
     fn table_out_of_range() {
-        assert_err(
-            &iface("table = 4294967296\n"),
-            3,
-            9,
-            &["table = 4294967296 is out of range"],
-        );
-        assert_err(
-            &iface("table = -1\n"),
-            3,
-            9,
-            &["table = -1 is out of range"],
-        );
+        assert_err(&iface("table = 4294967296\n"), 3, 9, &["table = 4294967296 is out of range"]);
+        assert_err(&iface("table = -1\n"), 3, 9, &["table = -1 is out of range"]);
         assert_err(
             "[defaults]\ntable_base = -3\n[[interface]]\nname = \"a\"\n",
             2,
             14,
             &["[defaults]: table_base = -3"],
         );
-        assert_eq!(
-            ok(&iface("table = 4294967295\n")).interfaces[0].table,
-            u32::MAX
-        );
-        let text = format!(
-            "[defaults]\ntable_base = 4294967295\n{}",
-            named(&["a", "b"])
-        );
-        assert_err(
-            &text,
-            6,
-            8,
-            &["interface \"b\": table_base 4294967295 + position 1 overflows"],
-        );
+        assert_eq!(ok(&iface("table = 4294967295\n")).interfaces[0].table, u32::MAX);
+        let text = format!("[defaults]\ntable_base = 4294967295\n{}", named(&["a", "b"]));
+        assert_err(&text, 6, 8, &["interface \"b\": table_base 4294967295 + position 1 overflows"]);
     }
 
     // --- priority, protocol, sysctls ----------------------------------------
@@ -1749,9 +1422,7 @@ gateway = "fe80::1"
                 &iface(&format!("priority = {p}\n")),
                 3,
                 12,
-                &[&format!(
-                    "interface \"ib0\": priority = {p} is out of range 1..=32765"
-                )],
+                &[&format!("interface \"ib0\": priority = {p} is out of range 1..=32765")],
             );
             let text = format!("[defaults]\npriority = {p}\n[[interface]]\nname = \"a\"\n");
             assert_err(&text, 2, 12, &[&format!("[defaults]: priority = {p}")]);
@@ -1763,26 +1434,15 @@ gateway = "fe80::1"
     fn kernel_protocols_rejected() {
         for (p, name) in KERNEL_PROTOCOLS.iter().enumerate() {
             let text = format!("[defaults]\nprotocol = {p}\n[[interface]]\nname = \"a\"\n");
-            let e = assert_err(
-                &text,
-                2,
-                12,
-                &[&format!(
-                    "protocol = {p} is the kernel's own protocol `{name}`"
-                )],
-            );
+            let e =
+                assert_err(&text, 2, 12, &[&format!("protocol = {p} is the kernel's own protocol `{name}`")]);
             assert!(e.hint.contains("5..=255"), "{e}");
         }
         for p in ["256", "-1"] {
             let text = format!("[defaults]\nprotocol = {p}\n[[interface]]\nname = \"a\"\n");
             assert_err(&text, 2, 12, &[&format!("protocol = {p} is out of range")]);
         }
-        assert_err(
-            &iface("protocol = 99\n"),
-            3,
-            1,
-            &["unknown field `protocol`"],
-        );
+        assert_err(&iface("protocol = 99\n"), 3, 1, &["unknown field `protocol`"]);
     }
 
     #[test]
@@ -1800,18 +1460,11 @@ gateway = "fe80::1"
                 &iface(&format!("{key} = {v}\n")),
                 3,
                 key.len() + 4,
-                &[&format!(
-                    "interface \"ib0\": {key} = {v} is not a valid value"
-                )],
+                &[&format!("interface \"ib0\": {key} = {v} is not a valid value")],
             );
             assert!(e.hint.contains(k.valid_values()), "{e}");
             let text = format!("[defaults]\n{key} = {v}\n[[interface]]\nname = \"a\"\n");
-            assert_err(
-                &text,
-                2,
-                key.len() + 4,
-                &[&format!("[defaults]: {key} = {v}")],
-            );
+            assert_err(&text, 2, key.len() + 4, &[&format!("[defaults]: {key} = {v}")]);
         }
         for key in SysctlKey::ALL {
             let c = ok(&iface(&format!("{} = 0\n", key.name())));
@@ -1914,17 +1567,11 @@ gateway = "fe80::1"
                     let shown = e.to_string();
                     assert!(shown.starts_with("fuzz.toml"), "{shown}");
                     if let Some(l) = e.loc {
-                        assert!(
-                            l.line >= 1 && l.line <= text.lines().count() + 1,
-                            "{shown}\n{text}"
-                        );
+                        assert!(l.line >= 1 && l.line <= text.lines().count() + 1, "{shown}\n{text}");
                     }
                 }
             }
         }
-        assert!(
-            oks > 0 && errs > 0,
-            "mutations too weak or too strong: {oks} ok, {errs} errors"
-        );
+        assert!(oks > 0 && errs > 0, "mutations too weak or too strong: {oks} ok, {errs} errors");
     }
 }

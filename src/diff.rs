@@ -28,6 +28,8 @@ pub struct Observed {
     pub sysctls: BTreeMap<(String, SysctlKey), u32>,
     /// `conf/all/<key>`.
     pub all: BTreeMap<SysctlKey, u32>,
+    /// Values recorded before roce-route first changed a sysctl.
+    pub origins: BTreeMap<(String, SysctlKey), u32>,
 }
 
 /// An entry roce-route does not own that stands in its way.
@@ -83,21 +85,13 @@ impl Plan {
 /// config). Reading only these keeps a large main table out of the dump.
 pub fn tables_to_read(desired: &Desired, rules: &[Live<Rule>]) -> BTreeSet<u32> {
     let mut t = desired.tables();
-    t.extend(
-        rules
-            .iter()
-            .filter(|r| r.item.protocol == desired.protocol)
-            .map(|r| r.item.table),
-    );
+    t.extend(rules.iter().filter(|r| r.item.protocol == desired.protocol).map(|r| r.item.table));
     t.retain(|t| !crate::model::RESERVED_TABLES.contains(t));
     t
 }
 
 pub fn diff(desired: &Desired, live: &Observed, adopt: bool) -> Plan {
-    let mut plan = Plan {
-        warnings: desired.warnings.clone(),
-        ..Plan::default()
-    };
+    let mut plan = Plan { warnings: desired.warnings.clone(), ..Plan::default() };
     let mut route_dels = Vec::new();
     diff_routes(desired, live, adopt, &mut plan, &mut route_dels);
     diff_rules(desired, live, adopt, &mut plan);
@@ -106,13 +100,7 @@ pub fn diff(desired: &Desired, live: &Observed, adopt: bool) -> Plan {
     plan
 }
 
-fn diff_routes(
-    desired: &Desired,
-    live: &Observed,
-    adopt: bool,
-    plan: &mut Plan,
-    dels: &mut Vec<Op>,
-) {
+fn diff_routes(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan, dels: &mut Vec<Op>) {
     let ours = desired.protocol;
     let tables = desired.tables();
     let mut by_key: BTreeMap<RouteKey, Vec<&Live<Route>>> = BTreeMap::new();
@@ -123,14 +111,9 @@ fn diff_routes(
     for want in &desired.routes {
         let same_key = by_key.get(&want.key()).map(Vec::as_slice).unwrap_or(&[]);
         // Prefer our own entry under this key, then any.
-        let current = same_key
-            .iter()
-            .find(|r| r.item.protocol == ours)
-            .or(same_key.first());
+        let current = same_key.iter().find(|r| r.item.protocol == ours).or(same_key.first());
         match current {
-            None => plan.ops.push(Op::AddRoute {
-                route: want.clone(),
-            }),
+            None => plan.ops.push(Op::AddRoute { route: want.clone() }),
             Some(cur) => {
                 matched.insert(*cur as *const _);
                 if cur.item.protocol != ours {
@@ -146,10 +129,7 @@ fn diff_routes(
                     }
                 }
                 if cur.item != *want {
-                    plan.ops.push(Op::ReplaceRoute {
-                        old: (*cur).clone(),
-                        new: want.clone(),
-                    });
+                    plan.ops.push(Op::ReplaceRoute { old: (*cur).clone(), new: want.clone() });
                 }
             }
         }
@@ -162,17 +142,11 @@ fn diff_routes(
         if foreign_in_ours {
             plan.conflicts.push(Conflict {
                 entry: render::route_line(&r.item),
-                why: format!(
-                    "table {} belongs to roce-route for this config",
-                    r.item.table
-                ),
+                why: format!("table {} belongs to roce-route for this config", r.item.table),
             });
         }
         if r.item.protocol == ours || (foreign_in_ours && adopt) {
-            dels.push(Op::DelRoute {
-                route: r.item.clone(),
-                raw: Some(RawBytes(r.raw.clone())),
-            });
+            dels.push(Op::DelRoute { route: r.item.clone(), raw: Some(RawBytes(r.raw.clone())) });
         }
     }
 }
@@ -183,10 +157,7 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
     let present: BTreeSet<&Rule> = live.rules.iter().map(|r| &r.item).collect();
     for want in &desired.rules {
         if !present.contains(want) {
-            plan.ops.push(Op::AddRule {
-                rule: want.clone(),
-                raw: None,
-            });
+            plan.ops.push(Op::AddRule { rule: want.clone(), raw: None });
         }
     }
     let wanted: BTreeSet<&Rule> = desired.rules.iter().collect();
@@ -196,62 +167,47 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
         }
         let raw = Some(RawBytes(r.raw.clone()));
         if r.item.protocol == ours {
-            plan.ops.push(Op::DelRule {
-                rule: r.item.clone(),
-                raw,
-            });
+            plan.ops.push(Op::DelRule { rule: r.item.clone(), raw });
             continue;
         }
-        let takes_our_source = r
-            .item
-            .src
-            .is_some_and(|s| s.len == s.family().max_len() && sources.contains(&s.addr));
+        let takes_our_source =
+            r.item.src.is_some_and(|s| s.len == s.family().max_len() && sources.contains(&s.addr));
         if takes_our_source {
             plan.conflicts.push(Conflict {
                 entry: render::rule_line(&r.item),
-                why: format!(
-                    "a rule not owned by roce-route selects source {}",
-                    r.item.src.unwrap().addr
-                ),
+                why: format!("a rule not owned by roce-route selects source {}", r.item.src.unwrap().addr),
             });
             if adopt {
-                plan.ops.push(Op::DelRule {
-                    rule: r.item.clone(),
-                    raw,
-                });
+                plan.ops.push(Op::DelRule { rule: r.item.clone(), raw });
             }
         }
     }
 }
 
 fn diff_sysctls(desired: &Desired, live: &Observed, plan: &mut Plan) {
+    let current = |iface: &String, key: SysctlKey| live.sysctls.get(&(iface.clone(), key)).copied();
     for Sysctl { iface, key, value } in &desired.sysctls {
-        let current = live
-            .sysctls
-            .get(&(iface.clone(), *key))
-            .copied()
-            .unwrap_or(0);
-        if current != *value {
-            plan.ops.push(Op::SetSysctl {
-                iface: iface.clone(),
-                key: *key,
-                old: current,
-                new: *value,
-            });
+        let now = current(iface, *key).unwrap_or(0);
+        if now != *value {
+            plan.ops.push(Op::SetSysctl { iface: iface.clone(), key: *key, old: now, new: *value });
         }
         let all = live.all.get(key).copied().unwrap_or(0);
         let effective = key.effective(all, *value);
         if effective != *value {
-            let o = Override {
-                iface: iface.clone(),
-                key: *key,
-                all,
-                value: *value,
-                effective,
-            };
-            plan.warnings
-                .push(format!("{}; lower conf/all or accept it", o.describe()));
+            let o = Override { iface: iface.clone(), key: *key, all, value: *value, effective };
+            plan.warnings.push(format!("{}; lower conf/all or accept it", o.describe()));
             plan.overrides.push(o);
+        }
+    }
+    // A sysctl roce-route changed on an interface the config no longer
+    // lists goes back to the value it had before.
+    let wanted: BTreeSet<(&String, SysctlKey)> = desired.sysctls.iter().map(|s| (&s.iface, s.key)).collect();
+    for ((iface, key), origin) in &live.origins {
+        if wanted.contains(&(iface, *key)) {
+            continue;
+        }
+        if let Some(now) = current(iface, *key).filter(|now| now != origin) {
+            plan.ops.push(Op::SetSysctl { iface: iface.clone(), key: *key, old: now, new: *origin });
         }
     }
 }
@@ -274,10 +230,7 @@ mod tests {
         Live { item, raw: vec![7] }
     }
     fn desired(n: usize) -> Desired {
-        let mut d = Desired {
-            protocol: P,
-            ..Desired::default()
-        };
+        let mut d = Desired { protocol: P, ..Desired::default() };
         for k in 0..n {
             let name = format!("rail{k}");
             let a = format!("198.51.100.{}", 10 + k);
@@ -288,14 +241,9 @@ mod tests {
                 addresses: vec![Prefix::new(a.parse().unwrap(), 24)],
                 gateways: vec![],
             });
-            d.routes
-                .push(route(100 + k as u32, "198.51.100.0/24", &name, &a, P));
+            d.routes.push(route(100 + k as u32, "198.51.100.0/24", &name, &a, P));
             d.rules.push(rule(1000, &a, 100 + k as u32, P));
-            d.sysctls.push(Sysctl {
-                iface: name,
-                key: SysctlKey::ArpIgnore,
-                value: 1,
-            });
+            d.sysctls.push(Sysctl { iface: name, key: SysctlKey::ArpIgnore, value: 1 });
         }
         d
     }
@@ -303,12 +251,8 @@ mod tests {
         Observed {
             rules: d.rules.iter().cloned().map(live).collect(),
             routes: d.routes.iter().cloned().map(live).collect(),
-            sysctls: d
-                .sysctls
-                .iter()
-                .map(|s| ((s.iface.clone(), s.key), s.value))
-                .collect(),
-            all: BTreeMap::new(),
+            sysctls: d.sysctls.iter().map(|s| ((s.iface.clone(), s.key), s.value)).collect(),
+            ..Observed::default()
         }
     }
     fn kinds(p: &Plan) -> Vec<&'static str> {
@@ -329,17 +273,7 @@ mod tests {
     #[test]
     fn from_scratch_adds_routes_then_rules_then_sysctls() {
         let p = diff(&desired(2), &Observed::default(), false);
-        assert_eq!(
-            kinds(&p),
-            [
-                "add-route",
-                "add-route",
-                "add-rule",
-                "add-rule",
-                "sysctl",
-                "sysctl"
-            ]
-        );
+        assert_eq!(kinds(&p), ["add-route", "add-route", "add-rule", "add-rule", "sysctl", "sysctl"]);
         assert!(p.conflicts.is_empty());
     }
 
@@ -380,10 +314,7 @@ mod tests {
         d2.routes[0].table = 200;
         d2.rules[0].table = 200;
         let p = diff(&d2, &live, false);
-        assert_eq!(
-            kinds(&p),
-            ["add-route", "add-rule", "del-rule", "del-route"]
-        );
+        assert_eq!(kinds(&p), ["add-route", "add-rule", "del-rule", "del-route"]);
     }
 
     #[test]
@@ -393,60 +324,49 @@ mod tests {
             rules: vec![live(rule(32765, "198.51.100.10", 100, 3))],
             routes: vec![
                 live(route(100, "198.51.100.0/24", "rail0", "198.51.100.10", 3)),
-                live(Route::default_via(
-                    100,
-                    "198.51.100.1".parse().unwrap(),
-                    "rail0",
-                    3,
-                )),
+                live(Route::default_via(100, "198.51.100.1".parse().unwrap(), "rail0", 3)),
             ],
             ..Observed::default()
         };
         let p = diff(&d, &live, false);
         assert_eq!(p.conflicts.len(), 3, "{:?}", p.conflicts);
         assert!(
-            p.conflicts
-                .iter()
-                .any(|c| c.entry.contains("from 198.51.100.10 lookup 100")),
+            p.conflicts.iter().any(|c| c.entry.contains("from 198.51.100.10 lookup 100")),
             "{:?}",
             p.conflicts
         );
-        assert!(!p.ops.iter().any(|o| matches!(
-            o,
-            Op::DelRule { .. } | Op::DelRoute { .. } | Op::ReplaceRoute { .. }
-        )));
-        let p = diff(&d, &live, true);
-        assert_eq!(
-            kinds(&p),
-            [
-                "replace-route",
-                "add-rule",
-                "del-rule",
-                "del-route",
-                "sysctl"
-            ]
+        assert!(
+            !p.ops
+                .iter()
+                .any(|o| matches!(o, Op::DelRule { .. } | Op::DelRoute { .. } | Op::ReplaceRoute { .. }))
         );
+        let p = diff(&d, &live, true);
+        assert_eq!(kinds(&p), ["replace-route", "add-rule", "del-rule", "del-route", "sysctl"]);
     }
 
     #[test]
     fn foreign_entries_elsewhere_are_not_conflicts() {
         let d = desired(1);
         let mut live = applied(&d);
-        live.rules
-            .push(self::live(rule(500, "203.0.113.5", 100, 4)));
+        live.rules.push(self::live(rule(500, "203.0.113.5", 100, 4)));
         live.rules.push(self::live(Rule {
             src: Some(Prefix::new("198.51.100.0".parse().unwrap(), 24)),
             ..rule(600, "198.51.100.0", 50, 4)
         }));
-        live.routes.push(self::live(route(
-            50,
-            "203.0.113.0/24",
-            "rail0",
-            "198.51.100.10",
-            4,
-        )));
+        live.routes.push(self::live(route(50, "203.0.113.0/24", "rail0", "198.51.100.10", 4)));
         let p = diff(&d, &live, false);
         assert!(p.in_sync(), "{:?} {:?}", p.ops, p.conflicts);
+    }
+
+    #[test]
+    fn sysctls_of_a_dropped_interface_go_back_to_their_recorded_values() {
+        let d4 = desired(4);
+        let mut live = applied(&d4);
+        live.origins = d4.sysctls.iter().map(|s| ((s.iface.clone(), s.key), 0)).collect();
+        let p = diff(&desired(3), &live, false);
+        assert_eq!(kinds(&p), ["del-rule", "del-route", "sysctl"]);
+        assert!(matches!(&p.ops[2], Op::SetSysctl { iface, old: 1, new: 0, .. } if iface == "rail3"));
+        assert!(diff(&d4, &live, false).in_sync(), "recorded values of configured interfaces change nothing");
     }
 
     #[test]
@@ -457,9 +377,7 @@ mod tests {
         let p = diff(&d, &live, false);
         assert!(p.ops.is_empty());
         assert!(
-            p.warnings
-                .iter()
-                .any(|w| w.contains("all.arp_ignore=2 overrides rail0")),
+            p.warnings.iter().any(|w| w.contains("all.arp_ignore=2 overrides rail0")),
             "{:?}",
             p.warnings
         );

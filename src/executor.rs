@@ -20,19 +20,13 @@ pub struct StepFailure {
 
 impl From<String> for StepFailure {
     fn from(message: String) -> Self {
-        StepFailure {
-            errno: None,
-            message,
-        }
+        StepFailure { errno: None, message }
     }
 }
 
 impl From<&str> for StepFailure {
     fn from(message: &str) -> Self {
-        StepFailure {
-            errno: None,
-            message: message.to_string(),
-        }
+        StepFailure { errno: None, message: message.to_string() }
     }
 }
 
@@ -83,10 +77,8 @@ impl TxError {
 pub fn already_undone(undo: &Op, errno: Option<i32>) -> bool {
     matches!(
         (undo, errno),
-        (
-            Op::DelRoute { .. } | Op::DelRule { .. },
-            Some(ENOENT | ESRCH)
-        ) | (Op::AddRule { .. } | Op::AddRoute { .. }, Some(EEXIST))
+        (Op::DelRoute { .. } | Op::DelRule { .. }, Some(ENOENT | ESRCH))
+            | (Op::AddRule { .. } | Op::AddRoute { .. }, Some(EEXIST))
     )
 }
 
@@ -103,9 +95,7 @@ impl StopFlag {
         self.stop.store(true, Ordering::SeqCst);
     }
     pub fn requested(&self) -> Option<i32> {
-        self.stop
-            .load(Ordering::SeqCst)
-            .then(|| self.signal.load(Ordering::SeqCst))
+        self.stop.load(Ordering::SeqCst).then(|| self.signal.load(Ordering::SeqCst))
     }
 }
 
@@ -125,10 +115,7 @@ pub enum TxError {
     /// A stop was requested; every completed step was undone.
     Interrupted { signal: i32, undone: usize },
     /// The transaction failed and some undo steps failed too.
-    RollbackFailed {
-        cause: Box<TxError>,
-        undo_failures: Vec<FailedStep>,
-    },
+    RollbackFailed { cause: Box<TxError>, undo_failures: Vec<FailedStep> },
 }
 
 impl std::fmt::Display for TxError {
@@ -145,15 +132,9 @@ impl std::fmt::Display for TxError {
                 f,
                 "stopped by signal {signal}; rolled back the {undone} step(s) already made: the host is as it was before"
             ),
-            TxError::RollbackFailed {
-                cause,
-                undo_failures,
-            } => {
+            TxError::RollbackFailed { cause, undo_failures } => {
                 writeln!(f, "{cause}")?;
-                writeln!(
-                    f,
-                    "ROLLBACK FAILED: the host is NOT as it was; these undo steps failed:"
-                )?;
+                writeln!(f, "ROLLBACK FAILED: the host is NOT as it was; these undo steps failed:")?;
                 for s in undo_failures {
                     writeln!(f, "  `{}`: {}", s.command, s.reason)?;
                 }
@@ -176,12 +157,7 @@ pub async fn run<E: Effects, R: Recorder>(
     let undo: Vec<Op> = ops.iter().map(Op::inverse).collect();
     if let Err(reason) = recorder.record(&undo) {
         let reason = format!("cannot write the undo journal: {reason}");
-        let step = FailedStep {
-            index: 0,
-            command: "(before the first step)".into(),
-            reason,
-            errno: None,
-        };
+        let step = FailedStep { index: 0, command: "(before the first step)".into(), reason, errno: None };
         return Err(TxError::Failed { step, undone: 0 });
     }
     let mut journal: Vec<Op> = Vec::with_capacity(ops.len());
@@ -193,12 +169,7 @@ pub async fn run<E: Effects, R: Recorder>(
         recorder.before_step(index);
         if let Err(failure) = effects.run(op).await {
             let reason = failure.message;
-            let step = FailedStep {
-                index,
-                command: render::command(op),
-                reason,
-                errno: failure.errno,
-            };
+            let step = FailedStep { index, command: render::command(op), reason, errno: failure.errno };
             return Err(rollback(effects, journal, TxError::Failed { step, undone: 0 }).await);
         }
         journal.push(inverse);
@@ -216,12 +187,7 @@ pub async fn undo_all<E: Effects>(effects: &mut E, journal: &[Op]) -> Vec<Failed
             && !already_undone(undo, f.errno)
         {
             let command = render::command(undo);
-            failures.push(FailedStep {
-                index,
-                command,
-                reason: f.message,
-                errno: f.errno,
-            });
+            failures.push(FailedStep { index, command, reason: f.message, errno: f.errno });
         }
     }
     failures
@@ -240,10 +206,7 @@ pub async fn rollback<E: Effects>(effects: &mut E, journal: Vec<Op>, cause: TxEr
     if failures.is_empty() {
         cause
     } else {
-        TxError::RollbackFailed {
-            cause: Box::new(cause),
-            undo_failures: failures,
-        }
+        TxError::RollbackFailed { cause: Box::new(cause), undo_failures: failures }
     }
 }
 
@@ -267,12 +230,7 @@ mod tests {
             if Some(self.calls) == self.fail_at_call {
                 return Err(StepFailure::from("Device for nexthop is not up"));
             }
-            let Op::SetSysctl {
-                iface, old, new, ..
-            } = op
-            else {
-                unreachable!()
-            };
+            let Op::SetSysctl { iface, old, new, .. } = op else { unreachable!() };
             let i: usize = iface.trim_start_matches("rail").parse().unwrap();
             if self.fail_undo && self.calls > 1 && *new == 0 {
                 return Err(StepFailure::from("EPERM"));
@@ -290,60 +248,36 @@ mod tests {
 
     fn ops(n: usize) -> Vec<Op> {
         (0..n)
-            .map(|i| Op::SetSysctl {
-                iface: format!("rail{i}"),
-                key: SysctlKey::ArpIgnore,
-                old: 0,
-                new: 1,
-            })
+            .map(|i| Op::SetSysctl { iface: format!("rail{i}"), key: SysctlKey::ArpIgnore, old: 0, new: 1 })
             .collect()
     }
 
     fn fake(n: usize) -> Fake {
-        Fake {
-            values: vec![0; n],
-            fail_at_call: None,
-            fail_undo: false,
-            calls: 0,
-            stop_after: None,
-        }
+        Fake { values: vec![0; n], fail_at_call: None, fail_undo: false, calls: 0, stop_after: None }
     }
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
     }
 
     #[test]
     fn all_steps_run_in_order() {
         let mut f = fake(4);
-        assert_eq!(
-            block_on(run(&mut f, &ops(4), &StopFlag::default(), &mut ())),
-            Ok(4)
-        );
+        assert_eq!(block_on(run(&mut f, &ops(4), &StopFlag::default(), &mut ())), Ok(4));
         assert_eq!(f.values, [1, 1, 1, 1]);
     }
 
     #[test]
     fn failure_at_every_step_leaves_the_host_as_before() {
         for k in 1..=5 {
-            let mut f = Fake {
-                fail_at_call: Some(k),
-                ..fake(5)
-            };
+            let mut f = Fake { fail_at_call: Some(k), ..fake(5) };
             let err = block_on(run(&mut f, &ops(5), &StopFlag::default(), &mut ())).unwrap_err();
             assert_eq!(f.values, [0; 5], "failing at step {k}");
             match err {
                 TxError::Failed { step, undone } => {
                     assert_eq!(step.index, k - 1);
                     assert_eq!(undone, k - 1);
-                    assert!(
-                        step.command.contains(&format!("rail{}", k - 1)),
-                        "{}",
-                        step.command
-                    );
+                    assert!(step.command.contains(&format!("rail{}", k - 1)), "{}", step.command);
                 }
                 other => panic!("{other:?}"),
             }
@@ -354,18 +288,9 @@ mod tests {
     fn stop_request_rolls_back_before_the_next_step() {
         static FLAG: std::sync::OnceLock<StopFlag> = std::sync::OnceLock::new();
         let flag = FLAG.get_or_init(StopFlag::default);
-        let mut f = Fake {
-            stop_after: Some((2, flag)),
-            ..fake(4)
-        };
+        let mut f = Fake { stop_after: Some((2, flag)), ..fake(4) };
         let err = block_on(run(&mut f, &ops(4), flag, &mut ())).unwrap_err();
-        assert_eq!(
-            err,
-            TxError::Interrupted {
-                signal: 15,
-                undone: 2
-            }
-        );
+        assert_eq!(err, TxError::Interrupted { signal: 15, undone: 2 });
         assert_eq!(f.values, [0; 4]);
     }
 
@@ -388,61 +313,33 @@ mod tests {
             }
         }
         let mut f = fake(3);
-        let mut rec = Rec {
-            recorded: 0,
-            fail: false,
-        };
+        let mut rec = Rec { recorded: 0, fail: false };
         block_on(run(&mut f, &ops(3), &StopFlag::default(), &mut rec)).unwrap();
         assert_eq!(rec.recorded, 3);
         let mut f = fake(3);
-        let mut rec = Rec {
-            recorded: 0,
-            fail: true,
-        };
+        let mut rec = Rec { recorded: 0, fail: true };
         let err = block_on(run(&mut f, &ops(3), &StopFlag::default(), &mut rec)).unwrap_err();
         assert!(
             matches!(&err, TxError::Failed { step, undone: 0 } if step.reason.contains("journal")),
             "{err:?}"
         );
-        assert_eq!(
-            (f.calls, f.values),
-            (0, vec![0; 3]),
-            "nothing is sent without a journal"
-        );
+        assert_eq!((f.calls, f.values), (0, vec![0; 3]), "nothing is sent without a journal");
     }
 
     #[test]
     fn undoing_what_is_already_undone_is_fine() {
         use crate::model::Rule;
         let rule = Rule::source(1, "198.51.100.1".parse().unwrap(), 100, 234);
-        assert!(already_undone(
-            &Op::DelRule {
-                rule: rule.clone(),
-                raw: None
-            },
-            Some(ENOENT)
-        ));
-        assert!(already_undone(
-            &Op::AddRule {
-                rule: rule.clone(),
-                raw: None
-            },
-            Some(EEXIST)
-        ));
+        assert!(already_undone(&Op::DelRule { rule: rule.clone(), raw: None }, Some(ENOENT)));
+        assert!(already_undone(&Op::AddRule { rule: rule.clone(), raw: None }, Some(EEXIST)));
         assert!(!already_undone(&Op::AddRule { rule, raw: None }, Some(1)));
     }
 
     #[test]
     fn failed_undo_is_reported_as_such() {
-        let mut f = Fake {
-            fail_at_call: Some(3),
-            fail_undo: true,
-            ..fake(3)
-        };
+        let mut f = Fake { fail_at_call: Some(3), fail_undo: true, ..fake(3) };
         let err = block_on(run(&mut f, &ops(3), &StopFlag::default(), &mut ())).unwrap_err();
-        let TxError::RollbackFailed { undo_failures, .. } = &err else {
-            panic!("{err:?}")
-        };
+        let TxError::RollbackFailed { undo_failures, .. } = &err else { panic!("{err:?}") };
         assert_eq!(undo_failures.len(), 2);
         assert!(err.to_string().contains("ROLLBACK FAILED"));
     }

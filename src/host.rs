@@ -13,15 +13,18 @@ use crate::netlink::Netlink;
 use crate::plan::Desired;
 use crate::sysctl;
 
+/// Sysctl values recorded before roce-route first changed them.
+pub type Origins = BTreeMap<(String, SysctlKey), u32>;
+
 /// Reads what the diff needs: every rule, the routes of the tables
-/// concerned (kernel-filtered by table), and the sysctls concerned.
-pub async fn observe(nl: &Netlink, desired: &Desired) -> Result<Observed> {
+/// concerned (kernel-filtered by table), and the sysctls concerned: the
+/// desired ones and the recorded ones (interfaces that may have left the
+/// config; one that no longer exists has nothing left to restore).
+pub async fn observe(nl: &Netlink, desired: &Desired, origins: &Origins) -> Result<Observed> {
     let rules = nl.rules().await.context("cannot read the policy rules")?;
     let tables = diff::tables_to_read(desired, &rules);
-    let dumps = tables
-        .iter()
-        .flat_map(|t| [(Family::V4, *t), (Family::V6, *t)])
-        .map(|(family, table)| async move {
+    let dumps =
+        tables.iter().flat_map(|t| [(Family::V4, *t), (Family::V6, *t)]).map(|(family, table)| async move {
             nl.routes(family, Some(table), None)
                 .await
                 .with_context(|| format!("cannot read the routes of table {table}"))
@@ -36,18 +39,18 @@ pub async fn observe(nl: &Netlink, desired: &Desired) -> Result<Observed> {
             .with_context(|| format!("cannot read {}", sysctl::dotted_name(&s.iface, s.key)))?;
         sysctls.insert((s.iface.clone(), s.key), value);
     }
+    for (iface, key) in origins.keys() {
+        if let Ok(value) = sysctl::read(iface, *key) {
+            sysctls.entry((iface.clone(), *key)).or_insert(value);
+        }
+    }
     let mut all = BTreeMap::new();
     for key in SysctlKey::ALL {
         if let Ok(v) = sysctl::read("all", key) {
             all.insert(key, v);
         }
     }
-    Ok(Observed {
-        rules,
-        routes,
-        sysctls,
-        all,
-    })
+    Ok(Observed { rules, routes, sysctls, all, origins: origins.clone() })
 }
 
 /// Operations on the real kernel.
@@ -60,10 +63,7 @@ pub struct Kernel<'a> {
 
 impl Kernel<'_> {
     pub fn new(nl: &Netlink) -> Kernel<'_> {
-        Kernel {
-            nl,
-            step_delay: crate::testhooks::hooks().step_delay,
-        }
+        Kernel { nl, step_delay: crate::testhooks::hooks().step_delay }
     }
 }
 
@@ -73,16 +73,13 @@ impl Effects for Kernel<'_> {
             tokio::time::sleep(d).await;
         }
         match op {
-            Op::SetSysctl {
-                iface, key, new, ..
-            } => sysctl::write(iface, *key, *new).map_err(|e| StepFailure {
-                errno: e.raw_os_error(),
-                message: e.to_string(),
-            }),
-            _ => self.nl.execute(op).await.map_err(|e| StepFailure {
-                errno: Some(e.errno),
-                message: e.to_string(),
-            }),
+            Op::SetSysctl { iface, key, new, .. } => sysctl::write(iface, *key, *new)
+                .map_err(|e| StepFailure { errno: e.raw_os_error(), message: e.to_string() }),
+            _ => self
+                .nl
+                .execute(op)
+                .await
+                .map_err(|e| StepFailure { errno: Some(e.errno), message: e.to_string() }),
         }
     }
 }

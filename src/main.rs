@@ -60,21 +60,13 @@ fn run(cli: Cli) -> Result<i32, Error> {
         };
         watch_signals(ctx.stop.clone())?;
         match (&cli.command, config) {
-            (Command::Apply(a), Some(cfg)) => {
-                commands::apply::run(&ctx, a, cfg).await.map(|()| exit::OK)
-            }
+            (Command::Apply(a), Some(cfg)) => commands::apply::run(&ctx, a, cfg).await.map(|()| exit::OK),
             (Command::Check(c), Some(cfg)) => commands::check::run(&ctx, c, cfg)
                 .await
                 .map(|in_sync| if in_sync { exit::OK } else { exit::DRIFT }),
-            (Command::Rollback(r), _) => commands::rollback::run(&ctx, r.json)
-                .await
-                .map(|()| exit::OK),
-            (Command::Remove(p), _) => commands::remove::run(&ctx, p.protocol)
-                .await
-                .map(|()| exit::OK),
-            (Command::Show(s), _) => commands::show::run(s.json, s.protocol)
-                .await
-                .map(|()| exit::OK),
+            (Command::Rollback(r), _) => commands::rollback::run(&ctx, r.json).await.map(|()| exit::OK),
+            (Command::Remove(p), _) => commands::remove::run(&ctx, p.protocol).await.map(|()| exit::OK),
+            (Command::Show(s), _) => commands::show::run(s.json, s.protocol).await.map(|()| exit::OK),
             (Command::Confirm, _) => commands::confirm::run(&ctx).map(|()| exit::OK),
             _ => unreachable!("apply and check always carry a config"),
         }
@@ -85,14 +77,10 @@ fn run(cli: Cli) -> Result<i32, Error> {
 /// executor to stop before its next step and roll back.
 fn watch_signals(stop: Arc<StopFlag>) -> Result<(), Error> {
     use tokio::signal::unix::{SignalKind, signal};
-    let kinds = [
-        (SignalKind::interrupt(), 2),
-        (SignalKind::terminate(), 15),
-        (SignalKind::hangup(), 1),
-    ];
+    let kinds = [(SignalKind::interrupt(), 2), (SignalKind::terminate(), 15), (SignalKind::hangup(), 1)];
     for (kind, number) in kinds {
-        let mut s = signal(kind)
-            .map_err(|e| Error::Other(anyhow::anyhow!("cannot watch signal {number}: {e}")))?;
+        let mut s =
+            signal(kind).map_err(|e| Error::Other(anyhow::anyhow!("cannot watch signal {number}: {e}")))?;
         let stop = stop.clone();
         tokio::spawn(async move {
             while s.recv().await.is_some() {

@@ -41,10 +41,7 @@ fn manages_foreign_rules(conf: &str) -> bool {
     let mut value = true;
     for line in conf.lines().map(str::trim) {
         if let Some(v) = line.strip_prefix("ManageForeignRoutingPolicyRules=") {
-            value = !matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "no" | "false" | "0" | "off"
-            );
+            value = !matches!(v.trim().to_ascii_lowercase().as_str(), "no" | "false" | "0" | "off");
         }
     }
     value
@@ -56,12 +53,7 @@ pub fn scan() -> Environment {
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-        })
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
         .filter_map(|e| fs::read_to_string(e.path().join("comm")).ok())
         .map(|c| c.trim().to_string())
         .collect();
@@ -78,10 +70,7 @@ pub fn scan() -> Environment {
         networkd_conf.push('\n');
         networkd_conf.push_str(&fs::read_to_string(p).unwrap_or_default());
     }
-    Environment {
-        processes,
-        networkd_conf,
-    }
+    Environment { processes, networkd_conf }
 }
 
 #[cfg(test)]
@@ -89,21 +78,15 @@ mod tests {
     use super::*;
 
     fn env(procs: &[&str], conf: &str) -> Environment {
-        Environment {
-            processes: procs.iter().map(|s| s.to_string()).collect(),
-            networkd_conf: conf.into(),
-        }
+        Environment { processes: procs.iter().map(|s| s.to_string()).collect(), networkd_conf: conf.into() }
     }
 
     #[test]
     fn networkd_warns_unless_foreign_rules_are_left_alone() {
         assert_eq!(warnings(&env(&["systemd-network"], "")).len(), 1);
         assert!(
-            warnings(&env(
-                &["systemd-network"],
-                "[Network]\nManageForeignRoutingPolicyRules=no\n"
-            ))
-            .is_empty()
+            warnings(&env(&["systemd-network"], "[Network]\nManageForeignRoutingPolicyRules=no\n"))
+                .is_empty()
         );
         assert_eq!(
             warnings(&env(

@@ -61,16 +61,10 @@ impl Prefix {
     }
     /// A host prefix: /32 or /128.
     pub fn host(addr: IpAddr) -> Prefix {
-        Prefix {
-            addr,
-            len: Family::of(&addr).max_len(),
-        }
+        Prefix { addr, len: Family::of(&addr).max_len() }
     }
     pub fn default_route(family: Family) -> Prefix {
-        Prefix {
-            addr: family.unspecified(),
-            len: 0,
-        }
+        Prefix { addr: family.unspecified(), len: 0 }
     }
     pub fn family(&self) -> Family {
         Family::of(&self.addr)
@@ -80,10 +74,7 @@ impl Prefix {
     }
     /// The network this prefix belongs to (host bits cleared).
     pub fn network(&self) -> Prefix {
-        Prefix {
-            addr: mask(self.addr, self.len),
-            len: self.len,
-        }
+        Prefix { addr: mask(self.addr, self.len), len: self.len }
     }
     pub fn contains(&self, ip: &IpAddr) -> bool {
         Family::of(ip) == self.family() && mask(*ip, self.len) == mask(self.addr, self.len)
@@ -94,20 +85,12 @@ fn mask(ip: IpAddr, len: u8) -> IpAddr {
     match ip {
         IpAddr::V4(a) => {
             let bits = u32::from(a);
-            let m = if len == 0 {
-                0
-            } else {
-                u32::MAX << (32 - len.min(32) as u32)
-            };
+            let m = if len == 0 { 0 } else { u32::MAX << (32 - len.min(32) as u32) };
             IpAddr::V4(Ipv4Addr::from(bits & m))
         }
         IpAddr::V6(a) => {
             let bits = u128::from(a);
-            let m = if len == 0 {
-                0
-            } else {
-                u128::MAX << (128 - len.min(128) as u32)
-            };
+            let m = if len == 0 { 0 } else { u128::MAX << (128 - len.min(128) as u32) };
             IpAddr::V6(Ipv6Addr::from(bits & m))
         }
     }
@@ -248,13 +231,7 @@ impl Route {
     }
 
     pub fn key(&self) -> RouteKey {
-        RouteKey {
-            family: self.family,
-            table: self.table,
-            dst: self.dst,
-            tos: self.tos,
-            metric: self.metric,
-        }
+        RouteKey { family: self.family, table: self.table, dst: self.dst, tos: self.tos, metric: self.metric }
     }
 }
 
@@ -338,12 +315,8 @@ pub enum Combine {
 }
 
 impl SysctlKey {
-    pub const ALL: [SysctlKey; 4] = [
-        SysctlKey::ArpIgnore,
-        SysctlKey::ArpAnnounce,
-        SysctlKey::RpFilter,
-        SysctlKey::ArpFilter,
-    ];
+    pub const ALL: [SysctlKey; 4] =
+        [SysctlKey::ArpIgnore, SysctlKey::ArpAnnounce, SysctlKey::RpFilter, SysctlKey::ArpFilter];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -466,53 +439,22 @@ impl Op {
     /// The operation that undoes this one.
     pub fn inverse(&self) -> Op {
         match self {
-            Op::AddRoute { route } => Op::DelRoute {
-                route: route.clone(),
-                raw: None,
-            },
-            Op::ReplaceRoute { old, new } => Op::RestoreRoute {
-                current: new.clone(),
-                old: old.clone(),
-            },
-            Op::RestoreRoute { current, old } => Op::ReplaceRoute {
-                old: old.clone(),
-                new: current.clone(),
-            },
-            Op::DelRoute {
-                route,
-                raw: Some(raw),
-            } => {
+            Op::AddRoute { route } => Op::DelRoute { route: route.clone(), raw: None },
+            Op::ReplaceRoute { old, new } => Op::RestoreRoute { current: new.clone(), old: old.clone() },
+            Op::RestoreRoute { current, old } => Op::ReplaceRoute { old: old.clone(), new: current.clone() },
+            Op::DelRoute { route, raw: Some(raw) } => {
                 // Re-adding the dumped message reproduces the route exactly.
                 Op::RestoreRoute {
                     current: route.clone(),
-                    old: Live {
-                        item: route.clone(),
-                        raw: raw.0.clone(),
-                    },
+                    old: Live { item: route.clone(), raw: raw.0.clone() },
                 }
             }
-            Op::DelRoute { route, raw: None } => Op::AddRoute {
-                route: route.clone(),
-            },
-            Op::AddRule { rule, raw } => Op::DelRule {
-                rule: rule.clone(),
-                raw: raw.clone(),
-            },
-            Op::DelRule { rule, raw } => Op::AddRule {
-                rule: rule.clone(),
-                raw: raw.clone(),
-            },
-            Op::SetSysctl {
-                iface,
-                key,
-                old,
-                new,
-            } => Op::SetSysctl {
-                iface: iface.clone(),
-                key: *key,
-                old: *new,
-                new: *old,
-            },
+            Op::DelRoute { route, raw: None } => Op::AddRoute { route: route.clone() },
+            Op::AddRule { rule, raw } => Op::DelRule { rule: rule.clone(), raw: raw.clone() },
+            Op::DelRule { rule, raw } => Op::AddRule { rule: rule.clone(), raw: raw.clone() },
+            Op::SetSysctl { iface, key, old, new } => {
+                Op::SetSysctl { iface: iface.clone(), key: *key, old: *new, new: *old }
+            }
         }
     }
 }
@@ -554,12 +496,7 @@ mod tests {
         let p6 = Prefix::new("2001:db8:0:1::10".parse().unwrap(), 64);
         assert_eq!(p6.network().to_string(), "2001:db8:0:1::/64");
         assert_eq!(Prefix::default_route(Family::V4).to_string(), "0.0.0.0/0");
-        assert_eq!(
-            Prefix::new("10.1.2.3".parse().unwrap(), 0)
-                .network()
-                .to_string(),
-            "0.0.0.0/0"
-        );
+        assert_eq!(Prefix::new("10.1.2.3".parse().unwrap(), 0).network().to_string(), "0.0.0.0/0");
     }
 
     #[test]
@@ -574,28 +511,12 @@ mod tests {
 
     #[test]
     fn inverse_of_inverse_is_identity() {
-        let r = Route::connected(
-            100,
-            prefix("198.51.100.0/24"),
-            "rail0",
-            "198.51.100.10".parse().unwrap(),
-            234,
-        );
+        let r =
+            Route::connected(100, prefix("198.51.100.0/24"), "rail0", "198.51.100.10".parse().unwrap(), 234);
         let ops = vec![
             Op::AddRoute { route: r.clone() },
-            Op::ReplaceRoute {
-                old: Live {
-                    item: r.clone(),
-                    raw: vec![1, 2],
-                },
-                new: r.clone(),
-            },
-            Op::SetSysctl {
-                iface: "rail0".into(),
-                key: SysctlKey::ArpIgnore,
-                old: 0,
-                new: 1,
-            },
+            Op::ReplaceRoute { old: Live { item: r.clone(), raw: vec![1, 2] }, new: r.clone() },
+            Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 },
         ];
         for op in ops {
             assert_eq!(op.inverse().inverse(), op);

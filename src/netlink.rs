@@ -21,8 +21,7 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope,
-    RouteType,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -40,10 +39,7 @@ pub struct NlError {
 
 impl NlError {
     fn local(errno: i32, msg: impl Into<String>) -> NlError {
-        NlError {
-            errno,
-            ext_ack: Some(msg.into()),
-        }
+        NlError { errno, ext_ack: Some(msg.into()) }
     }
     pub fn is(&self, errno: i32) -> bool {
         self.errno == errno
@@ -89,20 +85,12 @@ impl Netlink {
             rtnetlink::new_connection().map_err(|e| io_error(e, "cannot open a netlink socket"))?;
         {
             let sock = conn.socket_mut().socket_mut();
-            sock.set_ext_ack(true)
-                .map_err(|e| io_error(e, "NETLINK_EXT_ACK"))?;
-            sock.set_cap_ack(true)
-                .map_err(|e| io_error(e, "NETLINK_CAP_ACK"))?;
-            sock.set_netlink_get_strict_chk(true)
-                .map_err(|e| io_error(e, "NETLINK_GET_STRICT_CHK"))?;
+            sock.set_ext_ack(true).map_err(|e| io_error(e, "NETLINK_EXT_ACK"))?;
+            sock.set_cap_ack(true).map_err(|e| io_error(e, "NETLINK_CAP_ACK"))?;
+            sock.set_netlink_get_strict_chk(true).map_err(|e| io_error(e, "NETLINK_GET_STRICT_CHK"))?;
         }
         tokio::spawn(conn);
-        let mut nl = Netlink {
-            handle,
-            links: Vec::new(),
-            by_index: HashMap::new(),
-            by_name: HashMap::new(),
-        };
+        let mut nl = Netlink { handle, links: Vec::new(), by_index: HashMap::new(), by_name: HashMap::new() };
         nl.refresh_links().await?;
         Ok(nl)
     }
@@ -130,18 +118,12 @@ impl Netlink {
     }
 
     fn ifname(&self, index: u32) -> String {
-        self.by_index
-            .get(&index)
-            .cloned()
-            .unwrap_or_else(|| format!("if{index}"))
+        self.by_index.get(&index).cloned().unwrap_or_else(|| format!("if{index}"))
     }
 
     fn ifindex(&self, name: &str) -> Result<u32, NlError> {
         self.by_name.get(name).copied().ok_or_else(|| {
-            NlError::local(
-                ENODEV,
-                format!("interface {name:?} does not exist in this network namespace"),
-            )
+            NlError::local(ENODEV, format!("interface {name:?} does not exist in this network namespace"))
         })
     }
 
@@ -170,16 +152,13 @@ impl Netlink {
     async fn rules_of(&self, family: Family) -> Result<Vec<Live<Rule>>, NlError> {
         let mut msg = RuleMessage::default();
         msg.header.family = af(family);
-        let msgs = self
-            .request(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP)
-            .await?;
+        let msgs = self.request(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP).await?;
         Ok(msgs
             .into_iter()
             .filter_map(|m| match m {
-                RouteNetlinkMessage::NewRule(r) => self.rule_from(&r).map(|item| Live {
-                    item,
-                    raw: emit(&r),
-                }),
+                RouteNetlinkMessage::NewRule(r) => {
+                    self.rule_from(&r).map(|item| Live { item, raw: emit(&r) })
+                }
                 _ => None,
             })
             .collect())
@@ -203,9 +182,7 @@ impl Netlink {
         if let Some(t) = table {
             msg.attributes.push(RouteAttribute::Table(t));
         }
-        let msgs = self
-            .request(RouteNetlinkMessage::GetRoute(msg), NLM_F_DUMP)
-            .await?;
+        let msgs = self.request(RouteNetlinkMessage::GetRoute(msg), NLM_F_DUMP).await?;
         Ok(msgs
             .into_iter()
             .filter_map(|m| match m {
@@ -213,12 +190,9 @@ impl Netlink {
                     let item = self.route_from(&r)?;
                     // The kernel filters; check again so that a kernel
                     // without strict checking cannot widen the result.
-                    let wanted = table.is_none_or(|t| t == item.table)
-                        && protocol.is_none_or(|p| p == item.protocol);
-                    wanted.then(|| Live {
-                        item,
-                        raw: emit(&r),
-                    })
+                    let wanted =
+                        table.is_none_or(|t| t == item.table) && protocol.is_none_or(|p| p == item.protocol);
+                    wanted.then(|| Live { item, raw: emit(&r) })
                 }
                 _ => None,
             })
@@ -245,10 +219,8 @@ impl Netlink {
             Family::V4 => RouteFlags::LookupTable,
             Family::V6 => RouteFlags::empty(),
         };
-        msg.attributes
-            .push(RouteAttribute::Destination(RouteAddress::from(dst)));
-        msg.attributes
-            .push(RouteAttribute::Source(RouteAddress::from(src)));
+        msg.attributes.push(RouteAttribute::Destination(RouteAddress::from(dst)));
+        msg.attributes.push(RouteAttribute::Source(RouteAddress::from(src)));
         let answer = self.request(RouteNetlinkMessage::GetRoute(msg), 0).await?;
         answer
             .iter()
@@ -265,17 +237,9 @@ impl Netlink {
         let create = NLM_F_CREATE | NLM_F_EXCL;
         let replace = NLM_F_CREATE | NLM_F_REPLACE;
         let (msg, flags) = match op {
-            Op::AddRoute { route } => (
-                RouteNetlinkMessage::NewRoute(self.route_msg(route)?),
-                create,
-            ),
-            Op::ReplaceRoute { new, .. } => {
-                (RouteNetlinkMessage::NewRoute(self.route_msg(new)?), replace)
-            }
-            Op::RestoreRoute { old, .. } => (
-                RouteNetlinkMessage::NewRoute(parse_route(&old.raw)?),
-                replace,
-            ),
+            Op::AddRoute { route } => (RouteNetlinkMessage::NewRoute(self.route_msg(route)?), create),
+            Op::ReplaceRoute { new, .. } => (RouteNetlinkMessage::NewRoute(self.route_msg(new)?), replace),
+            Op::RestoreRoute { old, .. } => (RouteNetlinkMessage::NewRoute(parse_route(&old.raw)?), replace),
             Op::DelRoute { route, raw } => {
                 let msg = match raw {
                     Some(raw) => parse_route(&raw.0)?,
@@ -283,18 +247,10 @@ impl Netlink {
                 };
                 (RouteNetlinkMessage::DelRoute(msg), 0)
             }
-            Op::AddRule { rule, raw } => (
-                RouteNetlinkMessage::NewRule(self.rule_msg(rule, raw)?),
-                create,
-            ),
-            Op::DelRule { rule, raw } => {
-                (RouteNetlinkMessage::DelRule(self.rule_msg(rule, raw)?), 0)
-            }
+            Op::AddRule { rule, raw } => (RouteNetlinkMessage::NewRule(self.rule_msg(rule, raw)?), create),
+            Op::DelRule { rule, raw } => (RouteNetlinkMessage::DelRule(self.rule_msg(rule, raw)?), 0),
             Op::SetSysctl { .. } => {
-                return Err(NlError::local(
-                    22,
-                    "internal error: a sysctl operation reached netlink",
-                ));
+                return Err(NlError::local(22, "internal error: a sysctl operation reached netlink"));
             }
         };
         self.request(msg, flags).await.map(|_| ())
@@ -310,19 +266,15 @@ impl Netlink {
         let mut req = NetlinkMessage::from(msg);
         req.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
         let mut handle = self.handle.clone();
-        let mut stream = handle
-            .request(req)
-            .map_err(|e| NlError::local(5, format!("netlink request failed: {e}")))?;
+        let mut stream =
+            handle.request(req).map_err(|e| NlError::local(5, format!("netlink request failed: {e}")))?;
         let mut out = Vec::new();
         while let Some(reply) = stream.next().await {
             match reply.payload {
                 NetlinkPayload::InnerMessage(m) => out.push(m),
                 NetlinkPayload::Error(e) => {
                     if let Some(code) = e.code {
-                        return Err(NlError {
-                            errno: -code.get(),
-                            ext_ack: ext_ack_text(&e.header),
-                        });
+                        return Err(NlError { errno: -code.get(), ext_ack: ext_ack_text(&e.header) });
                     }
                 }
                 _ => {}
@@ -340,8 +292,7 @@ impl Netlink {
                 AddressAttribute::Local(ip) => local = Some(*ip),
                 AddressAttribute::Address(ip) => address = Some(*ip),
                 AddressAttribute::Flags(f) => {
-                    tentative |=
-                        f.contains(rtnetlink::packet_route::address::AddressFlags::Tentative)
+                    tentative |= f.contains(rtnetlink::packet_route::address::AddressFlags::Tentative)
                 }
                 _ => {}
             }
@@ -373,10 +324,7 @@ impl Netlink {
                 _ => {}
             }
         }
-        let dst = Prefix::new(
-            dst.unwrap_or(family.unspecified()),
-            m.header.destination_prefix_length,
-        );
+        let dst = Prefix::new(dst.unwrap_or(family.unspecified()), m.header.destination_prefix_length);
         Some(Route {
             family,
             table,
@@ -413,9 +361,7 @@ impl Netlink {
             match a {
                 RuleAttribute::Priority(p) => rule.priority = *p,
                 RuleAttribute::Source(ip) => rule.src = Some(Prefix::new(*ip, m.header.src_len)),
-                RuleAttribute::Destination(ip) => {
-                    rule.dst = Some(Prefix::new(*ip, m.header.dst_len))
-                }
+                RuleAttribute::Destination(ip) => rule.dst = Some(Prefix::new(*ip, m.header.dst_len)),
                 RuleAttribute::Iifname(n) => rule.iif = Some(n.clone()),
                 RuleAttribute::Oifname(n) => rule.oif = Some(n.clone()),
                 RuleAttribute::FwMark(v) => rule.fwmark = Some(*v),
@@ -423,8 +369,8 @@ impl Netlink {
                 RuleAttribute::Table(t) => rule.table = *t,
                 RuleAttribute::Protocol(p) => rule.protocol = u8::from(*p),
                 // Dumps carry "no suppression" markers on every rule.
-                RuleAttribute::SuppressPrefixLen(v) | RuleAttribute::SuppressIfGroup(v)
-                    if *v == u32::MAX => {}
+                RuleAttribute::SuppressPrefixLen(v) | RuleAttribute::SuppressIfGroup(v) if *v == u32::MAX => {
+                }
                 RuleAttribute::L3MDev(false) => {}
                 RuleAttribute::TunId(0) => {}
                 _ => rule.extra_selectors = true,
@@ -446,19 +392,16 @@ impl Netlink {
         m.header.flags = RouteFlags::empty();
         m.attributes.push(RouteAttribute::Table(r.table));
         if r.dst.len > 0 {
-            m.attributes
-                .push(RouteAttribute::Destination(RouteAddress::from(r.dst.addr)));
+            m.attributes.push(RouteAttribute::Destination(RouteAddress::from(r.dst.addr)));
         }
         if r.metric != 0 {
             m.attributes.push(RouteAttribute::Priority(r.metric));
         }
         if let Some(gw) = r.gateway {
-            m.attributes
-                .push(RouteAttribute::Gateway(RouteAddress::from(gw)));
+            m.attributes.push(RouteAttribute::Gateway(RouteAddress::from(gw)));
         }
         if let Some(src) = r.prefsrc {
-            m.attributes
-                .push(RouteAttribute::PrefSource(RouteAddress::from(src)));
+            m.attributes.push(RouteAttribute::PrefSource(RouteAddress::from(src)));
         }
         if let Some(dev) = &r.oif {
             m.attributes.push(RouteAttribute::Oif(self.ifindex(dev)?));
@@ -504,8 +447,7 @@ impl Netlink {
             m.attributes.push(RuleAttribute::Table(r.table));
         }
         if r.protocol != 0 {
-            m.attributes
-                .push(RuleAttribute::Protocol(RouteProtocol::from(r.protocol)));
+            m.attributes.push(RuleAttribute::Protocol(RouteProtocol::from(r.protocol)));
         }
         Ok(m)
     }
@@ -518,13 +460,7 @@ fn link_from(l: &LinkMessage) -> Link {
         match a {
             LinkAttribute::IfName(n) => name = n.clone(),
             LinkAttribute::Address(bytes) if !bytes.is_empty() => {
-                mac = Some(
-                    bytes
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect::<Vec<_>>()
-                        .join(":"),
-                )
+                mac = Some(bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"))
             }
             _ => {}
         }
@@ -574,8 +510,7 @@ fn emit<T: Emitable>(m: &T) -> Vec<u8> {
 }
 
 fn parse_route(raw: &[u8]) -> Result<RouteMessage, NlError> {
-    RouteMessage::parse(raw)
-        .map_err(|e| NlError::local(22, format!("corrupt saved route message: {e}")))
+    RouteMessage::parse(raw).map_err(|e| NlError::local(22, format!("corrupt saved route message: {e}")))
 }
 
 fn io_error(e: std::io::Error, what: &str) -> NlError {
@@ -617,29 +552,17 @@ mod tests {
         payload.extend_from_slice(&len.to_ne_bytes());
         payload.extend_from_slice(&1u16.to_ne_bytes());
         payload.extend_from_slice(msg);
-        assert_eq!(
-            ext_ack_text(&payload).as_deref(),
-            Some("Nexthop has invalid gateway")
-        );
+        assert_eq!(ext_ack_text(&payload).as_deref(), Some("Nexthop has invalid gateway"));
         assert_eq!(ext_ack_text(&payload[..16]), None);
         assert_eq!(ext_ack_text(&payload[..20]), None, "truncated attribute");
     }
 
     #[test]
     fn errors_read_like_the_kernel() {
-        let e = NlError {
-            errno: 17,
-            ext_ack: None,
-        };
+        let e = NlError { errno: 17, ext_ack: None };
         assert_eq!(e.to_string(), "File exists (errno 17)");
-        let e = NlError {
-            errno: 101,
-            ext_ack: Some("Nexthop has invalid gateway".into()),
-        };
-        assert_eq!(
-            e.to_string(),
-            "Network is unreachable (errno 101): Nexthop has invalid gateway"
-        );
+        let e = NlError { errno: 101, ext_ack: Some("Nexthop has invalid gateway".into()) };
+        assert_eq!(e.to_string(), "Network is unreachable (errno 101): Nexthop has invalid gateway");
     }
 
     #[test]

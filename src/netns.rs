@@ -9,9 +9,7 @@ use crate::error::Error;
 /// /proc/sys/net file opened afterwards belongs to that namespace.
 pub fn enter(name: &str) -> Result<(), Error> {
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return Err(Error::Usage(format!(
-            "invalid network namespace name {name:?}"
-        )));
+        return Err(Error::Usage(format!("invalid network namespace name {name:?}")));
     }
     let path = format!("/run/netns/{name}");
     let file = File::open(&path).map_err(|e| {

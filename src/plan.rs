@@ -47,20 +47,14 @@ impl Desired {
     }
     /// Every source address a rule is made for.
     pub fn source_addresses(&self) -> BTreeSet<IpAddr> {
-        self.interfaces
-            .iter()
-            .flat_map(|i| i.addresses.iter().map(|a| a.addr))
-            .collect()
+        self.interfaces.iter().flat_map(|i| i.addresses.iter().map(|a| a.addr)).collect()
     }
 }
 
 /// Derives the desired state; checks the config against the host (the
 /// interface exists, has the addresses, the gateway is on-link).
 pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, ConfigError> {
-    let mut d = Desired {
-        protocol: cfg.defaults.protocol,
-        ..Desired::default()
-    };
+    let mut d = Desired { protocol: cfg.defaults.protocol, ..Desired::default() };
     for iface in &cfg.interfaces {
         let link = links.iter().find(|l| l.name == iface.name).ok_or_else(|| {
             let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
@@ -68,10 +62,7 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
                 cfg,
                 iface.loc,
                 format!("interface {:?} does not exist on this host", iface.name),
-                format!(
-                    "check the name against `ip link` (this host has: {})",
-                    known.join(", ")
-                ),
+                format!("check the name against `ip link` (this host has: {})", known.join(", ")),
             )
         })?;
         if !link.admin_up {
@@ -82,10 +73,7 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
         }
         let addresses = resolve_addresses(cfg, iface, addrs)?;
         check_gateways(cfg, iface, &addresses)?;
-        for a in addrs
-            .iter()
-            .filter(|a| a.ifname == iface.name && a.tentative)
-        {
+        for a in addrs.iter().filter(|a| a.ifname == iface.name && a.tentative) {
             if addresses.iter().any(|p| p.addr == a.addr.addr) {
                 d.warnings.push(format!(
                     "{} on {} is tentative (IPv6 duplicate address detection): the kernel refuses it as a route source until DAD ends",
@@ -102,12 +90,11 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
         };
         d.routes.extend(routes_for(&planned, d.protocol));
         d.rules.extend(rules_for(&planned, d.protocol));
-        d.sysctls
-            .extend(iface.sysctls.iter().map(|(key, value)| Sysctl {
-                iface: iface.name.clone(),
-                key: *key,
-                value: *value,
-            }));
+        d.sysctls.extend(iface.sysctls.iter().map(|(key, value)| Sysctl {
+            iface: iface.name.clone(),
+            key: *key,
+            value: *value,
+        }));
         d.interfaces.push(planned);
     }
     Ok(d)
@@ -119,25 +106,17 @@ fn err(cfg: &Config, loc: Loc, what: String, hint: String) -> ConfigError {
 
 /// The configured addresses with their prefix lengths, or every global
 /// address of the interface when the config lists none.
-fn resolve_addresses(
-    cfg: &Config,
-    iface: &Interface,
-    addrs: &[Address],
-) -> Result<Vec<Prefix>, ConfigError> {
+fn resolve_addresses(cfg: &Config, iface: &Interface, addrs: &[Address]) -> Result<Vec<Prefix>, ConfigError> {
     let live: Vec<&Address> = addrs.iter().filter(|a| a.ifname == iface.name).collect();
     let Some(specs) = &iface.addresses else {
-        let global: Vec<Prefix> = live
-            .iter()
-            .filter(|a| a.scope == scope::UNIVERSE)
-            .map(|a| a.addr)
-            .collect();
+        let global: Vec<Prefix> =
+            live.iter().filter(|a| a.scope == scope::UNIVERSE).map(|a| a.addr).collect();
         if global.is_empty() {
             return Err(err(
                 cfg,
                 iface.loc,
                 format!("interface {:?} has no global address", iface.name),
-                "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config"
-                    .into(),
+                "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config".into(),
             ));
         }
         return Ok(global);
@@ -147,14 +126,28 @@ fn resolve_addresses(
         .map(|spec| {
             let found = live.iter().find(|a| a.addr.addr == spec.addr).ok_or_else(|| {
                 let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
-                err(cfg, spec.loc, format!("interface {:?} does not have address {}", iface.name, spec.addr),
-                    format!("add it first (`ip addr add {}/LEN dev {}`) or fix the config (it has: {})",
-                        spec.addr, iface.name, if has.is_empty() { "no address".into() } else { has.join(", ") }))
+                err(
+                    cfg,
+                    spec.loc,
+                    format!("interface {:?} does not have address {}", iface.name, spec.addr),
+                    format!(
+                        "add it first (`ip addr add {}/LEN dev {}`) or fix the config (it has: {})",
+                        spec.addr,
+                        iface.name,
+                        if has.is_empty() { "no address".into() } else { has.join(", ") }
+                    ),
+                )
             })?;
             match spec.len {
-                Some(len) if len != found.addr.len => Err(err(cfg, spec.loc,
-                    format!("address {}/{} on {:?}: the interface has it as {}", spec.addr, len, iface.name, found.addr),
-                    format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr))),
+                Some(len) if len != found.addr.len => Err(err(
+                    cfg,
+                    spec.loc,
+                    format!(
+                        "address {}/{} on {:?}: the interface has it as {}",
+                        spec.addr, len, iface.name, found.addr
+                    ),
+                    format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr),
+                )),
                 _ => Ok(found.addr),
             }
         })
@@ -163,18 +156,22 @@ fn resolve_addresses(
 
 /// A gateway must be on-link: inside a subnet of the interface's addresses
 /// (or IPv6 link-local).
-fn check_gateways(
-    cfg: &Config,
-    iface: &Interface,
-    addresses: &[Prefix],
-) -> Result<(), ConfigError> {
+fn check_gateways(cfg: &Config, iface: &Interface, addresses: &[Prefix]) -> Result<(), ConfigError> {
     for gw in &iface.gateways {
         let link_local = matches!(gw.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
         if !link_local && !addresses.iter().any(|a| a.contains(&gw.addr)) {
             let subnets: Vec<String> = addresses.iter().map(|a| a.network().to_string()).collect();
-            return Err(err(cfg, gw.loc,
-                format!("gateway {} of {:?} is outside every subnet of the interface ({})", gw.addr, iface.name, subnets.join(", ")),
-                "use a gateway inside one of those subnets, or add the address that puts it on-link".into()));
+            return Err(err(
+                cfg,
+                gw.loc,
+                format!(
+                    "gateway {} of {:?} is outside every subnet of the interface ({})",
+                    gw.addr,
+                    iface.name,
+                    subnets.join(", ")
+                ),
+                "use a gateway inside one of those subnets, or add the address that puts it on-link".into(),
+            ));
         }
     }
     Ok(())
@@ -196,10 +193,7 @@ fn routes_for(i: &PlannedInterface, protocol: u8) -> Vec<Route> {
 }
 
 fn rules_for(i: &PlannedInterface, protocol: u8) -> Vec<Rule> {
-    i.addresses
-        .iter()
-        .map(|a| Rule::source(i.priority, a.addr, i.table, protocol))
-        .collect()
+    i.addresses.iter().map(|a| Rule::source(i.priority, a.addr, i.table, protocol)).collect()
 }
 
 #[cfg(test)]
@@ -209,13 +203,7 @@ mod tests {
     use crate::model::{Family, SysctlKey, fr_act};
 
     fn link(index: u32, name: &str) -> Link {
-        Link {
-            index,
-            name: name.into(),
-            admin_up: true,
-            lower_up: true,
-            mac: None,
-        }
+        Link { index, name: name.into(), admin_up: true, lower_up: true, mac: None }
     }
     fn addr(ifname: &str, a: &str) -> Address {
         let (ip, len) = a.split_once('/').unwrap();
@@ -229,16 +217,10 @@ mod tests {
     fn host() -> (Vec<Link>, Vec<Address>) {
         let links = vec![link(1, "lo"), link(2, "rail0"), link(3, "rail1")];
         let addrs = vec![
-            Address {
-                scope: scope::HOST,
-                ..addr("lo", "127.0.0.1/8")
-            },
+            Address { scope: scope::HOST, ..addr("lo", "127.0.0.1/8") },
             addr("rail0", "198.51.100.10/24"),
             addr("rail0", "2001:db8:1::10/64"),
-            Address {
-                scope: scope::LINK,
-                ..addr("rail0", "fe80::1/64")
-            },
+            Address { scope: scope::LINK, ..addr("rail0", "fe80::1/64") },
             addr("rail1", "198.51.100.11/24"),
         ];
         (links, addrs)
@@ -272,15 +254,12 @@ mod tests {
         assert!(r0[1].dst.is_default());
         assert_eq!(d.rules.len(), 2);
         assert!(
-            d.rules.iter().all(|r| r.action == fr_act::TO_TBL
-                && r.priority == 1000
-                && r.protocol == d.protocol)
+            d.rules
+                .iter()
+                .all(|r| r.action == fr_act::TO_TBL && r.priority == 1000 && r.protocol == d.protocol)
         );
-        let s: Vec<(&str, SysctlKey, u32)> = d
-            .sysctls
-            .iter()
-            .map(|s| (s.iface.as_str(), s.key, s.value))
-            .collect();
+        let s: Vec<(&str, SysctlKey, u32)> =
+            d.sysctls.iter().map(|s| (s.iface.as_str(), s.key, s.value)).collect();
         assert!(s.contains(&("rail1", SysctlKey::ArpIgnore, 1)));
         assert!(s.contains(&("rail1", SysctlKey::ArpAnnounce, 2)));
     }
@@ -288,23 +267,15 @@ mod tests {
     #[test]
     fn absent_addresses_take_every_global_address() {
         let d = planned("[[interface]]\nname = \"rail0\"\n").unwrap();
-        let a: Vec<String> = d.interfaces[0]
-            .addresses
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
+        let a: Vec<String> = d.interfaces[0].addresses.iter().map(|a| a.to_string()).collect();
         assert_eq!(a, ["198.51.100.10/24", "2001:db8:1::10/64"]);
         let v6 = d.routes.iter().find(|r| r.family == Family::V6).unwrap();
-        assert_eq!(
-            (v6.metric, v6.scope),
-            (IPV6_DEFAULT_METRIC, scope::UNIVERSE)
-        );
+        assert_eq!((v6.metric, v6.scope), (IPV6_DEFAULT_METRIC, scope::UNIVERSE));
     }
 
     #[test]
     fn bare_address_takes_the_live_prefix() {
-        let d =
-            planned("[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10\"]\n").unwrap();
+        let d = planned("[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10\"]\n").unwrap();
         assert_eq!(d.interfaces[0].addresses[0].to_string(), "198.51.100.10/24");
     }
 
@@ -313,26 +284,19 @@ mod tests {
         let e = planned("[[interface]]\nname = \"ib9\"\n").unwrap_err();
         assert_eq!(e.loc.map(|l| l.line), Some(2));
         assert!(e.what.contains("\"ib9\" does not exist"), "{e}");
-        let e = planned("[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.99/24\"]\n")
-            .unwrap_err();
-        assert!(
-            e.what.contains("does not have address 198.51.100.99"),
-            "{e}"
-        );
+        let e = planned("[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.99/24\"]\n").unwrap_err();
+        assert!(e.what.contains("does not have address 198.51.100.99"), "{e}");
         assert_eq!(e.loc.map(|l| l.line), Some(3));
-        let e = planned("[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.11/25\"]\n")
-            .unwrap_err();
+        let e = planned("[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.11/25\"]\n").unwrap_err();
         assert!(e.what.contains("198.51.100.11/24"), "{e}");
-        let e =
-            planned("[[interface]]\nname = \"rail1\"\ngateway = \"203.0.113.1\"\n").unwrap_err();
+        let e = planned("[[interface]]\nname = \"rail1\"\ngateway = \"203.0.113.1\"\n").unwrap_err();
         assert!(e.what.contains("outside every subnet"), "{e}");
     }
 
     #[test]
     fn ipv6_link_local_gateway_is_on_link() {
         let d =
-            planned("[[interface]]\nname = \"rail0\"\ngateway = [\"fe80::1\", \"198.51.100.1\"]\n")
-                .unwrap();
+            planned("[[interface]]\nname = \"rail0\"\ngateway = [\"fe80::1\", \"198.51.100.1\"]\n").unwrap();
         assert_eq!(d.routes.iter().filter(|r| r.gateway.is_some()).count(), 2);
     }
 
@@ -340,7 +304,11 @@ mod tests {
     fn one_connected_route_per_subnet() {
         let (links, mut addrs) = host();
         addrs.push(addr("rail0", "198.51.100.20/24"));
-        let cfg = config::parse("t.toml", "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\", \"198.51.100.20/24\"]\n").unwrap();
+        let cfg = config::parse(
+            "t.toml",
+            "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\", \"198.51.100.20/24\"]\n",
+        )
+        .unwrap();
         let d = plan(&cfg, &links, &addrs).unwrap();
         assert_eq!(d.routes.len(), 1);
         assert_eq!(d.rules.len(), 2);

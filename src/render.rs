@@ -19,9 +19,7 @@ pub fn command(op: &Op) -> String {
         Op::DelRoute { route, .. } => route_cmd("del", route),
         Op::AddRule { rule, .. } => rule_cmd("add", rule),
         Op::DelRule { rule, .. } => rule_cmd("del", rule),
-        Op::SetSysctl {
-            iface, key, new, ..
-        } => {
+        Op::SetSysctl { iface, key, new, .. } => {
             format!("sysctl -w {}={}", sysctl::dotted_name(iface, *key), new)
         }
     }
@@ -140,19 +138,11 @@ fn rule_spec(r: &Rule) -> String {
 }
 
 fn dst(p: &Prefix) -> String {
-    if p.is_default() {
-        "default".to_string()
-    } else {
-        p.to_string()
-    }
+    if p.is_default() { "default".to_string() } else { p.to_string() }
 }
 
 fn host_or_prefix(p: &Prefix) -> String {
-    if p.len == p.family().max_len() {
-        p.addr.to_string()
-    } else {
-        p.to_string()
-    }
+    if p.len == p.family().max_len() { p.addr.to_string() } else { p.to_string() }
 }
 
 fn scope_name(s: u8) -> String {
@@ -187,13 +177,7 @@ mod tests {
     use crate::model::{Live, SysctlKey, prefix};
 
     fn connected() -> Route {
-        Route::connected(
-            100,
-            prefix("198.51.100.0/24"),
-            "rail0",
-            "198.51.100.10".parse().unwrap(),
-            234,
-        )
+        Route::connected(100, prefix("198.51.100.0/24"), "rail0", "198.51.100.10".parse().unwrap(), 234)
     }
 
     #[test]
@@ -204,27 +188,13 @@ mod tests {
         );
         let gw = Route::default_via(100, "198.51.100.1".parse().unwrap(), "rail0", 234);
         assert_eq!(
-            command(&Op::ReplaceRoute {
-                old: Live {
-                    item: connected(),
-                    raw: vec![]
-                },
-                new: gw
-            }),
+            command(&Op::ReplaceRoute { old: Live { item: connected(), raw: vec![] }, new: gw }),
             "ip -4 route replace default via 198.51.100.1 dev rail0 table 100 proto 234 scope global"
         );
-        let v6 = Route::connected(
-            100,
-            prefix("2001:db8:1::/64"),
-            "rail0",
-            "2001:db8:1::10".parse().unwrap(),
-            234,
-        );
+        let v6 =
+            Route::connected(100, prefix("2001:db8:1::/64"), "rail0", "2001:db8:1::10".parse().unwrap(), 234);
         assert_eq!(
-            command(&Op::DelRoute {
-                route: v6,
-                raw: None
-            }),
+            command(&Op::DelRoute { route: v6, raw: None }),
             "ip -6 route del 2001:db8:1::/64 dev rail0 table 100 proto 234 src 2001:db8:1::10 metric 1024"
         );
     }
@@ -233,10 +203,7 @@ mod tests {
     fn rules_render_with_priority_table_and_protocol() {
         let r = Rule::source(1000, "2001:db8:1::10".parse().unwrap(), 100, 234);
         assert_eq!(
-            command(&Op::AddRule {
-                rule: r.clone(),
-                raw: None
-            }),
+            command(&Op::AddRule { rule: r.clone(), raw: None }),
             "ip -6 rule add priority 1000 from 2001:db8:1::10 lookup 100 proto 234"
         );
         let boot = Rule {
@@ -247,31 +214,20 @@ mod tests {
             ..r
         };
         assert_eq!(
-            command(&Op::DelRule {
-                rule: boot,
-                raw: None
-            }),
+            command(&Op::DelRule { rule: boot, raw: None }),
             "ip -4 rule del priority 32765 from 198.51.100.0/24 lookup 100"
         );
     }
 
     #[test]
     fn sysctl_names_with_dots_use_slashes() {
-        let op = Op::SetSysctl {
-            iface: "ib0.100".into(),
-            key: SysctlKey::ArpIgnore,
-            old: 0,
-            new: 1,
-        };
+        let op = Op::SetSysctl { iface: "ib0.100".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 };
         assert_eq!(command(&op), "sysctl -w net.ipv4.conf.ib0/100.arp_ignore=1");
     }
 
     #[test]
     fn script_prefixes_comments() {
-        let s = script(
-            &["two\nlines".into()],
-            &[Op::AddRoute { route: connected() }],
-        );
+        let s = script(&["two\nlines".into()], &[Op::AddRoute { route: connected() }]);
         assert!(s.starts_with("# two\n# lines\nip -4 route add"), "{s}");
     }
 }

@@ -50,11 +50,7 @@ pub enum StateError {
     /// A symlink, a foreign owner, group/other write permission, or the
     /// wrong file type.
     #[error("{path}: {what}; {hint}")]
-    Unsafe {
-        path: PathBuf,
-        what: String,
-        hint: String,
-    },
+    Unsafe { path: PathBuf, what: String, hint: String },
     /// Unparsable content or an incompatible journal version.
     #[error("{path}: {what}")]
     Corrupt { path: PathBuf, what: String },
@@ -64,9 +60,7 @@ pub enum StateError {
         #[source]
         source: io::Error,
     },
-    #[error(
-        "another roce-route holds the lock {path} (waited {waited:?}); try again when it has finished"
-    )]
+    #[error("another roce-route holds the lock {path} (waited {waited:?}); try again when it has finished")]
     Locked { path: PathBuf, waited: Duration },
 }
 
@@ -223,10 +217,7 @@ impl StateDir {
 
     /// All journals, oldest first.
     pub fn journals(&self) -> Result<Vec<Journal>, StateError> {
-        self.journal_files()?
-            .iter()
-            .map(|(_, path)| read_journal(path))
-            .collect()
+        self.journal_files()?.iter().map(|(_, path)| read_journal(path)).collect()
     }
 
     /// Deletes a journal once it has been rolled back.
@@ -244,30 +235,48 @@ impl StateDir {
     pub fn sysctl_origins(&self) -> Result<BTreeMap<(String, SysctlKey), u32>, StateError> {
         let path = self.file(ORIGINS_FILE);
         let stored: BTreeMap<String, u32> = self.read_json(ORIGINS_FILE)?.unwrap_or_default();
-        stored
-            .into_iter()
-            .map(|(name, value)| Ok((parse_origin_key(&path, &name)?, value)))
-            .collect()
+        stored.into_iter().map(|(name, value)| Ok((parse_origin_key(&path, &name)?, value))).collect()
     }
 
     /// Records the entries not already present: the first value seen is
-    /// the one to restore.
+    /// the one to restore. Returns the keys it added, so that a run that
+    /// is rolled back can forget them again.
     pub fn record_sysctl_origins(
         &self,
         entries: &[(String, SysctlKey, u32)],
-    ) -> Result<(), StateError> {
+    ) -> Result<Vec<(String, SysctlKey)>, StateError> {
         let mut origins = self.sysctl_origins()?;
-        let known = origins.len();
+        let mut added = Vec::new();
         for (iface, key, value) in entries {
-            origins.entry((iface.clone(), *key)).or_insert(*value);
+            let k = (iface.clone(), *key);
+            if !origins.contains_key(&k) {
+                origins.insert(k.clone(), *value);
+                added.push(k);
+            }
         }
-        if origins.len() == known {
-            return Ok(());
+        if !added.is_empty() {
+            self.write_origins(&origins)?;
         }
-        let stored: BTreeMap<String, u32> = origins
-            .iter()
-            .map(|((iface, key), value)| (format!("{iface}/{}", key.name()), *value))
-            .collect();
+        Ok(added)
+    }
+
+    /// Forgets recorded values: roce-route's changes to those sysctls were
+    /// all undone, so their next "first change" records anew.
+    pub fn forget_sysctl_origins(&self, keys: &[(String, SysctlKey)]) -> Result<(), StateError> {
+        let mut origins = self.sysctl_origins()?;
+        let before = origins.len();
+        for k in keys {
+            origins.remove(k);
+        }
+        if origins.len() != before {
+            self.write_origins(&origins)?;
+        }
+        Ok(())
+    }
+
+    fn write_origins(&self, origins: &BTreeMap<(String, SysctlKey), u32>) -> Result<(), StateError> {
+        let stored: BTreeMap<String, u32> =
+            origins.iter().map(|((iface, key), value)| (format!("{iface}/{}", key.name()), *value)).collect();
         self.write_json(ORIGINS_FILE, &stored)
     }
 
@@ -327,9 +336,9 @@ impl StateDir {
     fn read_json<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StateError> {
         let path = self.file(name);
         match read_optional(&path)? {
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| corrupt(&path, e.to_string())),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes).map(Some).map_err(|e| corrupt(&path, e.to_string()))
+            }
             None => Ok(None),
         }
     }
@@ -355,10 +364,7 @@ impl JournalWriter {
     /// Appends the undo of step `step` and makes it durable. The caller
     /// sends the step only after this returns (write-ahead).
     pub fn record(&mut self, step: usize, undo: &Op) -> Result<(), StateError> {
-        let line = StepLine {
-            step,
-            undo: undo.clone(),
-        };
+        let line = StepLine { step, undo: undo.clone() };
         self.append(&line)?;
         self.file.sync_data().map_err(|e| io_error(&self.path, e))
     }
@@ -373,17 +379,9 @@ impl JournalWriter {
     pub fn record_all(&mut self, undo: &[Op]) -> Result<(), StateError> {
         let mut bytes = Vec::new();
         for (step, op) in undo.iter().enumerate() {
-            bytes.extend(json_line(
-                &self.path,
-                &StepLine {
-                    step,
-                    undo: op.clone(),
-                },
-            )?);
+            bytes.extend(json_line(&self.path, &StepLine { step, undo: op.clone() })?);
         }
-        self.file
-            .write_all(&bytes)
-            .map_err(|e| io_error(&self.path, e))?;
+        self.file.write_all(&bytes).map_err(|e| io_error(&self.path, e))?;
         self.file.sync_data().map_err(|e| io_error(&self.path, e))
     }
 
@@ -400,9 +398,7 @@ impl JournalWriter {
     /// One line, one write(2): a crash leaves at most a torn last line.
     fn append<T: Serialize>(&mut self, line: &T) -> Result<(), StateError> {
         let bytes = json_line(&self.path, line)?;
-        self.file
-            .write_all(&bytes)
-            .map_err(|e| io_error(&self.path, e))
+        self.file.write_all(&bytes).map_err(|e| io_error(&self.path, e))
     }
 }
 
@@ -450,10 +446,7 @@ fn check_safe(path: &Path, meta: &Metadata, kind: Kind) -> Result<(), StateError
     } else if meta.uid() != euid {
         Err(unsafe_path(
             path,
-            format!(
-                "is owned by uid {}, not uid {euid} which runs roce-route",
-                meta.uid()
-            ),
+            format!("is owned by uid {}, not uid {euid} which runs roce-route", meta.uid()),
             "remove it, or chown it to the user running roce-route",
         ))
     } else if mode & 0o022 != 0 {
@@ -470,18 +463,14 @@ fn check_safe(path: &Path, meta: &Metadata, kind: Kind) -> Result<(), StateError
 /// Opens `path` without following a symlink (new files get mode 0600), and
 /// checks what was opened, by its descriptor, with `check_safe`.
 fn open_safe(path: &Path, options: &mut OpenOptions, kind: Kind) -> Result<File, StateError> {
-    let file = options
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => unsafe_path(
-                path,
-                "is a symlink",
-                "remove it; roce-route never follows symlinks in its state",
-            ),
+    let file = options.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path).map_err(
+        |e| match e.raw_os_error() {
+            Some(libc::ELOOP) => {
+                unsafe_path(path, "is a symlink", "remove it; roce-route never follows symlinks in its state")
+            }
             _ => io_error(path, e),
-        })?;
+        },
+    )?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
     check_safe(path, &meta, kind)?;
     Ok(file)
@@ -495,9 +484,7 @@ fn atomic_write(dir: &Path, name: &str, contents: &[u8]) -> Result<(), StateErro
     remove_if_exists(&tmp)?;
     let mut options = OpenOptions::new();
     let mut file = open_safe(&tmp, options.write(true).create_new(true), Kind::File)?;
-    file.write_all(contents)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io_error(&tmp, e))?;
+    file.write_all(contents).and_then(|()| file.sync_all()).map_err(|e| io_error(&tmp, e))?;
     let path = dir.join(name);
     fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))?;
     sync_dir(dir)
@@ -512,9 +499,7 @@ fn ensure_dir(path: &Path) -> Result<(), StateError> {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StateError> {
-    open_safe(dir, OpenOptions::new().read(true), Kind::Dir)?
-        .sync_all()
-        .map_err(|e| io_error(dir, e))
+    open_safe(dir, OpenOptions::new().read(true), Kind::Dir)?.sync_all().map_err(|e| io_error(dir, e))
 }
 
 fn remove_if_exists(path: &Path) -> Result<(), StateError> {
@@ -527,8 +512,7 @@ fn remove_if_exists(path: &Path) -> Result<(), StateError> {
 fn read_file(path: &Path) -> Result<Vec<u8>, StateError> {
     let mut file = open_safe(path, OpenOptions::new().read(true), Kind::File)?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| io_error(path, e))?;
+    file.read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
     Ok(bytes)
 }
 
@@ -551,9 +535,7 @@ fn parse_journal(path: &Path, bytes: &[u8]) -> Result<Journal, StateError> {
     let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
     // The piece after the last '\n': empty, or an unterminated torn line.
     let unterminated = lines.pop().is_some_and(|tail| !tail.is_empty());
-    let (header, body) = lines
-        .split_first()
-        .ok_or_else(|| corrupt(path, "no header line"))?;
+    let (header, body) = lines.split_first().ok_or_else(|| corrupt(path, "no header line"))?;
     let mut journal = Journal {
         path: path.to_path_buf(),
         header: parse_header(path, header)?,
@@ -577,9 +559,7 @@ fn parse_header(path: &Path, line: &[u8]) -> Result<JournalHeader, StateError> {
     if version != JOURNAL_VERSION {
         return Err(corrupt(
             path,
-            format!(
-                "journal version {version} is not supported (this build reads {JOURNAL_VERSION})"
-            ),
+            format!("journal version {version} is not supported (this build reads {JOURNAL_VERSION})"),
         ));
     }
     serde_json::from_slice(line).map_err(unreadable)
@@ -587,9 +567,7 @@ fn parse_header(path: &Path, line: &[u8]) -> Result<JournalHeader, StateError> {
 
 /// The sequence number of a file named `journal-<digits>.jsonl`.
 fn journal_seq(name: &str) -> Option<u64> {
-    let digits = name
-        .strip_prefix(JOURNAL_PREFIX)?
-        .strip_suffix(JOURNAL_SUFFIX)?;
+    let digits = name.strip_prefix(JOURNAL_PREFIX)?.strip_suffix(JOURNAL_SUFFIX)?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -624,31 +602,19 @@ fn json_line<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, StateError
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn unsafe_path(path: &Path, what: impl Into<String>, hint: &str) -> StateError {
-    StateError::Unsafe {
-        path: path.to_path_buf(),
-        what: what.into(),
-        hint: hint.to_string(),
-    }
+    StateError::Unsafe { path: path.to_path_buf(), what: what.into(), hint: hint.to_string() }
 }
 
 fn corrupt(path: &Path, what: impl Into<String>) -> StateError {
-    StateError::Corrupt {
-        path: path.to_path_buf(),
-        what: what.into(),
-    }
+    StateError::Corrupt { path: path.to_path_buf(), what: what.into() }
 }
 
 fn io_error(path: &Path, source: io::Error) -> StateError {
-    StateError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    StateError::Io { path: path.to_path_buf(), source }
 }
 
 #[cfg(test)]
@@ -667,10 +633,8 @@ mod tests {
         fn new(name: &str) -> Scratch {
             static COUNT: AtomicUsize = AtomicUsize::new(0);
             let n = COUNT.fetch_add(1, Ordering::Relaxed);
-            let root = std::env::temp_dir().join(format!(
-                "roce-route-state-{}-{n}-{name}",
-                std::process::id()
-            ));
+            let root =
+                std::env::temp_dir().join(format!("roce-route-state-{}-{n}-{name}", std::process::id()));
             fs::create_dir(&root).unwrap();
             Scratch(root)
         }
@@ -689,12 +653,7 @@ mod tests {
     }
 
     fn op(i: usize) -> Op {
-        Op::SetSysctl {
-            iface: format!("rail{i}"),
-            key: SysctlKey::ArpIgnore,
-            old: 0,
-            new: 1,
-        }
+        Op::SetSysctl { iface: format!("rail{i}"), key: SysctlKey::ArpIgnore, old: 0, new: 1 }
     }
 
     fn header(kind: &str) -> JournalHeader {
@@ -785,17 +744,7 @@ mod tests {
         let w = dir.begin_journal(header("apply")).unwrap();
         let path = w.path().to_path_buf();
         w.commit().unwrap();
-        append_raw(
-            &path,
-            &json_line(
-                &path,
-                &StepLine {
-                    step: 0,
-                    undo: op(0),
-                },
-            )
-            .unwrap(),
-        );
+        append_raw(&path, &json_line(&path, &StepLine { step: 0, undo: op(0) }).unwrap());
         append_raw(&path, b"{\"committed\":true}\n");
         assert_corrupt(dir.latest_journal(), "after the commit");
     }
@@ -826,14 +775,8 @@ mod tests {
         let scratch = Scratch::new("stack");
         let dir = scratch.open().unwrap();
         assert_eq!(dir.latest_journal().unwrap(), None);
-        dir.begin_journal(header("apply"))
-            .unwrap()
-            .commit()
-            .unwrap();
-        dir.begin_journal(header("remove"))
-            .unwrap()
-            .commit()
-            .unwrap();
+        dir.begin_journal(header("apply")).unwrap().commit().unwrap();
+        dir.begin_journal(header("remove")).unwrap().commit().unwrap();
 
         let all = dir.journals().unwrap();
         let kinds: Vec<&str> = all.iter().map(|j| j.header.kind.as_str()).collect();
@@ -866,15 +809,11 @@ mod tests {
         let scratch = Scratch::new("origins");
         let dir = scratch.open().unwrap();
         assert!(dir.sysctl_origins().unwrap().is_empty());
-        let first = [
-            ("rail0".to_string(), SysctlKey::ArpIgnore, 0),
-            ("rail0".to_string(), SysctlKey::RpFilter, 1),
-        ];
+        let first =
+            [("rail0".to_string(), SysctlKey::ArpIgnore, 0), ("rail0".to_string(), SysctlKey::RpFilter, 1)];
         dir.record_sysctl_origins(&first).unwrap();
-        let second = [
-            ("rail0".to_string(), SysctlKey::ArpIgnore, 2),
-            ("rail1".to_string(), SysctlKey::ArpIgnore, 0),
-        ];
+        let second =
+            [("rail0".to_string(), SysctlKey::ArpIgnore, 2), ("rail1".to_string(), SysctlKey::ArpIgnore, 0)];
         dir.record_sysctl_origins(&second).unwrap();
 
         let reopened = scratch.open().unwrap();
@@ -925,10 +864,7 @@ mod tests {
         assert_unsafe(scratch.open(), "owned by uid 65534");
 
         nix::unistd::chown(dir.path(), Some(geteuid()), None).unwrap();
-        dir.begin_journal(header("apply"))
-            .unwrap()
-            .commit()
-            .unwrap();
+        dir.begin_journal(header("apply")).unwrap().commit().unwrap();
         nix::unistd::chown(&dir.path().join("journal-000001.jsonl"), nobody, None).unwrap();
         assert_unsafe(dir.latest_journal(), "owned by uid 65534");
     }
@@ -939,12 +875,7 @@ mod tests {
         let dir = scratch.open().unwrap();
         let target = scratch.0.join("elsewhere");
         fs::write(&target, b"{}\n").unwrap();
-        for name in [
-            "journal-000001.jsonl",
-            LOCK_FILE,
-            ORIGINS_FILE,
-            PENDING_FILE,
-        ] {
+        for name in ["journal-000001.jsonl", LOCK_FILE, ORIGINS_FILE, PENDING_FILE] {
             std::os::unix::fs::symlink(&target, dir.path().join(name)).unwrap();
         }
         assert_unsafe(dir.latest_journal(), "symlink");
@@ -965,13 +896,8 @@ mod tests {
         let mut w = dir.begin_journal(header("apply")).unwrap();
         w.record(0, &op(0)).unwrap();
         w.commit().unwrap();
-        dir.record_sysctl_origins(&[("rail0".into(), SysctlKey::ArpFilter, 0)])
-            .unwrap();
-        dir.set_pending(&Pending {
-            pid: 1,
-            deadline_unix: 2,
-        })
-        .unwrap();
+        dir.record_sysctl_origins(&[("rail0".into(), SysctlKey::ArpFilter, 0)]).unwrap();
+        dir.set_pending(&Pending { pid: 1, deadline_unix: 2 }).unwrap();
         dir.confirm().unwrap();
 
         let mut names = Vec::new();
@@ -981,13 +907,7 @@ mod tests {
             names.push(entry.file_name().into_string().unwrap());
         }
         names.sort();
-        let expected = [
-            CONFIRMED_FILE,
-            "journal-000001.jsonl",
-            LOCK_FILE,
-            PENDING_FILE,
-            ORIGINS_FILE,
-        ];
+        let expected = [CONFIRMED_FILE, "journal-000001.jsonl", LOCK_FILE, PENDING_FILE, ORIGINS_FILE];
         assert_eq!(names, expected, "no temporary files are left behind");
     }
 
@@ -1014,25 +934,16 @@ mod tests {
         assert!(!dir.confirm().unwrap());
         assert!(!dir.is_confirmed().unwrap());
 
-        let pending = Pending {
-            pid: 42,
-            deadline_unix: 1_700_000_000,
-        };
+        let pending = Pending { pid: 42, deadline_unix: 1_700_000_000 };
         dir.set_pending(&pending).unwrap();
         assert_eq!(dir.pending().unwrap(), Some(pending.clone()));
         assert!(!dir.is_confirmed().unwrap());
         assert!(dir.confirm().unwrap());
         assert!(dir.is_confirmed().unwrap());
 
-        let next = Pending {
-            pid: 43,
-            deadline_unix: 1_700_000_100,
-        };
+        let next = Pending { pid: 43, deadline_unix: 1_700_000_100 };
         dir.set_pending(&next).unwrap();
-        assert!(
-            !dir.is_confirmed().unwrap(),
-            "an old confirmation must not carry over"
-        );
+        assert!(!dir.is_confirmed().unwrap(), "an old confirmation must not carry over");
 
         dir.clear_pending().unwrap();
         assert_eq!(dir.pending().unwrap(), None);

@@ -64,12 +64,8 @@ pub fn read(iface: &str, key: SysctlKey) -> io::Result<u32> {
 
 pub fn write(iface: &str, key: SysctlKey, value: u32) -> io::Result<()> {
     let p = path(iface, key)?;
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .open(&p)
-        .map_err(|e| with_path(e, &p))?;
-    f.write_all(format!("{value}\n").as_bytes())
-        .map_err(|e| with_path(e, &p))
+    let mut f = fs::OpenOptions::new().write(true).open(&p).map_err(|e| with_path(e, &p))?;
+    f.write_all(format!("{value}\n").as_bytes()).map_err(|e| with_path(e, &p))
 }
 
 fn with_path(e: io::Error, p: &std::path::Path) -> io::Error {
@@ -82,16 +78,7 @@ mod tests {
 
     #[test]
     fn names_that_escape_the_directory_are_refused() {
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../all",
-            "a/b",
-            "a b",
-            "0123456789abcdef",
-            "eth0:1",
-        ] {
+        for bad in ["", ".", "..", "../all", "a/b", "a b", "0123456789abcdef", "eth0:1"] {
             assert!(path(bad, SysctlKey::ArpIgnore).is_err(), "{bad:?}");
         }
         assert_eq!(
@@ -102,13 +89,7 @@ mod tests {
 
     #[test]
     fn sysctl_cli_name_mangles_dots() {
-        assert_eq!(
-            dotted_name("ib0.100", SysctlKey::ArpIgnore),
-            "net.ipv4.conf.ib0/100.arp_ignore"
-        );
-        assert_eq!(
-            dotted_name("all", SysctlKey::RpFilter),
-            "net.ipv4.conf.all.rp_filter"
-        );
+        assert_eq!(dotted_name("ib0.100", SysctlKey::ArpIgnore), "net.ipv4.conf.ib0/100.arp_ignore");
+        assert_eq!(dotted_name("all", SysctlKey::RpFilter), "net.ipv4.conf.all.rp_filter");
     }
 }

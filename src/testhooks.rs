@@ -22,9 +22,7 @@ pub struct Hooks {
 /// Parses the two variables. Pure.
 pub fn parse(delay: Option<&str>, crash: Option<&str>) -> Hooks {
     let mut h = Hooks {
-        step_delay: delay
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_millis),
+        step_delay: delay.and_then(|v| v.parse().ok()).map(Duration::from_millis),
         ..Hooks::default()
     };
     if let Some((point, k)) = crash.and_then(|c| c.split_once(':')) {

@@ -14,8 +14,8 @@ use crate::config;
 use crate::diff::{self, Plan};
 use crate::error::Error;
 use crate::executor;
-use crate::host::{self, Kernel};
-use crate::model::Op;
+use crate::host::{self, Kernel, Origins};
+use crate::model::{Op, SysctlKey};
 use crate::netlink::Netlink;
 use crate::plan::{self, Desired};
 use crate::render;
@@ -50,10 +50,7 @@ impl ApplyReport {
             conflicts: plan
                 .conflicts
                 .iter()
-                .map(|c| ConflictEntry {
-                    entry: c.entry.clone(),
-                    why: c.why.clone(),
-                })
+                .map(|c| ConflictEntry { entry: c.entry.clone(), why: c.why.clone() })
                 .collect(),
             warnings: plan.warnings.clone(),
         }
@@ -75,17 +72,17 @@ pub fn load_config(path: &std::path::Path) -> Result<config::Config, Error> {
 }
 
 /// Everything up to the plan: what apply, apply --dry-run and check share.
+/// `origins` are the recorded sysctl values (see `StateDir::sysctl_origins`):
+/// sysctls of interfaces no longer in the config go back to them.
 pub async fn make_plan(
     nl: &Netlink,
     cfg: &config::Config,
     adopt: bool,
+    origins: &Origins,
 ) -> Result<(Desired, Plan), Error> {
-    let addrs = nl
-        .addresses()
-        .await
-        .context("cannot read the interface addresses")?;
+    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
     let desired = plan::plan(cfg, nl.links(), &addrs)?;
-    let observed = host::observe(nl, &desired).await?;
+    let observed = host::observe(nl, &desired, origins).await?;
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan))
 }
@@ -97,14 +94,16 @@ const ATTEMPTS: u32 = 3;
 pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(), Error> {
     let mut nl = connect().await?;
     if args.dry_run {
-        let (_, plan) = make_plan(&nl, &cfg, args.adopt).await?;
+        let origins = readable_origins(ctx)?;
+        let (_, plan) = make_plan(&nl, &cfg, args.adopt, &origins).await?;
         return report_dry_run(args, &plan);
     }
     let state = ctx.state()?;
     let _lock = state.lock(ctx.lock_timeout)?;
     let mut attempt = 1;
-    let plan = loop {
-        let (_, plan) = make_plan(&nl, &cfg, args.adopt).await?;
+    let (plan, added) = loop {
+        let origins = state.sysctl_origins()?;
+        let (_, plan) = make_plan(&nl, &cfg, args.adopt, &origins).await?;
         if !args.json {
             for w in &plan.warnings {
                 eprintln!("roce-route: warning: {w}");
@@ -119,7 +118,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(),
         }
         let header = JournalHeader::new("apply", Some(cfg.file.clone()), cfg.defaults.protocol);
         match execute(ctx, &state, &nl, &plan.ops, header).await {
-            Ok(()) => break plan,
+            Ok(added) => break (plan, added),
             Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
                 eprintln!("roce-route: the host changed while applying ({e}); reading it again");
                 attempt += 1;
@@ -129,7 +128,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(),
         }
     };
     if let Some(seconds) = args.confirm {
-        confirm_or_revert(ctx, &state, &nl, &plan.ops, seconds).await?;
+        confirm_or_revert(ctx, &state, &nl, &plan.ops, seconds, &added).await?;
     }
     if args.json {
         print_json(&ApplyReport::new(&plan, false));
@@ -174,29 +173,41 @@ pub async fn execute(
     nl: &Netlink,
     ops: &[Op],
     header: JournalHeader,
-) -> Result<(), Error> {
+) -> Result<Vec<(String, SysctlKey)>, Error> {
     let origins: Vec<_> = ops
         .iter()
         .filter_map(|op| match op {
-            Op::SetSysctl {
-                iface, key, old, ..
-            } => Some((iface.clone(), *key, *old)),
+            Op::SetSysctl { iface, key, old, .. } => Some((iface.clone(), *key, *old)),
             _ => None,
         })
         .collect();
-    state.record_sysctl_origins(&origins)?;
+    let added = state.record_sysctl_origins(&origins)?;
     let mut journal = state.begin_journal(header)?;
     let result = executor::run(&mut Kernel::new(nl), ops, &ctx.stop, &mut journal).await;
     match result {
-        Ok(_) => Ok(journal.commit()?),
+        Ok(_) => {
+            journal.commit()?;
+            Ok(added)
+        }
         Err(e) => {
-            if !matches!(e, executor::TxError::RollbackFailed { .. })
-                && let Some(j) = state.latest_journal()?
-            {
-                state.discard(&j)?;
+            // Cleanly rolled back: as if this run never happened.
+            if !matches!(e, executor::TxError::RollbackFailed { .. }) {
+                if let Some(j) = state.latest_journal()? {
+                    state.discard(&j)?;
+                }
+                state.forget_sysctl_origins(&added)?;
             }
             Err(e.into())
         }
+    }
+}
+
+/// The recorded sysctl values, where this user may read them (a dry run
+/// as root shows exactly what apply would do; without root there are none).
+pub fn readable_origins(ctx: &Ctx) -> Result<Origins, Error> {
+    match ctx.existing_state()? {
+        Some(state) => Ok(state.sysctl_origins()?),
+        None => Ok(Origins::new()),
     }
 }
 
@@ -209,23 +220,15 @@ async fn confirm_or_revert(
     nl: &Netlink,
     ops: &[Op],
     seconds: u64,
+    added_origins: &[(String, SysctlKey)],
 ) -> Result<(), Error> {
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    state.set_pending(&Pending {
-        pid: std::process::id(),
-        deadline_unix: now_unix() + seconds,
-    })?;
+    state.set_pending(&Pending { pid: std::process::id(), deadline_unix: now_unix() + seconds })?;
     let enter = watch_enter_key();
     eprintln!(
         "roce-route: applied; keeping it only if confirmed within {seconds} s: run `roce-route{} confirm`{}",
-        ctx.netns
-            .as_ref()
-            .map_or(String::new(), |n| format!(" --netns {n}")),
-        if enter.is_some() {
-            " or press Enter"
-        } else {
-            ""
-        }
+        ctx.netns.as_ref().map_or(String::new(), |n| format!(" --netns {n}")),
+        if enter.is_some() { " or press Enter" } else { "" }
     );
     let confirmed = loop {
         if state.is_confirmed()? || enter.as_ref().is_some_and(|e| e.load(Ordering::SeqCst)) {
@@ -248,19 +251,13 @@ async fn confirm_or_revert(
         None => format!("not confirmed within {seconds} s"),
     };
     if !failures.is_empty() {
-        let cause = Box::new(executor::TxError::Interrupted {
-            signal: 0,
-            undone: undo.len(),
-        });
-        return Err(executor::TxError::RollbackFailed {
-            cause,
-            undo_failures: failures,
-        }
-        .into());
+        let cause = Box::new(executor::TxError::Interrupted { signal: 0, undone: undo.len() });
+        return Err(executor::TxError::RollbackFailed { cause, undo_failures: failures }.into());
     }
     if let Some(j) = state.latest_journal()? {
         state.discard(&j)?;
     }
+    state.forget_sysctl_origins(added_origins)?;
     Err(Error::NotConfirmed(format!(
         "{why}: rolled back the {} change(s); the host is as it was before",
         ops.len()
@@ -288,17 +285,10 @@ fn dry_run_script(plan: &Plan) -> String {
     let mut comments = vec![if plan.ops.is_empty() {
         "roce-route apply --dry-run: in sync, nothing to change".to_string()
     } else {
-        format!(
-            "roce-route apply --dry-run: {} change(s); nothing was changed on the host",
-            plan.ops.len()
-        )
+        format!("roce-route apply --dry-run: {} change(s); nothing was changed on the host", plan.ops.len())
     }];
     comments.extend(plan.warnings.iter().map(|w| format!("warning: {w}")));
-    comments.extend(
-        plan.conflicts
-            .iter()
-            .map(|c| format!("adopting: {} ({})", c.entry, c.why)),
-    );
+    comments.extend(plan.conflicts.iter().map(|c| format!("adopting: {} ({})", c.entry, c.why)));
     render::script(&comments, &plan.ops)
 }
 

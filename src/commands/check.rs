@@ -11,11 +11,11 @@ use crate::behaviour::{self, Verdict};
 use crate::cli::CheckArgs;
 use crate::diff::Plan;
 use crate::error::Error;
+use crate::managers;
 use crate::model::Op;
 use crate::netlink::Netlink;
 use crate::plan::Desired;
 use crate::say;
-use crate::{managers, netns};
 use crate::{render, sysctl};
 
 /// The JSON document of `check --json`.
@@ -42,25 +42,17 @@ pub struct Difference {
 pub async fn run(ctx: &Ctx, args: &CheckArgs, cfg: crate::config::Config) -> Result<bool, Error> {
     // As root, wait for a running apply/rollback so as not to report its
     // half-made state; without root (no state dir access) read as is.
-    let state = if netns::can_admin_network() {
-        Some(ctx.state()?)
-    } else {
-        None
+    let state = ctx.existing_state()?;
+    let _lock = state.as_ref().map(|s| s.lock(ctx.lock_timeout)).transpose()?;
+    let origins = match &state {
+        Some(s) => s.sysctl_origins()?,
+        None => Default::default(),
     };
-    let _lock = state
-        .as_ref()
-        .map(|s| s.lock(ctx.lock_timeout))
-        .transpose()?;
     let nl = connect().await?;
-    let (desired, plan) = apply::make_plan(&nl, &cfg, false).await?;
+    let (desired, plan) = apply::make_plan(&nl, &cfg, false, &origins).await?;
     let traffic = probe_all(&nl, &desired).await?;
     let fix_all = format!("roce-route apply {}", cfg.file);
-    let report = build_report(
-        &plan,
-        traffic,
-        managers::warnings(&managers::scan()),
-        &fix_all,
-    );
+    let report = build_report(&plan, traffic, managers::warnings(&managers::scan()), &fix_all);
     if args.json {
         print_json(&report);
     } else {
@@ -85,11 +77,7 @@ pub fn build_report(
     differences.extend(plan.overrides.iter().map(|o| Difference {
         kind: "sysctl_overridden",
         description: o.describe(),
-        fix: format!(
-            "sysctl -w {}={}",
-            sysctl::dotted_name("all", o.key),
-            o.value
-        ),
+        fix: format!("sysctl -w {}={}", sysctl::dotted_name("all", o.key), o.value),
     }));
     differences.extend(traffic.iter().filter(|v| !v.ok).map(|v| Difference {
         kind: "traffic",
@@ -102,23 +90,14 @@ pub fn build_report(
             .filter(|w| !plan.overrides.iter().any(|o| w.starts_with(&o.describe())))
             .cloned(),
     );
-    CheckReport {
-        command: "check",
-        in_sync: differences.is_empty(),
-        differences,
-        traffic,
-        warnings,
-    }
+    CheckReport { command: "check", in_sync: differences.is_empty(), differences, traffic, warnings }
 }
 
 /// A state difference in plain words, with its fix.
 fn difference(op: &Op) -> Difference {
     let fix = render::command(op);
     let (kind, description) = match op {
-        Op::AddRoute { route } => (
-            "missing_route",
-            format!("route missing: {}", render::route_line(route)),
-        ),
+        Op::AddRoute { route } => ("missing_route", format!("route missing: {}", render::route_line(route))),
         Op::ReplaceRoute { old, new } => (
             "changed_route",
             format!(
@@ -127,46 +106,23 @@ fn difference(op: &Op) -> Difference {
                 render::route_line(new)
             ),
         ),
-        Op::RestoreRoute { old, .. } => (
-            "changed_route",
-            format!("route differs: {}", render::route_line(&old.item)),
-        ),
+        Op::RestoreRoute { old, .. } => {
+            ("changed_route", format!("route differs: {}", render::route_line(&old.item)))
+        }
         Op::DelRoute { route, .. } => (
             "extra_route",
-            format!(
-                "route owned by roce-route but not in the config: {}",
-                render::route_line(route)
-            ),
+            format!("route owned by roce-route but not in the config: {}", render::route_line(route)),
         ),
-        Op::AddRule { rule, .. } => (
-            "missing_rule",
-            format!("rule missing: {}", render::rule_line(rule)),
-        ),
+        Op::AddRule { rule, .. } => ("missing_rule", format!("rule missing: {}", render::rule_line(rule))),
         Op::DelRule { rule, .. } => (
             "extra_rule",
-            format!(
-                "rule owned by roce-route but not in the config: {}",
-                render::rule_line(rule)
-            ),
+            format!("rule owned by roce-route but not in the config: {}", render::rule_line(rule)),
         ),
-        Op::SetSysctl {
-            iface,
-            key,
-            old,
-            new,
-        } => (
-            "sysctl",
-            format!(
-                "{} is {old}, should be {new}",
-                sysctl::dotted_name(iface, *key)
-            ),
-        ),
+        Op::SetSysctl { iface, key, old, new } => {
+            ("sysctl", format!("{} is {old}, should be {new}", sysctl::dotted_name(iface, *key)))
+        }
     };
-    Difference {
-        kind,
-        description,
-        fix,
-    }
+    Difference { kind, description, fix }
 }
 
 /// Asks the kernel, for every configured address, which way its traffic goes.
@@ -238,12 +194,7 @@ mod tests {
     #[test]
     fn json_shape_is_stable() {
         let plan = Plan {
-            ops: vec![Op::SetSysctl {
-                iface: "ib0.100".into(),
-                key: SysctlKey::ArpIgnore,
-                old: 0,
-                new: 1,
-            }],
+            ops: vec![Op::SetSysctl { iface: "ib0.100".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 }],
             conflicts: vec![Conflict {
                 entry: "ip -4 rule: priority 5 from 198.51.100.11 lookup main".into(),
                 why: "x".into(),
@@ -257,44 +208,17 @@ mod tests {
                 effective: 2,
             }],
         };
-        let r = build_report(
-            &plan,
-            vec![verdict(false)],
-            vec!["networkd".into()],
-            "roce-route apply c.toml",
-        );
+        let r = build_report(&plan, vec![verdict(false)], vec!["networkd".into()], "roce-route apply c.toml");
         let v: serde_json::Value = serde_json::to_value(&r).unwrap();
         assert_eq!(v["command"], "check");
         assert_eq!(v["in_sync"], false);
-        let kinds: Vec<&str> = v["differences"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["kind"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            kinds,
-            ["sysctl", "conflict", "sysctl_overridden", "traffic"]
-        );
-        assert_eq!(
-            v["differences"][0]["fix"],
-            "sysctl -w net.ipv4.conf.ib0/100.arp_ignore=1"
-        );
-        assert_eq!(
-            v["differences"][1]["fix"],
-            "roce-route apply c.toml --adopt"
-        );
+        let kinds: Vec<&str> =
+            v["differences"].as_array().unwrap().iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["sysctl", "conflict", "sysctl_overridden", "traffic"]);
+        assert_eq!(v["differences"][0]["fix"], "sysctl -w net.ipv4.conf.ib0/100.arp_ignore=1");
+        assert_eq!(v["differences"][1]["fix"], "roce-route apply c.toml --adopt");
         let t = &v["traffic"][0];
-        for field in [
-            "interface",
-            "from",
-            "to",
-            "expected_dev",
-            "expected_table",
-            "dev",
-            "table",
-            "ok",
-        ] {
+        for field in ["interface", "from", "to", "expected_dev", "expected_table", "dev", "table", "ok"] {
             assert!(t.get(field).is_some(), "traffic entry lacks {field}: {t}");
         }
         assert_eq!(v["warnings"][0], "networkd");

@@ -11,7 +11,8 @@ pub fn run(ctx: &Ctx) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::NothingToConfirm(
-            "no `apply --confirm` is waiting in this network namespace (it may have rolled back already)".into(),
+            "no `apply --confirm` is waiting in this network namespace (it may have rolled back already)"
+                .into(),
         ))
     }
 }

@@ -49,20 +49,24 @@ impl Ctx {
     pub fn state(&self) -> Result<StateDir, Error> {
         Ok(StateDir::open(&self.state_base, &netns_id()?)?)
     }
+
+    /// The state directory if this user may use it and it exists already:
+    /// commands that only read (dry run, check) never create it.
+    pub fn existing_state(&self) -> Result<Option<StateDir>, Error> {
+        if !crate::netns::can_admin_network() || !self.state_base.join(netns_id()?).is_dir() {
+            return Ok(None);
+        }
+        self.state().map(Some)
+    }
 }
 
 pub async fn connect() -> Result<Netlink, Error> {
-    Ok(Netlink::connect()
-        .await
-        .context("cannot talk to the kernel over rtnetlink")?)
+    Ok(Netlink::connect().await.context("cannot talk to the kernel over rtnetlink")?)
 }
 
 /// Every address configured on this host (to keep probes off them).
 pub async fn local_addresses(nl: &Netlink) -> Result<BTreeSet<IpAddr>, Error> {
-    let addrs = nl
-        .addresses()
-        .await
-        .context("cannot read the interface addresses")?;
+    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
     Ok(addrs.iter().map(|a| a.addr.addr).collect())
 }
 
@@ -70,14 +74,8 @@ pub async fn local_addresses(nl: &Netlink) -> Result<BTreeSet<IpAddr>, Error> {
 pub async fn ask(nl: &Netlink, probes: &[Probe]) -> Vec<Verdict> {
     let mut verdicts = Vec::with_capacity(probes.len());
     for probe in probes {
-        let answer = nl
-            .route_get(probe.from, probe.to)
-            .await
-            .map_err(|e| e.to_string());
-        verdicts.push(behaviour::judge(
-            probe,
-            answer.as_ref().map_err(Clone::clone),
-        ));
+        let answer = nl.route_get(probe.from, probe.to).await.map_err(|e| e.to_string());
+        verdicts.push(behaviour::judge(probe, answer.as_ref().map_err(Clone::clone)));
     }
     verdicts
 }
@@ -92,12 +90,7 @@ pub async fn ask(nl: &Netlink, probes: &[Probe]) -> Vec<Verdict> {
 pub fn netns_id() -> Result<String, Error> {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .context("cannot read /proc/sys/kernel/random/boot_id")?;
-    let boot: String = boot
-        .trim()
-        .chars()
-        .filter(char::is_ascii_hexdigit)
-        .take(12)
-        .collect();
+    let boot: String = boot.trim().chars().filter(char::is_ascii_hexdigit).take(12).collect();
     let ns = match netns_cookie() {
         Some(cookie) => cookie.to_string(),
         None => {
@@ -177,15 +170,10 @@ pub struct Change {
 
 impl Change {
     pub fn of(op: &Op) -> Change {
-        Change {
-            kind: op_kind(op),
-            command: crate::render::command(op),
-        }
+        Change { kind: op_kind(op), command: crate::render::command(op) }
     }
 }
 
 pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

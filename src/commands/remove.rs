@@ -18,9 +18,7 @@ pub async fn run(ctx: &Ctx, protocol: u8) -> Result<(), Error> {
     let nl = connect().await?;
     let ops = plan_removal(&nl, &state, protocol).await?;
     if ops.is_empty() {
-        say!(
-            "roce-route: nothing to remove (no route or rule with proto {protocol}, sysctls as recorded)"
-        );
+        say!("roce-route: nothing to remove (no route or rule with proto {protocol}, sysctls as recorded)");
     } else {
         let header = JournalHeader::new("remove", None, protocol);
         apply::execute(ctx, &state, &nl, &ops, header).await?;
@@ -39,22 +37,13 @@ async fn plan_removal(nl: &Netlink, state: &StateDir, protocol: u8) -> Result<Ve
     let mut ops = Vec::new();
     for r in nl.rules().await.context("cannot read the policy rules")? {
         if r.item.protocol == protocol {
-            ops.push(Op::DelRule {
-                rule: r.item,
-                raw: Some(RawBytes(r.raw)),
-            });
+            ops.push(Op::DelRule { rule: r.item, raw: Some(RawBytes(r.raw)) });
         }
     }
     for family in [Family::V4, Family::V6] {
-        let routes = nl
-            .routes(family, None, Some(protocol))
-            .await
-            .context("cannot read the routes")?;
+        let routes = nl.routes(family, None, Some(protocol)).await.context("cannot read the routes")?;
         for r in routes {
-            ops.push(Op::DelRoute {
-                route: r.item,
-                raw: Some(RawBytes(r.raw)),
-            });
+            ops.push(Op::DelRoute { route: r.item, raw: Some(RawBytes(r.raw)) });
         }
     }
     for ((iface, key), origin) in state.sysctl_origins()? {
@@ -63,12 +52,7 @@ async fn plan_removal(nl: &Netlink, state: &StateDir, protocol: u8) -> Result<Ve
             continue;
         };
         if current != origin {
-            ops.push(Op::SetSysctl {
-                iface,
-                key,
-                old: current,
-                new: origin,
-            });
+            ops.push(Op::SetSysctl { iface, key, old: current, new: origin });
         }
     }
     Ok(ops)

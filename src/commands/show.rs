@@ -55,10 +55,7 @@ pub async fn run(json: bool, protocol: u8) -> Result<(), Error> {
         .collect();
     let mut routes = Vec::new();
     for family in [Family::V4, Family::V6] {
-        let owned = nl
-            .routes(family, None, Some(protocol))
-            .await
-            .context("cannot read the routes")?;
+        let owned = nl.routes(family, None, Some(protocol)).await.context("cannot read the routes")?;
         routes.extend(owned.into_iter().map(|r| r.item));
     }
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
@@ -67,12 +64,7 @@ pub async fn run(json: bool, protocol: u8) -> Result<(), Error> {
         iface.sysctls = read_sysctls(&iface.name);
         iface.traffic = probe(&nl, iface, &routes, &rules, &local).await;
     }
-    let report = ShowReport {
-        command: "show",
-        protocol,
-        interfaces,
-        orphan_rules,
-    };
+    let report = ShowReport { command: "show", protocol, interfaces, orphan_rules };
     if json {
         print_json(&report);
     } else {
@@ -88,12 +80,8 @@ pub fn group(routes: &[Route], rules: &[Rule]) -> (Vec<ShownInterface>, Vec<Stri
     for r in routes {
         let name = r.oif.clone().unwrap_or_else(|| "(no interface)".into());
         table_owner.entry(r.table).or_insert_with(|| name.clone());
-        let entry = by_name
-            .entry(name.clone())
-            .or_insert_with(|| ShownInterface {
-                name,
-                ..Default::default()
-            });
+        let entry =
+            by_name.entry(name.clone()).or_insert_with(|| ShownInterface { name, ..Default::default() });
         if !entry.tables.contains(&r.table) {
             entry.tables.push(r.table);
         }
@@ -101,10 +89,7 @@ pub fn group(routes: &[Route], rules: &[Rule]) -> (Vec<ShownInterface>, Vec<Stri
     }
     let mut orphans = Vec::new();
     for rule in rules {
-        match table_owner
-            .get(&rule.table)
-            .and_then(|n| by_name.get_mut(n))
-        {
+        match table_owner.get(&rule.table).and_then(|n| by_name.get_mut(n)) {
             Some(iface) => iface.rules.push(render::rule_line(rule)),
             None => orphans.push(render::rule_line(rule)),
         }
@@ -116,14 +101,7 @@ fn read_sysctls(iface: &str) -> BTreeMap<&'static str, ShownSysctl> {
     let mut out = BTreeMap::new();
     for key in SysctlKey::ALL {
         if let (Ok(value), Ok(all)) = (sysctl::read(iface, key), sysctl::read("all", key)) {
-            out.insert(
-                key.name(),
-                ShownSysctl {
-                    value,
-                    all,
-                    effective: key.effective(all, value),
-                },
-            );
+            out.insert(key.name(), ShownSysctl { value, all, effective: key.effective(all, value) });
         }
     }
     out
@@ -147,11 +125,8 @@ async fn probe(
             .iter()
             .find(|r| r.gateway.is_none() && !r.dst.is_default() && r.dst.contains(&src.addr))
             .map_or(Prefix::host(src.addr), |r| Prefix::new(src.addr, r.dst.len));
-        let gateways: Vec<IpAddr> = in_table
-            .iter()
-            .filter(|r| r.dst.is_default())
-            .filter_map(|r| r.gateway)
-            .collect();
+        let gateways: Vec<IpAddr> =
+            in_table.iter().filter(|r| r.dst.is_default()).filter_map(|r| r.gateway).collect();
         let probes = behaviour::probes_for(&iface.name, rule.table, &subnet, &gateways, local);
         out.extend(ask(nl, &probes).await);
     }
@@ -160,10 +135,7 @@ async fn probe(
 
 fn print_human(r: &ShowReport) {
     if r.interfaces.is_empty() && r.orphan_rules.is_empty() {
-        say!(
-            "roce-route owns nothing here (no route or rule with proto {})",
-            r.protocol
-        );
+        say!("roce-route owns nothing here (no route or rule with proto {})", r.protocol);
         return;
     }
     for i in &r.interfaces {
@@ -197,13 +169,8 @@ mod tests {
 
     #[test]
     fn groups_by_interface_of_the_table() {
-        let route = Route::connected(
-            100,
-            prefix("198.51.100.0/24"),
-            "rail0",
-            "198.51.100.10".parse().unwrap(),
-            234,
-        );
+        let route =
+            Route::connected(100, prefix("198.51.100.0/24"), "rail0", "198.51.100.10".parse().unwrap(), 234);
         let rule = |table| Rule::source(1000, "198.51.100.10".parse().unwrap(), table, 234);
         let (ifaces, orphans) = group(&[route], &[rule(100), rule(101)]);
         assert_eq!(ifaces.len(), 1);

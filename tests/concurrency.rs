@@ -1,0 +1,445 @@
+//! Concurrency on a real kernel: many roce-route processes at once in one
+//! namespace serialise on the state dir's lock and leave a clean state;
+//! different namespaces do not wait for each other, even with one state
+//! base; a held lock makes a waiting run give up after --lock-timeout.
+//!
+//! Every run uses an explicit ROCE_ROUTE_STATE_DIR under the test's temp
+//! dir, never /run/roce-route.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{FIRST_TABLE, GATEWAY_V4, Testbed, describe_output, poll_until};
+
+const EXIT_OK: i32 = 0;
+const EXIT_FAILED: i32 = 1;
+const EXIT_DRIFT: i32 = 3;
+const LOCK_MESSAGE: &str = "another roce-route holds the lock";
+/// Processes started at once per round.
+const PROCESSES: usize = 24;
+const ROUNDS: usize = 3;
+/// Bound for an `apply --confirm` to reach its confirmation wait.
+const CONFIRM_WAIT: Duration = Duration::from_secs(15);
+
+// ---------------------------------------------------------------------------
+// Running roce-route
+
+fn state_base(tb: &Testbed) -> PathBuf {
+    tb.dir().join("state")
+}
+
+/// `roce-route --netns <host ns> ARGS` with `base` as the state dir, stdin
+/// closed, output captured, no test hook inherited.
+fn rr_cmd_in(tb: &Testbed, base: &Path, args: &[&str]) -> Command {
+    let mut cmd = tb.roce_route_command();
+    cmd.args(args)
+        .env("ROCE_ROUTE_STATE_DIR", base)
+        .env_remove("ROCE_ROUTE_CRASH_AT")
+        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn rr_cmd(tb: &Testbed, args: &[&str]) -> Command {
+    rr_cmd_in(tb, &state_base(tb), args)
+}
+
+fn output(mut cmd: Command) -> Output {
+    cmd.output().unwrap_or_else(|e| panic!("cannot run roce-route: {e}"))
+}
+
+fn rr(tb: &Testbed, args: &[&str]) -> Output {
+    output(rr_cmd(tb, args))
+}
+
+fn rr_expect(tb: &Testbed, args: &[&str], code: i32) -> Output {
+    let out = rr(tb, args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "roce-route {args:?}: expected exit {code}\n{}",
+        describe_output(&out)
+    );
+    out
+}
+
+fn stdout_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A spawned roce-route that is killed if the test ends before it does,
+/// so that a failing test leaves no process holding a lock.
+struct Running {
+    child: Option<Child>,
+    what: String,
+}
+
+impl Running {
+    fn spawn(mut cmd: Command, what: String) -> Running {
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        Running { child: Some(child), what }
+    }
+
+    fn is_running(&mut self) -> bool {
+        let child = self.child.as_mut().expect("already waited for");
+        child.try_wait().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what)).is_none()
+    }
+
+    fn wait(mut self) -> Output {
+        let child = self.child.take().expect("already waited for");
+        child.wait_with_output().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The files under `base/<namespace id>/`, as "net-X/name".
+fn state_files(base: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let Ok(namespaces) = fs::read_dir(base) else {
+        return files;
+    };
+    for ns in namespaces.flatten() {
+        let ns_name = ns.file_name().to_string_lossy().into_owned();
+        for f in fs::read_dir(ns.path()).into_iter().flatten().flatten() {
+            files.push(format!("{ns_name}/{}", f.file_name().to_string_lossy()));
+        }
+    }
+    files.sort();
+    files
+}
+
+fn journals(base: &Path) -> Vec<String> {
+    state_files(base).into_iter().filter(|f| f.contains("/journal-")).collect()
+}
+
+/// Whether some journal under `base/<ns_dir>` is still being written (has
+/// no commit line yet).
+fn unfinished_journal_in(ns_dir: &Path) -> bool {
+    fs::read_dir(ns_dir).into_iter().flatten().flatten().any(|f| {
+        let name = f.file_name().to_string_lossy().into_owned();
+        name.starts_with("journal-")
+            && fs::read_to_string(f.path()).is_ok_and(|t| !t.contains("\"committed\""))
+    })
+}
+
+fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
+    if expected == actual {
+        return;
+    }
+    let exp: Vec<&str> = expected.lines().collect();
+    let act: Vec<&str> = actual.lines().collect();
+    let missing: Vec<&&str> = exp.iter().filter(|l| !act.contains(l)).collect();
+    let extra: Vec<&&str> = act.iter().filter(|l| !exp.contains(l)).collect();
+    panic!(
+        "{what}: the host differs from the expected state\n--- missing ---\n{missing:#?}\n--- unexpected ---\n{extra:#?}"
+    );
+}
+
+/// How many lines are in one dump and not in the other.
+fn lines_differing(a: &str, b: &str) -> usize {
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    la.iter().filter(|l| !lb.contains(l)).count() + lb.iter().filter(|l| !la.contains(l)).count()
+}
+
+/// Rolls back until there is nothing left; returns how many journals that
+/// undid.
+fn rollback_all(tb: &Testbed) -> usize {
+    for undone in 0..=4 * PROCESSES {
+        let out = rr_expect(tb, &["rollback"], EXIT_OK);
+        if stdout_of(&out).contains("nothing to roll back") {
+            return undone;
+        }
+    }
+    panic!("rollback never ran out of journals");
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+// ---------------------------------------------------------------------------
+// 24 processes in one namespace
+
+/// Config A (all rails, the default sysctls) and config B (rails 0-3, with
+/// the peer's gateway and an arp_ignore override).
+fn configs(tb: &Testbed) -> (PathBuf, PathBuf) {
+    let a = tb.write_config(&tb.config_toml());
+    let b = tb.write_config(&tb.render_config_for(
+        |r| r.table < FIRST_TABLE + 4,
+        |_| vec![format!("gateway = \"{GATEWAY_V4}\""), "arp_ignore = 2".to_string()],
+    ));
+    (a, b)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cmd {
+    ApplyA,
+    ApplyB,
+    Rollback,
+    CheckA,
+    CheckB,
+}
+
+/// A deterministic shuffle of the command mix, different per round.
+fn command_mix(round: usize) -> Vec<Cmd> {
+    let kinds = [Cmd::ApplyA, Cmd::ApplyB, Cmd::Rollback, Cmd::CheckA, Cmd::CheckB];
+    let mut mix: Vec<Cmd> = (0..PROCESSES).map(|i| kinds[i % kinds.len()]).collect();
+    let mut seed = 0x9e37_79b9_u64.wrapping_mul(round as u64 + 1);
+    for i in (1..mix.len()).rev() {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        mix.swap(i, (seed >> 33) as usize % (i + 1));
+    }
+    mix
+}
+
+/// 24 applies, rollbacks and checks started at once, three rounds: every
+/// one exits with a code documented for it and without a panic, and the
+/// host ends in a clean state (no half-applied transaction), which `check`
+/// confirms; rolling back the whole stack then gives the original host.
+///
+/// The clean states are: O (original), A and B. B applied on top of A is B
+/// exactly: apply B deletes the routes and rules of rails 4-7 that A made
+/// (roce-route owns them) and puts their sysctls back to the values
+/// recorded before A first changed them.
+#[test]
+fn concurrent_commands_serialise_and_end_in_a_clean_state() {
+    let tb = Testbed::builder().rails(8).build();
+    let (a, b) = configs(&tb);
+    let (a, b) = (path_str(&a), path_str(&b));
+    let base = state_base(&tb);
+
+    let o_dump = tb.dump();
+    rr_expect(&tb, &["apply", a], EXIT_OK);
+    let a_dump = tb.dump();
+    rr_expect(&tb, &["apply", b], EXIT_OK);
+    let b_over_a = tb.dump();
+    rr_expect(&tb, &["rollback"], EXIT_OK);
+    assert_dump_eq(&a_dump, &tb.dump(), "rollback of B over A");
+    rr_expect(&tb, &["rollback"], EXIT_OK);
+    assert_dump_eq(&o_dump, &tb.dump(), "rollback of A");
+    rr_expect(&tb, &["apply", b], EXIT_OK);
+    let b_dump = tb.dump();
+    rr_expect(&tb, &["apply", a], EXIT_OK);
+    assert_dump_eq(&a_dump, &tb.dump(), "A applied over B");
+    assert_eq!(rollback_all(&tb), 2);
+    assert_dump_eq(&o_dump, &tb.dump(), "rollback of A over B, then of B");
+    assert_dump_eq(&b_dump, &b_over_a, "B applied over A is B");
+    let states = [("O", &o_dump), ("A", &a_dump), ("B", &b_dump)];
+    for (i, (n1, d1)) in states.iter().enumerate() {
+        for (n2, d2) in &states[i + 1..] {
+            assert_ne!(d1, d2, "states {n1} and {n2} should differ");
+        }
+    }
+    let idle_files = state_files(&base);
+
+    for round in 1..=ROUNDS {
+        let started = Instant::now();
+        let mix = command_mix(round);
+        let running: Vec<(Cmd, Running)> = mix
+            .iter()
+            .map(|&cmd| {
+                let args: Vec<&str> = match cmd {
+                    Cmd::ApplyA => vec!["--lock-timeout", "60", "apply", a],
+                    Cmd::ApplyB => vec!["--lock-timeout", "60", "apply", b],
+                    Cmd::Rollback => vec!["--lock-timeout", "60", "rollback"],
+                    Cmd::CheckA => vec!["--lock-timeout", "60", "check", a],
+                    Cmd::CheckB => vec!["--lock-timeout", "60", "check", b],
+                };
+                let mut command = rr_cmd(&tb, &args);
+                if matches!(cmd, Cmd::ApplyA | Cmd::ApplyB) {
+                    command.env("ROCE_ROUTE_STEP_DELAY_MS", "5");
+                }
+                (cmd, Running::spawn(command, format!("{cmd:?}")))
+            })
+            .collect();
+        let outputs: Vec<(Cmd, Output)> = running.into_iter().map(|(cmd, r)| (cmd, r.wait())).collect();
+
+        for (i, (cmd, out)) in outputs.iter().enumerate() {
+            let what = format!("round {round}, process {i} ({cmd:?})");
+            let stderr = stderr_of(out);
+            assert!(!stderr.contains("panicked"), "{what} panicked:\n{}", describe_output(out));
+            let code = out.status.code();
+            let documented = match cmd {
+                Cmd::ApplyA | Cmd::ApplyB | Cmd::Rollback => code == Some(EXIT_OK),
+                Cmd::CheckA | Cmd::CheckB => matches!(code, Some(EXIT_OK | EXIT_DRIFT)),
+            };
+            assert!(documented, "{what}: unexpected exit\n{}", describe_output(out));
+        }
+
+        let final_dump = tb.dump();
+        let state =
+            states.iter().find(|(_, d)| **d == final_dump).map(|(name, _)| *name).unwrap_or_else(|| {
+                // Not a clean state: show the difference to the nearest one.
+                let (name, nearest) =
+                    states.iter().min_by_key(|(_, d)| lines_differing(d, &final_dump)).expect("states");
+                assert_dump_eq(nearest, &final_dump, &format!("round {round}: not a clean state; vs {name}"));
+                unreachable!()
+            });
+        let check_a = rr(&tb, &["check", a]).status.code();
+        let check_b = rr(&tb, &["check", b]).status.code();
+        let want_a = if state == "A" { EXIT_OK } else { EXIT_DRIFT };
+        let want_b = if state.starts_with('B') { EXIT_OK } else { EXIT_DRIFT };
+        assert_eq!(check_a, Some(want_a), "round {round}: check A in state {state}");
+        assert_eq!(check_b, Some(want_b), "round {round}: check B in state {state}");
+
+        let undone = rollback_all(&tb);
+        assert_dump_eq(&o_dump, &tb.dump(), &format!("round {round}: after rolling back everything"));
+        assert_eq!(state_files(&base), idle_files, "round {round}: state files");
+        let exits: Vec<String> =
+            outputs.iter().map(|(c, o)| format!("{c:?}={}", o.status.code().unwrap_or(-1))).collect();
+        eprintln!(
+            "round {round}: ended in state {state}, {undone} journal(s) left on the stack, {:.1?}; {}",
+            started.elapsed(),
+            exits.join(" ")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Two namespaces, one state base
+
+/// Two namespaces applying at the same time with one state base: the lock
+/// is per namespace, so neither waits for the other and both succeed. Also
+/// deterministically: while namespace 1's lock is held (by a waiting
+/// `apply --confirm`), namespace 2 applies and rolls back with
+/// --lock-timeout 0.
+#[test]
+fn different_namespaces_do_not_wait_for_each_other() {
+    let one = Testbed::builder().rails(8).build();
+    let two = Testbed::builder().rails(8).build();
+    let shared = one.dir().join("shared-state");
+    let config_one = one.write_config(&one.config_toml());
+    let config_two = two.write_config(&two.config_toml());
+    let o_one = one.dump();
+    let o_two = two.dump();
+
+    let spawn = |tb: &Testbed, config: &Path| {
+        let mut cmd = rr_cmd_in(tb, &shared, &["--lock-timeout", "0", "apply", path_str(config)]);
+        cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "10");
+        Running::spawn(cmd, format!("apply in {}", tb.host_ns()))
+    };
+    let mut run_one = spawn(&one, &config_one);
+    let mut run_two = spawn(&two, &config_two);
+    // Informative only: whether both journals were open at one moment.
+    let mut overlapped = false;
+    while run_one.is_running() || run_two.is_running() {
+        let open: Vec<bool> = fs::read_dir(&shared)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|ns| unfinished_journal_in(&ns.path()))
+            .collect();
+        overlapped |= open.iter().filter(|o| **o).count() == 2;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for (tb, out) in [(&one, run_one.wait()), (&two, run_two.wait())] {
+        assert_eq!(out.status.code(), Some(EXIT_OK), "apply in {}\n{}", tb.host_ns(), describe_output(&out));
+        assert!(
+            !stderr_of(&out).contains("lock"),
+            "apply in {} mentions a lock\n{}",
+            tb.host_ns(),
+            describe_output(&out)
+        );
+    }
+    eprintln!("both applies had an unfinished journal at one moment: {overlapped}");
+    let namespaces = fs::read_dir(&shared).expect("the shared state base").count();
+    assert_eq!(namespaces, 2, "one state subdirectory per namespace");
+    for (tb, config) in [(&one, &config_one), (&two, &config_two)] {
+        let out = output(rr_cmd_in(tb, &shared, &["check", path_str(config)]));
+        assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+    }
+
+    // Namespace 1's lock held for as long as the test wants.
+    let held_config = one.write_config(&one.render_config(|_| vec!["arp_ignore = 2".into()]));
+    let held = Running::spawn(
+        rr_cmd_in(&one, &shared, &["apply", "--confirm", "60", path_str(&held_config)]),
+        "apply --confirm in namespace 1".into(),
+    );
+    wait_for_pending(&shared);
+    let out = output(rr_cmd_in(&two, &shared, &["--lock-timeout", "0", "rollback"]));
+    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+    assert_dump_eq(&o_two, &two.dump(), "namespace 2 rolled back");
+    let out = output(rr_cmd_in(&two, &shared, &["--lock-timeout", "0", "apply", path_str(&config_two)]));
+    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+    let out = output(rr_cmd_in(&one, &shared, &["confirm"]));
+    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+    let out = held.wait();
+    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+
+    // Each namespace's stack is its own: two rollbacks each restore it.
+    for (tb, o) in [(&one, &o_one), (&two, &o_two)] {
+        for _ in 0..2 {
+            let out = output(rr_cmd_in(tb, &shared, &["rollback"]));
+            assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+        }
+        assert_dump_eq(o, &tb.dump(), &format!("{} after its rollbacks", tb.host_ns()));
+    }
+    assert!(journals(&shared).is_empty(), "{:?}", journals(&shared));
+}
+
+/// Waits until an `apply --confirm` under `base` is waiting for confirmation
+/// (it holds the lock then).
+fn wait_for_pending(base: &Path) {
+    poll_until("apply --confirm to wait for confirmation", CONFIRM_WAIT, || {
+        state_files(base).iter().any(|f| f.ends_with("/pending"))
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Lock timeout
+
+/// While `apply --confirm` waits (holding the lock), another apply gives up
+/// after --lock-timeout with exit 1, says so, and changes nothing.
+#[test]
+fn a_held_lock_times_out_with_exit_1() {
+    let tb = Testbed::builder().rails(4).build();
+    let (a, b) = configs(&tb);
+    let base = state_base(&tb);
+    let o_dump = tb.dump();
+
+    let held =
+        Running::spawn(rr_cmd(&tb, &["apply", "--confirm", "30", path_str(&a)]), "apply --confirm 30".into());
+    wait_for_pending(&base);
+    let a_dump = tb.dump();
+    assert_ne!(a_dump, o_dump);
+
+    let started = Instant::now();
+    let out = rr(&tb, &["--lock-timeout", "1", "apply", path_str(&b)]);
+    let waited = started.elapsed();
+    assert_eq!(out.status.code(), Some(EXIT_FAILED), "{}", describe_output(&out));
+    assert!(
+        stderr_of(&out).contains(LOCK_MESSAGE),
+        "the error should say the lock is held\n{}",
+        describe_output(&out)
+    );
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_secs(10),
+        "--lock-timeout 1 gave up after {waited:?}"
+    );
+    assert_dump_eq(&a_dump, &tb.dump(), "after the timed-out apply");
+
+    rr_expect(&tb, &["confirm"], EXIT_OK);
+    let out = held.wait();
+    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+    assert_dump_eq(&a_dump, &tb.dump(), "after confirm");
+    rr_expect(&tb, &["rollback"], EXIT_OK);
+    assert_dump_eq(&o_dump, &tb.dump(), "after rollback");
+}
