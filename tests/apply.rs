@@ -58,12 +58,7 @@ impl Run {
 
     /// Panics unless the run exited with `code`.
     fn expect_code(self, code: i32) -> Run {
-        assert_eq!(
-            self.code(),
-            Some(code),
-            "expected exit code {code} from\n{}",
-            self.report()
-        );
+        assert_eq!(self.code(), Some(code), "expected exit code {code} from\n{}", self.report());
         self
     }
 
@@ -120,9 +115,7 @@ fn apply(tb: &Testbed, config: &Path, flags: &[&str]) -> Run {
     args.push(path_str(config));
     let mut cmd = roce_route_cmd(tb, &args);
     let what = describe_run(&cmd, config);
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
     Run { what, out }
 }
 
@@ -147,11 +140,7 @@ fn dry_run(tb: &Testbed, config: &Path, flags: &[&str]) -> String {
 
 /// The command lines of a dry-run script (lines not starting with '#').
 fn commands(script: &str) -> Vec<&str> {
-    script
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect()
+    script.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect()
 }
 
 /// Runs a dry-run script with `sh -e` inside the host namespace.
@@ -170,11 +159,7 @@ fn run_script(tb: &Testbed, script: &str) {
 fn assert_in_sync(tb: &Testbed, config: &Path, flags: &[&str]) {
     let before = tb.dump();
     let run = apply(tb, config, flags).expect_code(0);
-    assert!(
-        run.stdout().contains("in sync"),
-        "a repeated apply should say it is in sync:\n{}",
-        run.report()
-    );
+    assert!(run.stdout().contains("in sync"), "a repeated apply should say it is in sync:\n{}", run.report());
     assert_same_state(&before, &tb.dump(), "a repeated apply changed the host");
 }
 
@@ -188,10 +173,7 @@ fn assert_same_state(expected: &str, actual: &str, what: &str) {
     }
     let only_in = |a: &str, b: &str| -> String {
         let other: Vec<&str> = b.lines().collect();
-        a.lines()
-            .filter(|l| !other.contains(l))
-            .map(|l| format!("  {l}\n"))
-            .collect()
+        a.lines().filter(|l| !other.contains(l)).map(|l| format!("  {l}\n")).collect()
     };
     panic!(
         "{what}\n--- only in the expected state ---\n{}--- only in the actual state ---\n{}\
@@ -226,12 +208,7 @@ fn portable_dump(tb: &Testbed) -> String {
             out.push_str(line);
             out.push('\n');
         } else {
-            section.push(
-                line.split_whitespace()
-                    .map(mask)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            );
+            section.push(line.split_whitespace().map(mask).collect::<Vec<_>>().join(" "));
         }
     }
     flush(&mut out, &mut section);
@@ -251,27 +228,18 @@ fn table_routes(tb: &Testbed, table: u32) -> Vec<String> {
 
 /// Both families' rules, canonical.
 fn all_rules(tb: &Testbed) -> Vec<String> {
-    ["-4", "-6"]
-        .iter()
-        .flat_map(|f| canonical_lines(&tb.ip_host(&format!("{f} rule show"))))
-        .collect()
+    ["-4", "-6"].iter().flat_map(|f| canonical_lines(&tb.ip_host(&format!("{f} rule show")))).collect()
 }
 
 /// The rules that look up `table`.
 fn rules_to(tb: &Testbed, table: u32) -> Vec<String> {
     let t = table.to_string();
-    all_rules(tb)
-        .into_iter()
-        .filter(|l| field_after(l, "lookup") == Some(t.as_str()))
-        .collect()
+    all_rules(tb).into_iter().filter(|l| field_after(l, "lookup") == Some(t.as_str())).collect()
 }
 
 /// The rules selecting source `addr`.
 fn rules_from(tb: &Testbed, addr: &str) -> Vec<String> {
-    all_rules(tb)
-        .into_iter()
-        .filter(|l| field_after(l, "from") == Some(addr))
-        .collect()
+    all_rules(tb).into_iter().filter(|l| field_after(l, "from") == Some(addr)).collect()
 }
 
 /// The untouched testbed's problem: every rail's traffic to the peer
@@ -308,12 +276,7 @@ fn assert_fixed(tb: &Testbed) {
             r.v4,
             r.name
         );
-        assert_eq!(
-            tb.reply_leaves_via(k),
-            r.name,
-            "replies to the peer's pings of {}",
-            r.v4
-        );
+        assert_eq!(tb.reply_leaves_via(k), r.name, "replies to the peer's pings of {}", r.v4);
         if let Some(v6) = &r.v6 {
             assert_eq!(
                 tb.route_get_dev(PEER_V6, v6),
@@ -347,10 +310,7 @@ fn twin_testbeds(rails: usize, ipv6: bool) -> (Testbed, Testbed) {
 fn assert_dry_run_exact(a: &Testbed, b: &Testbed, toml: &str, flags: &[&str]) -> String {
     let config_a = a.write_config(toml);
     let script = dry_run(a, &config_a, flags);
-    assert!(
-        !commands(&script).is_empty(),
-        "the dry-run printed no command:\n{script}"
-    );
+    assert!(!commands(&script).is_empty(), "the dry-run printed no command:\n{script}");
     run_script(a, &script);
     apply_toml(b, toml, flags).expect_code(0);
     assert_same_state(
@@ -374,11 +334,7 @@ fn apply_fixes_routing_arp_and_replies_on_every_rail() {
     assert_broken(&tb);
     for r in tb.rails() {
         let v6 = r.v6.as_deref().expect("ipv6 testbed");
-        assert_eq!(
-            tb.route_get_dev(PEER_V6, v6),
-            "rail0",
-            "before apply, from {v6}"
-        );
+        assert_eq!(tb.route_get_dev(PEER_V6, v6), "rail0", "before apply, from {v6}");
     }
 
     apply_ok(&tb, &tb.config_toml());
@@ -395,10 +351,7 @@ fn a_second_apply_is_in_sync_and_changes_nothing() {
     assert_in_sync(&tb, &config, &[]);
 
     let script = dry_run(&tb, &config, &[]);
-    assert!(
-        commands(&script).is_empty(),
-        "a dry-run after apply should print only comments:\n{script}"
-    );
+    assert!(commands(&script).is_empty(), "a dry-run after apply should print only comments:\n{script}");
 }
 
 // ---------------------------------------------------------------------------
@@ -409,17 +362,12 @@ fn a_second_apply_is_in_sync_and_changes_nothing() {
 fn add_foreign_entries(tb: &Testbed) -> Vec<String> {
     tb.ip_host("rule add from 203.0.113.5 lookup 50 priority 500");
     tb.ip_host("route add 203.0.113.0/24 dev rail0 table 50");
-    tb.ip_host(&format!(
-        "route add 192.0.2.0/24 via {GATEWAY_V4} dev rail1"
-    ));
+    tb.ip_host(&format!("route add 192.0.2.0/24 via {GATEWAY_V4} dev rail1"));
     foreign_entries(tb)
 }
 
 fn foreign_entries(tb: &Testbed) -> Vec<String> {
-    let mut lines: Vec<String> = all_rules(tb)
-        .into_iter()
-        .filter(|l| !l.contains(OURS))
-        .collect();
+    let mut lines: Vec<String> = all_rules(tb).into_iter().filter(|l| !l.contains(OURS)).collect();
     lines.extend(table_routes(tb, 50));
     lines.extend(canonical_lines(&tb.ip_host("-4 route show table main")));
     lines.extend(canonical_lines(&tb.ip_host("-6 route show table main")));
@@ -430,27 +378,12 @@ fn foreign_entries(tb: &Testbed) -> Vec<String> {
 fn dropping_a_rail_removes_its_entries_and_leaves_foreign_ones() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
     let foreign = add_foreign_entries(&tb);
-    assert!(
-        foreign
-            .iter()
-            .any(|l| l.contains("from 203.0.113.5 lookup 50")),
-        "{foreign:?}"
-    );
+    assert!(foreign.iter().any(|l| l.contains("from 203.0.113.5 lookup 50")), "{foreign:?}");
 
     apply_ok(&tb, &tb.config_toml());
-    assert_eq!(
-        foreign_entries(&tb),
-        foreign,
-        "foreign entries after the 4-rail apply"
-    );
-    let kept: Vec<(Vec<String>, Vec<String>)> = (0..3)
-        .map(|k| {
-            (
-                table_routes(&tb, tb.rail(k).table),
-                rules_to(&tb, tb.rail(k).table),
-            )
-        })
-        .collect();
+    assert_eq!(foreign_entries(&tb), foreign, "foreign entries after the 4-rail apply");
+    let kept: Vec<(Vec<String>, Vec<String>)> =
+        (0..3).map(|k| (table_routes(&tb, tb.rail(k).table), rules_to(&tb, tb.rail(k).table))).collect();
     let dropped = tb.rail(3).table;
     assert!(
         !table_routes(&tb, dropped).is_empty() && rules_to(&tb, dropped).len() == 2,
@@ -458,30 +391,15 @@ fn dropping_a_rail_removes_its_entries_and_leaves_foreign_ones() {
         tb.dump()
     );
 
-    apply_ok(
-        &tb,
-        &tb.render_config_for(|r| r.name != "rail3", |_| Vec::new()),
-    );
-    assert_eq!(
-        table_routes(&tb, dropped),
-        Vec::<String>::new(),
-        "table {dropped}"
-    );
-    assert_eq!(
-        rules_to(&tb, dropped),
-        Vec::<String>::new(),
-        "rules to {dropped}"
-    );
+    apply_ok(&tb, &tb.render_config_for(|r| r.name != "rail3", |_| Vec::new()));
+    assert_eq!(table_routes(&tb, dropped), Vec::<String>::new(), "table {dropped}");
+    assert_eq!(rules_to(&tb, dropped), Vec::<String>::new(), "rules to {dropped}");
     for (k, (routes, rules)) in kept.iter().enumerate() {
         let table = tb.rail(k).table;
         assert_eq!(&table_routes(&tb, table), routes, "table {table} changed");
         assert_eq!(&rules_to(&tb, table), rules, "rules to {table} changed");
     }
-    assert_eq!(
-        foreign_entries(&tb),
-        foreign,
-        "foreign entries after the 3-rail apply"
-    );
+    assert_eq!(foreign_entries(&tb), foreign, "foreign entries after the 3-rail apply");
 }
 
 // ---------------------------------------------------------------------------
@@ -491,18 +409,12 @@ fn dropping_a_rail_removes_its_entries_and_leaves_foreign_ones() {
 fn gateway_gives_each_rail_its_default_route() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
     let v4_before = tb.try_ip_host(&format!("route get {REMOTE_V4} from {}", tb.rail(1).v4));
-    assert!(
-        v4_before.is_err(),
-        "no route to {REMOTE_V4} before apply: {v4_before:?}"
-    );
+    assert!(v4_before.is_err(), "no route to {REMOTE_V4} before apply: {v4_before:?}");
 
     apply_ok(&tb, &tb.config_toml_with_gateway());
     for r in tb.rails() {
         let v6 = r.v6.as_deref().expect("ipv6 testbed");
-        for (gw, src, remote) in [
-            (GATEWAY_V4, r.v4.as_str(), REMOTE_V4),
-            (GATEWAY_V6, v6, REMOTE_V6),
-        ] {
+        for (gw, src, remote) in [(GATEWAY_V4, r.v4.as_str(), REMOTE_V4), (GATEWAY_V6, v6, REMOTE_V6)] {
             let prefix = format!("default via {gw} dev {} {OURS}", r.name);
             let routes = table_routes(&tb, r.table);
             assert!(
@@ -526,22 +438,14 @@ fn dotted_interface_names_work_for_apply_and_dry_run() {
     let toml = applied.config_toml();
 
     let script = assert_dry_run_exact(&scripted, &applied, &toml, &[]);
-    for line in [
-        "sysctl -w net.ipv4.conf.rail0/100.arp_ignore=1",
-        "sysctl -w net.ipv4.conf.rail0/100.arp_announce=2",
-    ] {
-        assert!(
-            commands(&script).contains(&line),
-            "no `{line}` in\n{script}"
-        );
+    for line in
+        ["sysctl -w net.ipv4.conf.rail0/100.arp_ignore=1", "sysctl -w net.ipv4.conf.rail0/100.arp_announce=2"]
+    {
+        assert!(commands(&script).contains(&line), "no `{line}` in\n{script}");
     }
     for tb in [&applied, &scripted] {
         for (key, value) in [("arp_ignore", 1), ("arp_announce", 2)] {
-            assert_eq!(
-                tb.host_sysctl("rail0.100", key),
-                value,
-                "/proc/sys/net/ipv4/conf/rail0.100/{key}"
-            );
+            assert_eq!(tb.host_sysctl("rail0.100", key), value, "/proc/sys/net/ipv4/conf/rail0.100/{key}");
         }
         assert_fixed(tb);
     }
@@ -615,10 +519,7 @@ fn dry_run_is_exact_for_a_change() {
     );
     let script = assert_dry_run_exact(&a, &b, &changed, &[]);
     for verb in ["route add", "rule del", "route del", "sysctl -w"] {
-        assert!(
-            script.contains(verb),
-            "the change should need `{verb}`:\n{script}"
-        );
+        assert!(script.contains(verb), "the change should need `{verb}`:\n{script}");
     }
 }
 
@@ -692,10 +593,7 @@ fn a_failing_step_rolls_back_a_fresh_apply() {
     // on rail2's (still present) address being usable.
     let config = tb.write_config(&tb.config_toml());
     let undone = assert_rolled_back_when_down(&tb, &config, "rail2");
-    assert!(
-        undone > 0,
-        "the failure should come after some steps were made"
-    );
+    assert!(undone > 0, "the failure should come after some steps were made");
 }
 
 #[test]
@@ -708,19 +606,12 @@ fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
     // 100..102 are replaced before rail3's routes are added (and fail).
     // Deletions come after every add (make-before-break), so a failing add
     // can never follow one; the signal test below covers undoing deletions.
-    let moved =
-        tb.render_config(|_| vec![format!("gateway = \"{PEER_V4}\""), "rp_filter = 1".into()]);
+    let moved = tb.render_config(|_| vec![format!("gateway = \"{PEER_V4}\""), "rp_filter = 1".into()]);
     let config = tb.write_config(&moved);
     let script = dry_run(&tb, &config, &[]);
     let (index, _) = first_step_on(&script, "rail3");
-    let replaces = commands(&script)[..index]
-        .iter()
-        .filter(|c| c.contains(" route replace "))
-        .count();
-    assert!(
-        replaces >= 3,
-        "expected the replaces to come first:\n{script}"
-    );
+    let replaces = commands(&script)[..index].iter().filter(|c| c.contains(" route replace ")).count();
+    assert!(replaces >= 3, "expected the replaces to come first:\n{script}");
     assert_rolled_back_when_down(&tb, &config, "rail3");
 }
 
@@ -729,13 +620,7 @@ fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
 
 /// Runs `apply CONFIG` with a pause of `delay` before each step and sends
 /// `signal` (e.g. "TERM") `after` the start.
-fn apply_with_signal(
-    tb: &Testbed,
-    config: &Path,
-    delay: Duration,
-    signal: &str,
-    after: Duration,
-) -> Run {
+fn apply_with_signal(tb: &Testbed, config: &Path, delay: Duration, signal: &str, after: Duration) -> Run {
     let mut cmd = roce_route_cmd(tb, &["apply", path_str(config)]);
     cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay.as_millis().to_string())
         .stdout(Stdio::piped())
@@ -745,36 +630,20 @@ fn apply_with_signal(
         describe_run(&cmd, config),
         delay.as_millis()
     );
-    let child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot spawn {what}: {e}"));
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {what}: {e}"));
     thread::sleep(after);
-    let kill = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(child.id().to_string())
-        .output();
+    let kill = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).output();
     // Reap the child before any assertion can unwind.
-    let out = child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("waiting for {what}: {e}"));
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("waiting for {what}: {e}"));
     let kill = kill.unwrap_or_else(|e| panic!("cannot run kill: {e}"));
-    assert!(
-        kill.status.success(),
-        "kill -{signal} failed:\n{}",
-        describe_output(&kill)
-    );
+    assert!(kill.status.success(), "kill -{signal} failed:\n{}", describe_output(&kill));
     Run { what, out }
 }
 
 /// The run was stopped by `signal` (its number) and rolled back the host to
 /// `before`; returns how many steps were undone.
 fn assert_interrupted(tb: &Testbed, run: &Run, signal: u8, before: &str) -> usize {
-    assert_eq!(
-        run.code(),
-        Some(1),
-        "a signalled apply exits 1:\n{}",
-        run.report()
-    );
+    assert_eq!(run.code(), Some(1), "a signalled apply exits 1:\n{}", run.report());
     run.expect_stderr(&[&format!("signal {signal}"), "rolled back"]);
     assert_same_state(before, &tb.dump(), "the host changed despite the signal");
     run.steps_rolled_back()
@@ -804,12 +673,7 @@ fn sigint_after_deletions_rolls_them_back() {
     // rp_filter set on each remaining rail: the sysctls come last.
     let changed = tb.render_config_for(
         |r| r.name != "rail3",
-        |_| {
-            vec![
-                format!("gateway = \"{GATEWAY_V4}\""),
-                "rp_filter = 1".into(),
-            ]
-        },
+        |_| vec![format!("gateway = \"{GATEWAY_V4}\""), "rp_filter = 1".into()],
     );
     let config = tb.write_config(&changed);
     let started = Instant::now();
@@ -820,10 +684,7 @@ fn sigint_after_deletions_rolls_them_back() {
         .iter()
         .rposition(|c| c.contains(" del "))
         .unwrap_or_else(|| panic!("the change should delete something:\n{script}"));
-    assert!(
-        last_delete + 2 < steps.len(),
-        "the deletions should not come last:\n{script}"
-    );
+    assert!(last_delete + 2 < steps.len(), "the deletions should not come last:\n{script}");
 
     // Aim between the last deletion and the last step.
     let delay = Duration::from_millis(300);
@@ -862,13 +723,7 @@ fn assert_invalid(tb: &Testbed, toml: &str, line: usize, col: Option<usize>, nee
 #[test]
 fn invalid_configs_exit_2_with_a_position_and_touch_nothing() {
     let tb = Testbed::builder().rails(2).build();
-    assert_invalid(
-        &tb,
-        "[[interface]]\nname = \"nosuch0\"\n",
-        2,
-        Some(8),
-        &["nosuch0", "does not exist"],
-    );
+    assert_invalid(&tb, "[[interface]]\nname = \"nosuch0\"\n", 2, Some(8), &["nosuch0", "does not exist"]);
     assert_invalid(
         &tb,
         "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.99/24\"]\n",
@@ -876,13 +731,7 @@ fn invalid_configs_exit_2_with_a_position_and_touch_nothing() {
         Some(14),
         &["rail0", "198.51.100.99"],
     );
-    assert_invalid(
-        &tb,
-        "[[interface]]\nname = \"rail0\"\ntable = = 5\n",
-        3,
-        None,
-        &[],
-    );
+    assert_invalid(&tb, "[[interface]]\nname = \"rail0\"\ntable = = 5\n", 3, None, &[]);
 }
 
 /// `ip netns exec <host ns> setpriv <nobody> roce-route ARGS`: an
@@ -891,10 +740,7 @@ fn invalid_configs_exit_2_with_a_position_and_touch_nothing() {
 /// The binary and config are copied where nobody can read them.
 fn run_as_nobody(tb: &Testbed, args: &[&str], config: &Path) -> Run {
     let found = Command::new("setpriv").arg("--version").output();
-    assert!(
-        found.is_ok_and(|o| o.status.success()),
-        "this test needs `setpriv` (util-linux)"
-    );
+    assert!(found.is_ok_and(|o| o.status.success()), "this test needs `setpriv` (util-linux)");
     let bin = tb.dir().join("roce-route");
     fs::copy(env!("CARGO_BIN_EXE_roce-route"), &bin).expect("copy the binary");
     for (path, mode) in [(tb.dir(), 0o755), (bin.as_path(), 0o755), (config, 0o644)] {
@@ -910,9 +756,7 @@ fn run_as_nobody(tb: &Testbed, args: &[&str], config: &Path) -> Run {
         .env("ROCE_ROUTE_STATE_DIR", state_dir(tb))
         .current_dir(tb.dir());
     let what = describe_run(&cmd, config);
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
     Run { what, out }
 }
 
@@ -934,12 +778,7 @@ fn without_root_apply_fails_untouched_and_dry_run_still_works() {
     // Reading the host needs no privilege: the unprivileged dry-run prints
     // exactly what root's does.
     let unprivileged = run_as_nobody(&tb, &["apply", "--dry-run"], &config).expect_code(0);
-    assert_eq!(
-        unprivileged.stdout(),
-        dry_run(&tb, &config, &[]),
-        "{}",
-        unprivileged.report()
-    );
+    assert_eq!(unprivileged.stdout(), dry_run(&tb, &config, &[]), "{}", unprivileged.report());
     assert!(!commands(&unprivileged.stdout()).is_empty());
     assert_same_state(&before, &tb.dump(), "a dry-run changed the host");
 }

@@ -14,8 +14,8 @@ fn examples_dir() -> PathBuf {
 /// Parses one example, failing the test with the config error if invalid.
 fn load(name: &str) -> Config {
     let path = examples_dir().join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     config::parse(&path.display().to_string(), &text)
         .unwrap_or_else(|e| panic!("{} is not a valid config:\n{e}", path.display()))
 }
@@ -25,11 +25,7 @@ fn ip(s: &str) -> IpAddr {
 }
 
 fn gateways(cfg: &Config, iface: usize) -> Vec<IpAddr> {
-    cfg.interfaces[iface]
-        .gateways
-        .iter()
-        .map(|g| g.addr)
-        .collect()
+    cfg.interfaces[iface].gateways.iter().map(|g| g.addr).collect()
 }
 
 #[test]
@@ -41,10 +37,7 @@ fn every_example_is_valid() {
         .collect();
     names.sort();
     for known in ["dual-stack.toml", "guide-4-rail.toml", "h100-8-rail.toml"] {
-        assert!(
-            names.iter().any(|n| n == known),
-            "examples/{known} is missing"
-        );
+        assert!(names.iter().any(|n| n == known), "examples/{known} is missing");
     }
     for name in &names {
         let cfg = load(name);
@@ -62,13 +55,8 @@ fn guide_4_rail() {
         assert_eq!(iface.table, 100 + k as u32);
         assert_eq!(iface.priority, 1000);
         assert_eq!(gateways(&cfg, k), [ip("192.168.1.1")]);
-        let addrs: Vec<String> = iface
-            .addresses
-            .as_ref()
-            .expect("explicit addresses")
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
+        let addrs: Vec<String> =
+            iface.addresses.as_ref().expect("explicit addresses").iter().map(|a| a.to_string()).collect();
         assert_eq!(addrs, [format!("192.168.1.{}/24", 10 + k)]);
         assert_eq!(iface.sysctls[&SysctlKey::ArpIgnore], 1);
         assert_eq!(iface.sysctls[&SysctlKey::ArpAnnounce], 2);

@@ -51,9 +51,7 @@ fn roce_route_cmd(tb: &Testbed, args: &[&str]) -> Command {
 }
 
 fn rr(tb: &Testbed, args: &[&str]) -> Output {
-    roce_route_cmd(tb, args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run roce-route {args:?}: {e}"))
+    roce_route_cmd(tb, args).output().unwrap_or_else(|e| panic!("cannot run roce-route {args:?}: {e}"))
 }
 
 fn stdout_of(out: &Output) -> String {
@@ -79,12 +77,8 @@ fn rr_ok(tb: &Testbed, args: &[&str]) -> String {
 
 /// The single JSON document on stdout.
 fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON document: {e}\n{}",
-            describe_output(out)
-        )
-    })
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document: {e}\n{}", describe_output(out)))
 }
 
 fn path_str(p: &Path) -> &str {
@@ -115,15 +109,9 @@ fn standard_config(tb: &Testbed) -> PathBuf {
 
 /// The first `n` `[[interface]]` blocks of a config rendered by the testbed.
 fn first_interfaces(toml: &str, n: usize) -> String {
-    let blocks: Vec<&str> = toml
-        .split("[[interface]]")
-        .filter(|b| !b.trim().is_empty())
-        .collect();
+    let blocks: Vec<&str> = toml.split("[[interface]]").filter(|b| !b.trim().is_empty()).collect();
     assert!(blocks.len() >= n, "fewer than {n} interfaces in:\n{toml}");
-    blocks[..n]
-        .iter()
-        .map(|b| format!("[[interface]]{b}"))
-        .collect()
+    blocks[..n].iter().map(|b| format!("[[interface]]{b}")).collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -135,10 +123,7 @@ fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
         return;
     }
     let only = |a: &str, b: &str| -> Vec<String> {
-        a.lines()
-            .filter(|l| !b.lines().any(|m| m == *l))
-            .map(|l| format!("  {l}"))
-            .collect()
+        a.lines().filter(|l| !b.lines().any(|m| m == *l)).map(|l| format!("  {l}")).collect()
     };
     panic!(
         "{what}: the host differs\n--- only expected ---\n{}\n--- only actual ---\n{}\n\
@@ -151,12 +136,7 @@ fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
 /// Every rule and route (both families, all tables) with proto 234.
 fn owned_entries(tb: &Testbed) -> Vec<String> {
     let mut out = Vec::new();
-    for args in [
-        "-4 rule show",
-        "-6 rule show",
-        "-4 route show table all",
-        "-6 route show table all",
-    ] {
+    for args in ["-4 rule show", "-6 rule show", "-4 route show table all", "-6 route show table all"] {
         out.extend(
             tb.ip_host(args)
                 .lines()
@@ -168,24 +148,16 @@ fn owned_entries(tb: &Testbed) -> Vec<String> {
 }
 
 fn owned_rules(tb: &Testbed) -> usize {
-    owned_entries(tb)
-        .iter()
-        .filter(|l| l.contains(" rule show"))
-        .count()
+    owned_entries(tb).iter().filter(|l| l.contains(" rule show")).count()
 }
 
 fn json_array<'a>(v: &'a Value, key: &str) -> &'a Vec<Value> {
-    v[key]
-        .as_array()
-        .unwrap_or_else(|| panic!("`{key}` is not an array in {v:#}"))
+    v[key].as_array().unwrap_or_else(|| panic!("`{key}` is not an array in {v:#}"))
 }
 
 /// The `kind`s of a check report's differences.
 fn difference_kinds(report: &Value) -> Vec<String> {
-    json_array(report, "differences")
-        .iter()
-        .map(|d| d["kind"].as_str().unwrap_or("?").to_string())
-        .collect()
+    json_array(report, "differences").iter().map(|d| d["kind"].as_str().unwrap_or("?").to_string()).collect()
 }
 
 /// The first difference of `kind`, or a panic showing the report.
@@ -226,10 +198,7 @@ fn assert_traffic_ok(traffic: &[Value], what: &str) {
     assert!(!traffic.is_empty(), "{what}: no traffic lookups");
     for t in traffic {
         for field in TRAFFIC_FIELDS {
-            assert!(
-                t.get(field).is_some(),
-                "{what}: traffic lacks `{field}`: {t:#}"
-            );
+            assert!(t.get(field).is_some(), "{what}: traffic lacks `{field}`: {t:#}");
         }
         assert_eq!(t["ok"], true, "{what}: traffic not ok: {t:#}");
         assert_eq!(t["dev"], t["expected_dev"], "{what}: {t:#}");
@@ -243,17 +212,11 @@ fn assert_in_sync(tb: &Testbed, config: &Path, what: &str) {
     let report = check_json(tb, config, EXIT_OK);
     assert_eq!(report["command"], "check", "{report:#}");
     assert_eq!(report["in_sync"], true, "{what}: {report:#}");
-    assert!(
-        json_array(&report, "differences").is_empty(),
-        "{what}: {report:#}"
-    );
+    assert!(json_array(&report, "differences").is_empty(), "{what}: {report:#}");
     let traffic = json_array(&report, "traffic");
     assert_traffic_ok(traffic, what);
     let text = std::fs::read_to_string(config).expect("read config");
-    let configured = tb
-        .rails()
-        .iter()
-        .filter(|r| text.contains(&format!("name = \"{}\"", r.name)));
+    let configured = tb.rails().iter().filter(|r| text.contains(&format!("name = \"{}\"", r.name)));
     for rail in configured {
         for addr in std::iter::once(&rail.v4).chain(&rail.v6) {
             assert!(
@@ -263,10 +226,7 @@ fn assert_in_sync(tb: &Testbed, config: &Path, what: &str) {
         }
     }
     let human = rr_ok(tb, &["check", path_str(config)]);
-    assert!(
-        human.contains("in sync"),
-        "{what}: human check said:\n{human}"
-    );
+    assert!(human.contains("in sync"), "{what}: human check said:\n{human}");
 }
 
 /// Asserts check reports drift: exit 3, in_sync false, documented
@@ -281,10 +241,7 @@ fn assert_drift(tb: &Testbed, config: &Path) -> Value {
 
 /// The traffic entries from `addr` that are not ok.
 fn wrong_traffic_from<'a>(traffic: &'a [Value], addr: &str) -> Vec<&'a Value> {
-    traffic
-        .iter()
-        .filter(|t| t["from"] == addr && t["ok"] == false)
-        .collect()
+    traffic.iter().filter(|t| t["from"] == addr && t["ok"] == false).collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -294,10 +251,7 @@ fn wrong_traffic_from<'a>(traffic: &'a [Value], addr: &str) -> Vec<&'a Value> {
 /// 500, a route in table 50, and arp_ignore=2 on rail1 set by hand.
 fn add_foreign_state(tb: &Testbed) {
     tb.ip_host("rule add priority 500 from 203.0.113.5 lookup 50");
-    tb.ip_host(&format!(
-        "route add 203.0.113.0/24 via {} dev rail0 table 50",
-        tb.peer_v4()
-    ));
+    tb.ip_host(&format!("route add 203.0.113.0/24 via {} dev rail0 table 50", tb.peer_v4()));
     tb.set_host_sysctl("rail1", "arp_ignore", 2);
 }
 
@@ -315,9 +269,7 @@ fn flap(tb: &Testbed, rail: &str) {
     tb.ip_host(&format!("link set {rail} down"));
     tb.ip_host(&format!("link set {rail} up"));
     let operstate = format!("/sys/class/net/{rail}/operstate");
-    poll_until(&format!("{rail} to be up again"), LINK_WAIT, || {
-        tb.host().read_file(&operstate) == "up"
-    });
+    poll_until(&format!("{rail} to be up again"), LINK_WAIT, || tb.host().read_file(&operstate) == "up");
 }
 
 // ---------------------------------------------------------------------------
@@ -336,10 +288,7 @@ impl Background {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot spawn roce-route {args:?}: {e}"));
-        Background {
-            child: Some(child),
-            what: format!("roce-route {args:?}"),
-        }
+        Background { child: Some(child), what: format!("roce-route {args:?}") }
     }
 
     fn pid(&self) -> u32 {
@@ -377,10 +326,8 @@ impl Drop for Background {
 /// The state dir of the host namespace: the only subdirectory of the base.
 fn ns_state_dir(tb: &Testbed) -> Option<PathBuf> {
     let entries = std::fs::read_dir(state_base(tb)).ok()?;
-    let dirs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
+    let dirs: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
     assert!(dirs.len() <= 1, "several namespace state dirs: {dirs:?}");
     dirs.into_iter().next()
 }
@@ -398,12 +345,7 @@ fn start_waiting_apply(tb: &Testbed, config: &Path, seconds: u64) -> Background 
 }
 
 fn assert_exit(out: &Output, code: i32, what: &str) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{what}: expected exit {code}\n{}",
-        describe_output(out)
-    );
+    assert_eq!(out.status.code(), Some(code), "{what}: expected exit {code}\n{}", describe_output(out));
 }
 
 // ---------------------------------------------------------------------------
@@ -420,10 +362,7 @@ fn rollback_returns_the_exact_pre_apply_state() {
     assert_dump_eq(&before, &tb.dump(), "after apply + rollback");
 
     let out = rr_ok(&tb, &["rollback"]);
-    assert!(
-        out.contains("nothing to roll back"),
-        "second rollback said:\n{out}"
-    );
+    assert!(out.contains("nothing to roll back"), "second rollback said:\n{out}");
     assert_dump_eq(&before, &tb.dump(), "after a second rollback");
 }
 
@@ -460,11 +399,7 @@ fn rollback_after_adopt_restores_the_hand_made_fix() {
     let config = standard_config(&tb);
 
     let refused = rr_expect(&tb, &["apply", path_str(&config)], EXIT_FAILED);
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("--adopt"),
-        "{}",
-        describe_output(&refused)
-    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--adopt"), "{}", describe_output(&refused));
     assert_dump_eq(&hand_made, &tb.dump(), "after a refused apply");
 
     apply_adopt(&tb, &config);
@@ -492,11 +427,7 @@ fn delete_journals(tb: &Testbed) {
         }
     }
     assert!(deleted > 0, "no journal in {}", dir.display());
-    assert!(
-        dir.join("sysctl-origins.json").exists(),
-        "no sysctl-origins.json in {}",
-        dir.display()
-    );
+    assert!(dir.join("sysctl-origins.json").exists(), "no sysctl-origins.json in {}", dir.display());
 }
 
 #[test]
@@ -507,23 +438,12 @@ fn remove_without_journals_takes_out_everything_owned() {
     delete_journals(&tb);
 
     rr_ok(&tb, &["remove"]);
-    assert_eq!(
-        owned_entries(&tb),
-        Vec::<String>::new(),
-        "left after remove"
-    );
-    assert_eq!(
-        tb.host_sysctl("rail1", "arp_ignore"),
-        2,
-        "rail1's own value"
-    );
+    assert_eq!(owned_entries(&tb), Vec::<String>::new(), "left after remove");
+    assert_eq!(tb.host_sysctl("rail1", "arp_ignore"), 2, "rail1's own value");
     assert_dump_eq(&before, &tb.dump(), "after remove");
 
     let again = rr_ok(&tb, &["remove"]);
-    assert!(
-        again.contains("nothing to remove"),
-        "second remove said:\n{again}"
-    );
+    assert!(again.contains("nothing to remove"), "second remove said:\n{again}");
     assert_dump_eq(&before, &tb.dump(), "after a second remove");
 }
 
@@ -556,17 +476,11 @@ fn check_finds_a_deleted_rule_and_its_fix_repairs_it() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
     let config = applied(&tb);
     let rail = tb.rail(1);
-    tb.ip_host(&format!(
-        "rule del priority 1000 from {} lookup {}",
-        rail.v4, rail.table
-    ));
+    tb.ip_host(&format!("rule del priority 1000 from {} lookup {}", rail.v4, rail.table));
 
     let report = assert_drift(&tb, &config);
     let missing = difference(&report, "missing_rule");
-    assert!(
-        missing["description"].as_str().unwrap().contains(&rail.v4),
-        "{missing:#}"
-    );
+    assert!(missing["description"].as_str().unwrap().contains(&rail.v4), "{missing:#}");
     let fix = missing["fix"].as_str().unwrap();
     tb.host().exec("sh", &["-c", fix]);
     assert_in_sync(&tb, &config, &format!("after running the fix `{fix}`"));
@@ -581,26 +495,20 @@ fn check_finds_the_routes_a_link_flap_dropped() {
 
     let report = assert_drift(&tb, &config);
     let missing = difference(&report, "missing_route");
-    assert!(
-        missing["description"].as_str().unwrap().contains("rail1"),
-        "{missing:#}"
-    );
+    assert!(missing["description"].as_str().unwrap().contains("rail1"), "{missing:#}");
     let rail1_v4 = &tb.rail(1).v4;
     let named = json_array(&report, "differences").iter().any(|d| {
         d["kind"] == "traffic"
-            && d["description"].as_str().is_some_and(|s| {
-                s.contains(&format!("from {rail1_v4} ")) && s.contains("expected rail1")
-            })
+            && d["description"]
+                .as_str()
+                .is_some_and(|s| s.contains(&format!("from {rail1_v4} ")) && s.contains("expected rail1"))
     });
     assert!(named, "no traffic difference for rail1: {report:#}");
     let wrong = wrong_traffic_from(json_array(&report, "traffic"), rail1_v4);
     assert!(!wrong.is_empty(), "rail1's traffic judged ok: {report:#}");
     for t in wrong {
         assert_eq!(t["expected_dev"], "rail1", "{t:#}");
-        assert!(
-            t["dev"] != "rail1",
-            "a wrong verdict leaves via rail1: {t:#}"
-        );
+        assert!(t["dev"] != "rail1", "a wrong verdict leaves via rail1: {t:#}");
     }
 
     apply(&tb, &config);
@@ -616,10 +524,7 @@ fn check_finds_a_sysctl_changed_by_hand() {
     let report = assert_drift(&tb, &config);
     assert_eq!(difference_kinds(&report), ["sysctl"], "{report:#}");
     let d = difference(&report, "sysctl");
-    assert!(
-        d["fix"].as_str().unwrap().contains("rail2.arp_ignore=1"),
-        "{d:#}"
-    );
+    assert!(d["fix"].as_str().unwrap().contains("rail2.arp_ignore=1"), "{d:#}");
     apply(&tb, &config);
     assert_in_sync(&tb, &config, "after re-applying");
 }
@@ -629,17 +534,11 @@ fn check_finds_a_shadowing_foreign_rule_and_adopt_takes_it_over() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
     let config = applied(&tb);
     let rail = tb.rail(1);
-    tb.ip_host(&format!(
-        "rule add priority 100 from {} lookup main",
-        rail.v4
-    ));
+    tb.ip_host(&format!("rule add priority 100 from {} lookup main", rail.v4));
 
     let report = assert_drift(&tb, &config);
     let conflict = difference(&report, "conflict");
-    assert!(
-        conflict["fix"].as_str().unwrap().contains("--adopt"),
-        "{conflict:#}"
-    );
+    assert!(conflict["fix"].as_str().unwrap().contains("--adopt"), "{conflict:#}");
     let wrong = wrong_traffic_from(json_array(&report, "traffic"), &rail.v4);
     assert!(!wrong.is_empty(), "shadowed traffic judged ok: {report:#}");
     difference(&report, "traffic");
@@ -656,10 +555,7 @@ fn check_finds_arp_ignore_overridden_by_conf_all() {
 
     let report = assert_drift(&tb, &config);
     let d = difference(&report, "sysctl_overridden");
-    assert!(
-        d["fix"].as_str().unwrap().contains("all.arp_ignore"),
-        "{d:#}"
-    );
+    assert!(d["fix"].as_str().unwrap().contains("all.arp_ignore"), "{d:#}");
     tb.set_host_sysctl("all", "arp_ignore", 0);
     assert_in_sync(&tb, &config, "with conf/all/arp_ignore back to 0");
 }
@@ -676,9 +572,7 @@ fn show_json(tb: &Testbed) -> Value {
 }
 
 fn shown_interface<'a>(report: &'a Value, name: &str) -> Option<&'a Value> {
-    json_array(report, "interfaces")
-        .iter()
-        .find(|i| i["name"] == name)
+    json_array(report, "interfaces").iter().find(|i| i["name"] == name)
 }
 
 #[test]
@@ -687,27 +581,15 @@ fn show_lists_every_rail_with_its_table_rules_sysctls_and_traffic() {
     applied(&tb);
 
     let report = show_json(&tb);
-    assert_eq!(
-        json_array(&report, "interfaces").len(),
-        tb.rails().len(),
-        "{report:#}"
-    );
+    assert_eq!(json_array(&report, "interfaces").len(), tb.rails().len(), "{report:#}");
     assert!(json_array(&report, "orphan_rules").is_empty(), "{report:#}");
     for rail in tb.rails() {
         let what = format!("show: {}", rail.name);
-        let i = shown_interface(&report, &rail.name)
-            .unwrap_or_else(|| panic!("{what} missing: {report:#}"));
-        assert_eq!(
-            i["tables"],
-            serde_json::json!([rail.table]),
-            "{what}: {i:#}"
-        );
+        let i = shown_interface(&report, &rail.name).unwrap_or_else(|| panic!("{what} missing: {report:#}"));
+        assert_eq!(i["tables"], serde_json::json!([rail.table]), "{what}: {i:#}");
         let rules = json_array(i, "rules");
         assert_eq!(rules.len(), 2, "{what}: one rule per family: {i:#}");
-        assert!(
-            rules.iter().any(|r| r.as_str().unwrap().contains(&rail.v4)),
-            "{what}: {i:#}"
-        );
+        assert!(rules.iter().any(|r| r.as_str().unwrap().contains(&rail.v4)), "{what}: {i:#}");
         assert!(!json_array(i, "routes").is_empty(), "{what}: {i:#}");
         for (key, value) in [("arp_ignore", 1), ("arp_announce", 2)] {
             let s = &i["sysctls"][key];
@@ -720,11 +602,7 @@ fn show_lists_every_rail_with_its_table_rules_sysctls_and_traffic() {
 
     let human = rr_ok(&tb, &["show"]);
     for rail in tb.rails() {
-        assert!(
-            human.contains(&rail.name),
-            "{} not in show:\n{human}",
-            rail.name
-        );
+        assert!(human.contains(&rail.name), "{} not in show:\n{human}", rail.name);
     }
     assert!(human.contains("ok"), "show:\n{human}");
     assert!(!human.contains("WRONG"), "show:\n{human}");
@@ -739,13 +617,9 @@ fn show_reports_a_flapped_rail() {
     let report = show_json(&tb);
     let rail1_wrong = shown_interface(&report, "rail1")
         .is_some_and(|i| json_array(i, "traffic").iter().any(|t| t["ok"] == false));
-    let orphaned = json_array(&report, "orphan_rules")
-        .iter()
-        .any(|r| r.as_str().unwrap().contains("lookup 101"));
-    assert!(
-        rail1_wrong || orphaned,
-        "after a flap of rail1 show sees nothing wrong: {report:#}"
-    );
+    let orphaned =
+        json_array(&report, "orphan_rules").iter().any(|r| r.as_str().unwrap().contains("lookup 101"));
+    assert!(rail1_wrong || orphaned, "after a flap of rail1 show sees nothing wrong: {report:#}");
     let human = rr_ok(&tb, &["show"]);
     assert!(
         human.contains("WRONG") || human.contains("lookup 101"),
@@ -753,8 +627,7 @@ fn show_reports_a_flapped_rail() {
     );
     for k in [0, 2, 3] {
         let name = &tb.rail(k).name;
-        let i =
-            shown_interface(&report, name).unwrap_or_else(|| panic!("{name} missing: {report:#}"));
+        let i = shown_interface(&report, name).unwrap_or_else(|| panic!("{name} missing: {report:#}"));
         assert_traffic_ok(json_array(i, "traffic"), name);
     }
 }
@@ -766,8 +639,8 @@ fn apply_json(tb: &Testbed, config: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["apply", "--json"];
     args.extend(extra);
     args.push(path_str(config));
-    let report: Value = serde_json::from_str(&rr_ok(tb, &args))
-        .unwrap_or_else(|e| panic!("apply {args:?} is not JSON: {e}"));
+    let report: Value =
+        serde_json::from_str(&rr_ok(tb, &args)).unwrap_or_else(|e| panic!("apply {args:?} is not JSON: {e}"));
     assert_eq!(report["command"], "apply", "{report:#}");
     for key in ["changes", "conflicts", "warnings"] {
         json_array(&report, key);
@@ -815,10 +688,7 @@ fn bad_config_with_json_prints_an_error_document() {
     assert_eq!(doc["command"], "apply", "{doc:#}");
     assert_eq!(doc["ok"], false, "{doc:#}");
     assert_eq!(doc["exit_code"], EXIT_INVALID, "{doc:#}");
-    assert!(
-        doc["error"].as_str().is_some_and(|e| !e.is_empty()),
-        "{doc:#}"
-    );
+    assert!(doc["error"].as_str().is_some_and(|e| !e.is_empty()), "{doc:#}");
     assert_dump_eq(&before, &tb.dump(), "after a bad config");
 }
 
@@ -840,10 +710,7 @@ fn unconfirmed_apply_rolls_back_after_its_timeout() {
     );
     assert_dump_eq(&before, &tb.dump(), "after an unconfirmed apply");
     let out = rr_ok(&tb, &["rollback"]);
-    assert!(
-        out.contains("nothing to roll back"),
-        "rollback said:\n{out}"
-    );
+    assert!(out.contains("nothing to roll back"), "rollback said:\n{out}");
 }
 
 #[test]
@@ -875,11 +742,7 @@ fn sighup_rolls_back_a_waiting_apply_at_once() {
     let out = waiting.wait(CONFIRM_WAIT);
     let took = start.elapsed();
     assert_exit(&out, EXIT_FAILED, "apply --confirm 20 sent SIGHUP");
-    assert!(
-        took < Duration::from_secs(5),
-        "took {took:?} to exit on SIGHUP\n{}",
-        describe_output(&out)
-    );
+    assert!(took < Duration::from_secs(5), "took {took:?} to exit on SIGHUP\n{}", describe_output(&out));
     assert_dump_eq(&before, &tb.dump(), "after SIGHUP");
 }
 

@@ -64,8 +64,7 @@ fn describe(cmd: &Command) -> String {
 
 /// Runs `cmd`; panics only if it cannot be started at all.
 fn output_of(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run `{}`: {e}", describe(cmd)))
+    cmd.output().unwrap_or_else(|e| panic!("cannot run `{}`: {e}", describe(cmd)))
 }
 
 /// Runs `cmd` and returns its trimmed stdout, or a full report of the failure.
@@ -111,10 +110,7 @@ pub fn field_after<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 pub fn poll_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !ready() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
         thread::sleep(POLL_INTERVAL);
     }
 }
@@ -146,14 +142,8 @@ pub fn require_root() {
 /// Panics unless `ip` and `ping` (iputils) are installed.
 pub fn require_tools() {
     for (tool, arg, package) in [("ip", "-V", "iproute2"), ("ping", "-V", "iputils-ping")] {
-        let found = Command::new(tool)
-            .arg(arg)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        assert!(
-            found,
-            "the kernel tests need `{tool}`: install the {package} package"
-        );
+        let found = Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success());
+        assert!(found, "the kernel tests need `{tool}`: install the {package} package");
     }
 }
 
@@ -180,11 +170,7 @@ impl Netns {
 
     /// `ip -n NS <args>` (args split on whitespace) or the failure report.
     pub fn try_ip(&self, args: &str) -> Result<String, String> {
-        try_cmd(
-            Command::new("ip")
-                .args(["-n", &self.name])
-                .args(words(args)),
-        )
+        try_cmd(Command::new("ip").args(["-n", &self.name]).args(words(args)))
     }
 
     /// `ip -n NS <args>` (args split on whitespace); panics on failure.
@@ -240,9 +226,7 @@ impl Drop for Netns {
     fn drop(&mut self) {
         // Deleting the namespace destroys its veths, and with them their
         // peers. Never panic here: this may run while a test unwinds.
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
     }
 }
 
@@ -302,9 +286,7 @@ impl Rail {
 
     /// All addresses with prefix lengths, IPv4 first.
     pub fn cidrs(&self) -> Vec<String> {
-        std::iter::once(self.v4_cidr())
-            .chain(self.v6_cidr())
-            .collect()
+        std::iter::once(self.v4_cidr()).chain(self.v6_cidr()).collect()
     }
 }
 
@@ -348,11 +330,7 @@ impl TestbedBuilder {
             Some(names) => names.clone(),
             None => (0..self.rails).map(|k| format!("rail{k}")).collect(),
         };
-        assert!(
-            (1..=200).contains(&names.len()),
-            "a testbed has 1 to 200 rails, not {}",
-            names.len()
-        );
+        assert!((1..=200).contains(&names.len()), "a testbed has 1 to 200 rails, not {}", names.len());
         names
     }
 
@@ -393,11 +371,7 @@ pub struct Testbed {
 
 impl Testbed {
     pub fn builder() -> TestbedBuilder {
-        TestbedBuilder {
-            rails: 4,
-            ipv6: false,
-            names: None,
-        }
+        TestbedBuilder { rails: 4, ipv6: false, names: None }
     }
 
     // --- construction ---------------------------------------------------
@@ -429,10 +403,7 @@ impl Testbed {
         // Without snooping every multicast (IPv6 neighbour solicitations
         // included) is flooded to all ports, like unknown multicast on a switch.
         p.ip(&format!("link add {BRIDGE} type bridge mcast_snooping 0"));
-        let mut addrs = vec![
-            format!("{PEER_V4}/{V4_PREFIX_LEN}"),
-            format!("{GATEWAY_V4}/{V4_PREFIX_LEN}"),
-        ];
+        let mut addrs = vec![format!("{PEER_V4}/{V4_PREFIX_LEN}"), format!("{GATEWAY_V4}/{V4_PREFIX_LEN}")];
         if self.ipv6 {
             addrs.push(format!("{PEER_V6}/{V6_PREFIX_LEN} nodad"));
             addrs.push(format!("{GATEWAY_V6}/{V6_PREFIX_LEN} nodad"));
@@ -445,31 +416,17 @@ impl Testbed {
 
     fn add_rail(&self, k: usize, name: &str) -> Rail {
         let port = format!("p{k}");
-        self.host.ip(&format!(
-            "link add {name} type veth peer name {port} netns {}",
-            self.peer.name()
-        ));
+        self.host.ip(&format!("link add {name} type veth peer name {port} netns {}", self.peer.name()));
         self.peer.ip(&format!("link set {port} master {BRIDGE} up"));
         let v4 = rail_v4(k);
-        self.host
-            .ip(&format!("addr add {v4}/{V4_PREFIX_LEN} dev {name}"));
+        self.host.ip(&format!("addr add {v4}/{V4_PREFIX_LEN} dev {name}"));
         let v6 = self.ipv6.then(|| rail_v6(k));
         if let Some(v6) = &v6 {
-            self.host
-                .ip(&format!("addr add {v6}/{V6_PREFIX_LEN} dev {name} nodad"));
+            self.host.ip(&format!("addr add {v6}/{V6_PREFIX_LEN} dev {name} nodad"));
         }
         self.host.ip(&format!("link set {name} up"));
-        let mac = self
-            .host
-            .read_file(&format!("/sys/class/net/{name}/address"));
-        Rail {
-            name: name.to_string(),
-            peer_port: port,
-            v4,
-            v6,
-            mac,
-            table: FIRST_TABLE + k as u32,
-        }
+        let mac = self.host.read_file(&format!("/sys/class/net/{name}/address"));
+        Rail { name: name.to_string(), peer_port: port, v4, v6, mac, table: FIRST_TABLE + k as u32 }
     }
 
     /// Waits until every rail and bridge port is up and forwarding, and every
@@ -481,21 +438,14 @@ impl Testbed {
     }
 
     fn host_links_up(&self) -> bool {
-        let paths = self
-            .rails
-            .iter()
-            .map(|r| format!("/sys/class/net/{}/operstate", r.name))
-            .collect::<Vec<_>>();
+        let paths =
+            self.rails.iter().map(|r| format!("/sys/class/net/{}/operstate", r.name)).collect::<Vec<_>>();
         self.host.read_files(&paths).iter().all(|s| s == "up")
     }
 
     fn peer_ports_forwarding(&self) -> bool {
         let mut paths = vec![format!("/sys/class/net/{BRIDGE}/operstate")];
-        paths.extend(
-            self.rails
-                .iter()
-                .map(|r| format!("/sys/class/net/{}/brport/state", r.peer_port)),
-        );
+        paths.extend(self.rails.iter().map(|r| format!("/sys/class/net/{}/brport/state", r.peer_port)));
         let values = self.peer.read_files(&paths);
         values[0] == "up" && values[1..].iter().all(|s| s == BR_STATE_FORWARDING)
     }
@@ -504,9 +454,8 @@ impl Testbed {
         // One line per address: "2: rail0    inet6 fe80::.../64 scope link ..."
         let out = self.host.ip("-6 -o addr show scope link");
         let final_on = |r: &Rail| {
-            out.lines().any(|l| {
-                l.split_whitespace().nth(1) == Some(r.name.as_str()) && !l.contains("tentative")
-            })
+            out.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(r.name.as_str()) && !l.contains("tentative"))
         };
         self.rails.iter().all(final_on)
     }
@@ -547,10 +496,7 @@ impl Testbed {
 
     /// Panics on a testbed built without IPv6.
     pub fn peer_v6(&self) -> &'static str {
-        assert!(
-            self.ipv6,
-            "peer_v6() on a testbed built without .ipv6(true)"
-        );
+        assert!(self.ipv6, "peer_v6() on a testbed built without .ipv6(true)");
         PEER_V6
     }
 
@@ -588,15 +534,12 @@ impl Testbed {
     pub fn host_sysctl(&self, iface: &str, key: &str) -> u32 {
         let path = format!("/proc/sys/net/ipv4/conf/{iface}/{key}");
         let value = self.host.read_file(&path);
-        value
-            .parse()
-            .unwrap_or_else(|e| panic!("{path} = {value:?}: {e}"))
+        value.parse().unwrap_or_else(|e| panic!("{path} = {value:?}: {e}"))
     }
 
     /// Writes `/proc/sys/net/ipv4/conf/<iface>/<key>` in the host namespace.
     pub fn set_host_sysctl(&self, iface: &str, key: &str, value: u32) {
-        self.host
-            .set_sysctl(&format!("net/ipv4/conf/{iface}/{key}"), &value.to_string());
+        self.host.set_sysctl(&format!("net/ipv4/conf/{iface}/{key}"), &value.to_string());
     }
 
     /// What the classic manual guide does: arp_ignore=1 and arp_announce=2 on
@@ -607,10 +550,7 @@ impl Testbed {
         self.set_host_sysctl("all", "arp_announce", 2);
         for r in &self.rails {
             self.ip_host(&format!("rule add from {} lookup {}", r.v4, r.table));
-            self.ip_host(&format!(
-                "route add {SUBNET_V4} dev {} src {} table {}",
-                r.name, r.v4, r.table
-            ));
+            self.ip_host(&format!("route add {SUBNET_V4} dev {} src {} table {}", r.name, r.v4, r.table));
         }
     }
 
@@ -624,19 +564,14 @@ impl Testbed {
     /// The interface `ip route get DST from SRC` says the packet leaves by.
     pub fn route_get_dev(&self, dst: &str, from: &str) -> String {
         let out = self.route_get(dst, from);
-        field_after(&out, "dev")
-            .unwrap_or_else(|| panic!("no `dev` in route get output: {out}"))
-            .to_string()
+        field_after(&out, "dev").unwrap_or_else(|| panic!("no `dev` in route get output: {out}")).to_string()
     }
 
     /// Sends `count` echo requests from the peer to `ip`; panics unless
     /// every reply arrived.
     pub fn ping_from_peer(&self, ip: &str, count: u64) {
         let count = count.to_string();
-        self.peer.exec(
-            "ping",
-            &["-n", "-q", "-c", &count, "-i", "0.01", "-W", "1", ip],
-        );
+        self.peer.exec("ping", &["-n", "-q", "-c", &count, "-i", "0.01", "-W", "1", ip]);
     }
 
     /// The MAC the peer resolves `ip` to, from scratch: flush the peer's
@@ -645,8 +580,7 @@ impl Testbed {
     pub fn peer_neigh_mac(&self, ip: &str) -> Option<String> {
         self.ip_peer("neigh flush all");
         // A lost reply is fine here: the neighbour entry is what we read.
-        self.peer
-            .exec_output("ping", &["-n", "-q", "-c", "1", "-W", "1", ip]);
+        self.peer.exec_output("ping", &["-n", "-q", "-c", "1", "-W", "1", ip]);
         let entry = self.ip_peer(&format!("neigh show {ip} dev {BRIDGE}"));
         field_after(&entry, "lladdr").map(str::to_string)
     }
@@ -663,18 +597,10 @@ impl Testbed {
 
     /// tx_packets of several host interfaces, read at one moment.
     fn tx_counters(&self, ifnames: &[String]) -> Vec<u64> {
-        let paths: Vec<String> = ifnames
-            .iter()
-            .map(|n| format!("/sys/class/net/{n}/statistics/tx_packets"))
-            .collect();
+        let paths: Vec<String> =
+            ifnames.iter().map(|n| format!("/sys/class/net/{n}/statistics/tx_packets")).collect();
         let values = self.host.read_files(&paths);
-        values
-            .iter()
-            .map(|v| {
-                v.parse()
-                    .unwrap_or_else(|e| panic!("tx_packets {v:?}: {e}"))
-            })
-            .collect()
+        values.iter().map(|v| v.parse().unwrap_or_else(|e| panic!("tx_packets {v:?}: {e}"))).collect()
     }
 
     /// How much each rail's tx_packets grew while `action` ran, by rail name.
@@ -683,20 +609,14 @@ impl Testbed {
         let before = self.tx_counters(&names);
         action();
         let after = self.tx_counters(&names);
-        names
-            .into_iter()
-            .zip(after.iter().zip(&before).map(|(a, b)| a - b))
-            .collect()
+        names.into_iter().zip(after.iter().zip(&before).map(|(a, b)| a - b)).collect()
     }
 
     /// The host rail the replies to the peer's pings of `ip` leave by: the
     /// rail whose tx counter grew by at least the number of pings.
     pub fn reply_leaves_via_ip(&self, ip: &str) -> String {
         let growth = self.tx_growth_during(|| self.ping_from_peer(ip, REPLY_PINGS));
-        let (name, grew) = growth
-            .iter()
-            .max_by_key(|(_, g)| *g)
-            .expect("testbed without rails");
+        let (name, grew) = growth.iter().max_by_key(|(_, g)| *g).expect("testbed without rails");
         assert!(
             *grew >= REPLY_PINGS,
             "replies to {REPLY_PINGS} pings of {ip} did not all leave by one rail: {growth:?}"
@@ -731,23 +651,14 @@ impl Testbed {
 
     /// `conf/<iface>/<key> = <value>` for `all` and every rail.
     fn sysctl_lines(&self) -> Vec<String> {
-        let ifaces: Vec<&str> = std::iter::once("all")
-            .chain(self.rails.iter().map(|r| r.name.as_str()))
-            .collect();
-        let keys: Vec<String> = ifaces
-            .iter()
-            .flat_map(|i| ARP_SYSCTLS.iter().map(move |k| format!("{i}/{k}")))
-            .collect();
-        let paths: Vec<String> = keys
-            .iter()
-            .map(|k| format!("/proc/sys/net/ipv4/conf/{k}"))
-            .collect();
+        let ifaces: Vec<&str> =
+            std::iter::once("all").chain(self.rails.iter().map(|r| r.name.as_str())).collect();
+        let keys: Vec<String> =
+            ifaces.iter().flat_map(|i| ARP_SYSCTLS.iter().map(move |k| format!("{i}/{k}"))).collect();
+        let paths: Vec<String> = keys.iter().map(|k| format!("/proc/sys/net/ipv4/conf/{k}")).collect();
         let values = self.host.read_files(&paths);
-        let mut lines: Vec<String> = keys
-            .iter()
-            .zip(values)
-            .map(|(k, v)| format!("conf/{k} = {v}"))
-            .collect();
+        let mut lines: Vec<String> =
+            keys.iter().zip(values).map(|(k, v)| format!("conf/{k} = {v}")).collect();
         lines.sort();
         lines
     }
@@ -776,11 +687,7 @@ impl Testbed {
     /// unless it succeeded; returns stdout.
     pub fn run_roce_route_ok(&self, args: &[&str]) -> String {
         let out = self.run_roce_route(args);
-        assert!(
-            out.status.success(),
-            "roce-route {args:?} failed:\n{}",
-            describe_output(&out)
-        );
+        assert!(out.status.success(), "roce-route {args:?} failed:\n{}", describe_output(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -801,11 +708,7 @@ impl Testbed {
     /// `gateway = "198.51.100.254"`, or with IPv6
     /// `gateway = ["198.51.100.254", "2001:db8:1::fe"]`.
     pub fn config_toml_with_gateway(&self) -> String {
-        let gateway = if self.ipv6 {
-            toml_list(&[GATEWAY_V4, GATEWAY_V6])
-        } else {
-            toml_str(GATEWAY_V4)
-        };
+        let gateway = if self.ipv6 { toml_list(&[GATEWAY_V4, GATEWAY_V6]) } else { toml_str(GATEWAY_V4) };
         self.render_config(|_| vec![format!("gateway = {gateway}")])
     }
 
@@ -820,12 +723,8 @@ impl Testbed {
         keep: impl Fn(&Rail) -> bool,
         extra: impl Fn(&Rail) -> Vec<String>,
     ) -> String {
-        let blocks: Vec<String> = self
-            .rails
-            .iter()
-            .filter(|r| keep(r))
-            .map(|r| interface_block(r, extra(r)))
-            .collect();
+        let blocks: Vec<String> =
+            self.rails.iter().filter(|r| keep(r)).map(|r| interface_block(r, extra(r))).collect();
         blocks.join("\n")
     }
 }

@@ -1,0 +1,464 @@
+#!/usr/bin/env python3
+"""Benchmark `roce-route apply` against the iproute2 commands it replaces.
+
+Run as root:  sudo bench/bench.py [--rounds 30] [--binary target/release/roce-route]
+
+Everything happens in throwaway network namespaces (deleted on exit, also on
+failure or Ctrl-C); the host's own namespace is never touched. Two testbeds
+are built, identical except that the second one carries 100,000 foreign
+blackhole routes (198.18.0.0/15, RFC 2544) in its main table:
+
+    host namespace: rail0..rail7, 198.51.100.1k/24 + 2001:db8:1::1k/64
+    peer namespace: the veth peers on bridge br0, 198.51.100.1/24
+
+Every case is a whole process (or processes) timed with perf_counter_ns
+around subprocess.run. Cases are interleaved: each round runs every case
+once, in turn, so that drift of the machine spreads over all cases alike.
+Any preparation (resetting the namespace to the un-applied state) is done
+untimed just before the timed run.
+
+    a  roce-route apply, from scratch
+    b  roce-route apply, no-op (already applied)
+    c  the same routes/rules with `ip -batch`: the complete equivalent is two
+       processes, because iproute2 infers the family of `route` lines but
+       not of `rule` lines (an IPv6 `rule add` without -6 fails with
+       "Invalid source address"), and `-4`/`-6` are not accepted per line
+    c1 the first of c's two processes alone: the most one `ip -batch`
+       process can do (all routes + the IPv4 rules); a lower bound
+    d  c plus one `ip netns exec NS sysctl -w k=v ...` process: everything
+       apply does
+    e  a, on the testbed with 100k foreign routes in the main table
+    f  b, on the testbed with 100k foreign routes in the main table
+
+roce-route keeps an undo journal (one fsync per step) in its state
+directory, /run/roce-route by default, which is tmpfs on systemd hosts. The
+bench gives it a private state directory, by default in /dev/shm (tmpfs) to
+match; `--state-in DIR` puts it elsewhere (e.g. on disk, to see what the
+fsyncs cost). It is deleted on exit.
+
+Python standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import ipaddress
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RAILS = 8
+TABLE_BASE = 100
+PROTO = 234
+GATEWAY = "198.51.100.1"
+FOREIGN_ROUTES = 100_000
+FOREIGN_NET = ipaddress.ip_network("198.18.0.0/15")
+ARP_SYSCTLS = ("arp_ignore", "arp_announce")
+
+
+class BenchError(Exception):
+    """A precondition or a correctness check failed: the numbers would lie."""
+
+
+def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Runs a command, capturing its output; raises with that output on failure."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if check and p.returncode != 0:
+        raise BenchError(
+            f"command failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stdout}{p.stderr}"
+        )
+    return p
+
+
+def timed(*cmd: str) -> tuple[int, subprocess.CompletedProcess]:
+    """Wall-clock nanoseconds of one whole process, and its result."""
+    t0 = time.perf_counter_ns()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t1 = time.perf_counter_ns()
+    if p.returncode != 0:
+        raise BenchError(
+            f"timed command failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stdout}{p.stderr}"
+        )
+    return t1 - t0, p
+
+
+# ---------------------------------------------------------------------------
+# The testbed
+# ---------------------------------------------------------------------------
+
+
+class Testbed:
+    """A host namespace with RAILS veth rails whose peers sit on a bridge in a
+    peer namespace; optionally with foreign routes in the main table. Both
+    namespaces are deleted in __exit__."""
+
+    def __init__(self, tag: str, workdir: Path, foreign_routes: int = 0):
+        self.host = f"rrbench-{os.getpid()}-{tag}-h"
+        self.peer = f"rrbench-{os.getpid()}-{tag}-p"
+        self.workdir = workdir
+        self.foreign_routes = foreign_routes
+        self.reset_file = workdir / f"reset-{tag}.batch"
+        self.created: list[str] = []
+
+    def __enter__(self) -> "Testbed":
+        try:
+            self._build()
+        except BaseException:
+            self._delete()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._delete()
+
+    def _delete(self) -> None:
+        for ns in reversed(self.created):
+            sh("ip", "netns", "del", ns, check=False)
+        self.created.clear()
+
+    def _build(self) -> None:
+        for ns in (self.host, self.peer):
+            sh("ip", "netns", "add", ns)
+            self.created.append(ns)
+        h, p = ("ip", "-n", self.host), ("ip", "-n", self.peer)
+        sh(*p, "link", "add", "br0", "type", "bridge")
+        sh(*p, "addr", "add", f"{GATEWAY}/24", "dev", "br0")
+        sh(*p, "addr", "add", "2001:db8:1::1/64", "dev", "br0", "nodad")
+        sh(*p, "link", "set", "br0", "up")
+        sh(*h, "link", "set", "lo", "up")
+        for k in range(RAILS):
+            rail, peer = f"rail{k}", f"p{k}"
+            sh(*h, "link", "add", rail, "type", "veth", "peer", "name", peer, "netns", self.peer)
+            sh(*h, "addr", "add", f"198.51.100.{10 + k}/24", "dev", rail)
+            sh(*h, "addr", "add", f"2001:db8:1::{10 + k}/64", "dev", rail, "nodad")
+            sh(*h, "link", "set", rail, "up")
+            sh(*p, "link", "set", peer, "master", "br0", "up")
+        lines = [f"rule flush protocol {PROTO}"]
+        lines += [f"route flush table {TABLE_BASE + k}" for k in range(RAILS)]
+        self.reset_file.write_text("\n".join(lines) + "\n")
+        if self.foreign_routes:
+            self._add_foreign_routes()
+
+    def _add_foreign_routes(self) -> None:
+        first = int(FOREIGN_NET.network_address)
+        if self.foreign_routes > FOREIGN_NET.num_addresses:
+            raise BenchError(f"{FOREIGN_NET} holds fewer than {self.foreign_routes} /32s")
+        batch = self.workdir / "foreign.batch"
+        with batch.open("w") as f:
+            for i in range(self.foreign_routes):
+                f.write(f"route add blackhole {ipaddress.IPv4Address(first + i)}/32\n")
+        sh("ip", "-n", self.host, "-batch", str(batch))
+        count = sh("ip", "-n", self.host, "-4", "route", "show", "table", "main", "type", "blackhole")
+        got = len(count.stdout.splitlines())
+        if got != self.foreign_routes:
+            raise BenchError(f"{self.host}: expected {self.foreign_routes} blackhole routes, found {got}")
+
+    # --- state --------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Back to the un-applied state: no proto-234 rules, empty tables
+        100..107 (both families), ARP sysctls 0."""
+        for fam in ("-4", "-6"):
+            sh("ip", "-n", self.host, fam, "-batch", str(self.reset_file))
+        zero = [f"net.ipv4.conf.rail{k}.{key}=0" for k in range(RAILS) for key in ARP_SYSCTLS]
+        sh("ip", "netns", "exec", self.host, "sysctl", "-q", "-w", *zero)
+
+    def snapshot(self, with_sysctls: bool = True) -> dict[str, str]:
+        """What apply changes, as iproute2 prints it. Not for the testbed
+        with foreign routes (the route listing would be 100k lines)."""
+        h = ("ip", "-n", self.host)
+        snap = {
+            "ip -4 rule": sh(*h, "-4", "rule").stdout,
+            "ip -6 rule": sh(*h, "-6", "rule").stdout,
+            "ip route show table all": sh(*h, "route", "show", "table", "all").stdout,
+        }
+        if with_sysctls:
+            keys = [f"net.ipv4.conf.rail{k}.{key}" for k in range(RAILS) for key in ARP_SYSCTLS]
+            snap["sysctl"] = sh("ip", "netns", "exec", self.host, "sysctl", *keys).stdout
+        return snap
+
+
+# ---------------------------------------------------------------------------
+# What apply does, as iproute2 input
+# ---------------------------------------------------------------------------
+
+
+class Script:
+    """The dry-run output of a from-scratch apply, split into: one `ip -batch`
+    file (every route, family inferred, and the IPv4 rules), one `ip -6
+    -batch` file (the IPv6 rules) and the sysctl assignments."""
+
+    def __init__(self, dry_run: str, workdir: Path):
+        main_lines, v6_rules, self.sysctls = [], [], []
+        for line in dry_run.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            words = line.split()
+            if words[:2] == ["sysctl", "-w"] and len(words) == 3:
+                self.sysctls.append(words[2])
+            elif words[0] == "ip" and words[1] in ("-4", "-6") and words[2] in ("route", "rule"):
+                cmd = " ".join(words[2:])
+                (v6_rules if words[1:3] == ["-6", "rule"] else main_lines).append(cmd)
+            else:
+                raise BenchError(f"unexpected line in the dry-run output: {line!r}")
+        if not main_lines or not self.sysctls:
+            raise BenchError(f"the dry-run output has no routes or no sysctls:\n{dry_run}")
+        self.main_file = workdir / "apply.batch"
+        self.main_file.write_text("\n".join(main_lines) + "\n")
+        self.v6_rules_file = workdir / "apply-v6-rules.batch" if v6_rules else None
+        if self.v6_rules_file:
+            self.v6_rules_file.write_text("\n".join(v6_rules) + "\n")
+        self.counts = (len(main_lines), len(v6_rules), len(self.sysctls))
+
+
+def write_config(path: Path) -> None:
+    parts = [
+        "# bench/bench.py: every rail, IPv4 gateway; addresses taken from the host.\n"
+    ]
+    for k in range(RAILS):
+        parts.append(f'[[interface]]\nname = "rail{k}"\ngateway = "{GATEWAY}"\n')
+    path.write_text("\n".join(parts))
+
+
+# ---------------------------------------------------------------------------
+# The cases: each prepares untimed, then returns the ns of the timed part
+# ---------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, binary: Path, state_dir: Path, config: Path, plain: Testbed, loaded: Testbed):
+        self.roce_route = (str(binary), "--state-dir", str(state_dir))
+        self.config = str(config)
+        self.plain, self.loaded = plain, loaded
+        # What a from-scratch apply does, as iproute2 input (see main).
+        self.script: Script | None = None
+
+    def apply(self, tb: Testbed) -> tuple[int, subprocess.CompletedProcess]:
+        return timed(*self.roce_route, "--netns", tb.host, "apply", self.config)
+
+    def ensure_applied(self, tb: Testbed) -> None:
+        sh(*self.roce_route, "--netns", tb.host, "apply", self.config)
+
+    def dry_run(self, tb: Testbed) -> str:
+        return sh(*self.roce_route, "--netns", tb.host, "apply", "--dry-run", self.config).stdout
+
+    def apply_from_scratch(self, tb: Testbed) -> int:
+        tb.reset()
+        ns, p = self.apply(tb)
+        if "in sync" in p.stdout:
+            raise BenchError(f"apply from scratch changed nothing?\n{p.stdout}{p.stderr}")
+        return ns
+
+    def apply_noop(self, tb: Testbed) -> int:
+        self.ensure_applied(tb)
+        ns, p = self.apply(tb)
+        if "in sync" not in p.stdout:
+            raise BenchError(f"re-apply was not a no-op:\n{p.stdout}{p.stderr}")
+        return ns
+
+    def batch_processes(self, tb: Testbed) -> int:
+        ns, _ = timed("ip", "-n", tb.host, "-batch", str(self.script.main_file))
+        if self.script.v6_rules_file:
+            ns6, _ = timed("ip", "-n", tb.host, "-6", "-batch", str(self.script.v6_rules_file))
+            ns += ns6
+        return ns
+
+    def sysctl_process(self, tb: Testbed) -> int:
+        ns, _ = timed("ip", "netns", "exec", tb.host, "sysctl", "-q", "-w", *self.script.sysctls)
+        return ns
+
+    # a..f, c1
+
+    def case_a(self) -> int:
+        return self.apply_from_scratch(self.plain)
+
+    def case_b(self) -> int:
+        return self.apply_noop(self.plain)
+
+    def case_c(self) -> int:
+        self.plain.reset()
+        return self.batch_processes(self.plain)
+
+    def case_c1(self) -> int:
+        self.plain.reset()
+        ns, _ = timed("ip", "-n", self.plain.host, "-batch", str(self.script.main_file))
+        return ns
+
+    def case_d(self) -> int:
+        self.plain.reset()
+        return self.batch_processes(self.plain) + self.sysctl_process(self.plain)
+
+    def case_e(self) -> int:
+        return self.apply_from_scratch(self.loaded)
+
+    def case_f(self) -> int:
+        return self.apply_noop(self.loaded)
+
+
+CASES = [
+    ("a", "roce-route apply, from scratch", Bench.case_a),
+    ("b", "roce-route apply, no-op re-apply", Bench.case_b),
+    ("c", "ip -batch (routes + v4 rules) + ip -6 -batch (v6 rules): 2 processes", Bench.case_c),
+    ("c1", "one ip -batch process alone (routes + v4 rules; lower bound)", Bench.case_c1),
+    ("d", "c + ip netns exec sysctl -w (full equivalent of a): 3 processes", Bench.case_d),
+    ("e", f"a with {FOREIGN_ROUTES:,} foreign routes in main", Bench.case_e),
+    ("f", f"b with {FOREIGN_ROUTES:,} foreign routes in main", Bench.case_f),
+]
+
+# (numerator, denominator, target or None)
+RATIOS = [
+    ("a", "c", 1.0),
+    ("a", "d", 1.0),
+    ("b", "c", 1.0),
+    ("e", "a", 1.2),
+    ("f", "b", None),
+    ("a", "c1", None),
+    ("b", "c1", None),
+]
+
+
+# ---------------------------------------------------------------------------
+# Checks, measurement, report
+# ---------------------------------------------------------------------------
+
+
+def check_equivalent(bench: Bench) -> None:
+    """c (and d) must leave exactly the state apply leaves; fail loudly if not."""
+    tb = bench.plain
+    tb.reset()
+    bench.ensure_applied(tb)
+    by_apply = tb.snapshot()
+    tb.reset()
+    bench.batch_processes(tb)
+    by_batch = tb.snapshot(with_sysctls=False)
+    bench.sysctl_process(tb)
+    by_batch_and_sysctl = tb.snapshot()
+    for what, got in [("c", by_batch), ("d", by_batch_and_sysctl)]:
+        for key, text in got.items():
+            if text != by_apply[key]:
+                diff = difflib.unified_diff(
+                    by_apply[key].splitlines(keepends=True), text.splitlines(keepends=True),
+                    "after apply", f"after case {what}",
+                )
+                raise BenchError(
+                    f"case {what} does not give the state apply gives: `{key}` differs\n"
+                    + "".join(diff)
+                )
+    tb.reset()
+
+
+def measure(bench: Bench, rounds: int) -> dict[str, list[int]]:
+    samples: dict[str, list[int]] = {name: [] for name, _, _ in CASES}
+    for r in range(rounds):
+        for name, _, fn in CASES:
+            samples[name].append(fn(bench))
+        print(f"\rround {r + 1}/{rounds}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return samples
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:.2f}"
+
+
+def report(samples: dict[str, list[int]], rounds: int, binary: Path, script: Script,
+           state_in: Path) -> None:
+    median = {k: statistics.median(v) for k, v in samples.items()}
+    ipver = sh("ip", "-V").stdout.strip()
+    print(f"kernel {platform.release()}, {os.cpu_count()} CPUs, {rounds} rounds (interleaved), "
+          f"{ipver}")
+    routes_and_v4_rules, v6_rules, sysctls = script.counts
+    fs = sh("stat", "-f", "-c", "%T", str(state_in)).stdout.strip()
+    print(f"binary {binary}; {RAILS} rails; from scratch = {routes_and_v4_rules + v6_rules} "
+          f"routes/rules + {sysctls} sysctls; roce-route state dir in {state_in} ({fs})\n")
+    print("| case | what | median ms | p10 ms | p90 ms |")
+    print("|---|---|---:|---:|---:|")
+    for name, what, _ in CASES:
+        v = samples[name]
+        q = statistics.quantiles(v, n=10, method="inclusive") if len(v) > 1 else [v[0]] * 9
+        print(f"| {name} | {what} | {ms(median[name])} | {ms(q[0])} | {ms(q[8])} |")
+    print("\n| ratio of medians | value | target | |")
+    print("|---|---:|---|---|")
+    for num, den, target in RATIOS:
+        value = median[num] / median[den]
+        if target is None:
+            goal, verdict = "(info)", ""
+        else:
+            goal = f"≤ {target:.1f}"
+            verdict = "met" if value <= target else f"MISSED by {(value / target - 1) * 100:.0f}%"
+        print(f"| {num}/{den} | {value:.2f} | {goal} | {verdict} |")
+
+
+def ensure_binary(path: Path) -> Path:
+    if path.exists():
+        return path
+    print(f"{path} is missing: cargo build --release", file=sys.stderr)
+    subprocess.run(["cargo", "build", "--release"], cwd=REPO, check=True)
+    if not path.exists():
+        raise BenchError(f"cargo build --release did not produce {path}")
+    return path
+
+
+def stop_on_signal(signum, _frame):
+    # Turn SIGTERM/SIGHUP into an exception so that the namespaces are
+    # deleted by the context managers, as on Ctrl-C.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=30, help="interleaved rounds (default 30)")
+    ap.add_argument("--binary", type=Path, default=REPO / "target/release/roce-route",
+                    help="roce-route binary (default target/release/roce-route; built if missing)")
+    ap.add_argument("--state-in", type=Path, default=Path("/dev/shm"), metavar="DIR",
+                    help="where to make roce-route's private state directory (default /dev/shm, "
+                         "tmpfs like /run; a disk path shows the cost of the journal's fsyncs)")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if os.geteuid() != 0:
+        print("bench.py: must run as root (it creates network namespaces)", file=sys.stderr)
+        return 2
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, stop_on_signal)
+    state_dir = None
+    try:
+        binary = ensure_binary(args.binary.resolve())
+        state_dir = Path(tempfile.mkdtemp(prefix="rrbench-state-", dir=args.state_in))
+        with tempfile.TemporaryDirectory(prefix="rrbench-") as tmp:
+            work = Path(tmp)
+            config = work / "rails.toml"
+            write_config(config)
+            print("building the testbeds (100k foreign routes take a few seconds)...",
+                  file=sys.stderr)
+            with Testbed("plain", work) as plain, \
+                    Testbed("loaded", work, FOREIGN_ROUTES) as loaded:
+                plain.reset()
+                bench = Bench(binary, state_dir, config, plain, loaded)
+                script = bench.script = Script(bench.dry_run(plain), work)
+                check_equivalent(bench)
+                samples = measure(bench, args.rounds)
+        report(samples, args.rounds, binary, script, args.state_in)
+    except BenchError as e:
+        print(f"bench.py: FAILED: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nbench.py: interrupted; namespaces deleted", file=sys.stderr)
+        return 130
+    finally:
+        if state_dir:
+            shutil.rmtree(state_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+//! Crash safety on a real kernel: roce-route is SIGKILLed at every point of
+//! a large transaction, and `rollback` (or a second `apply`) must always
+//! bring the host to a clean state.
+//!
+//! The crash points are the test hooks of `src/testhooks.rs`:
+//! `ROCE_ROUTE_CRASH_AT=record:K` kills the process right after the undo
+//! record of step K is durable (step K was NOT sent), `step:K` right after
+//! step K was made. Every run uses the test's own state dir
+//! (`<testbed temp dir>/state`, as ROCE_ROUTE_STATE_DIR).
+
+mod common;
+
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+use common::{GATEWAY_V4, PEER_V4, Testbed, describe_output};
+
+const RAILS: usize = 32;
+const SIGKILL: i32 = 9;
+const EXIT_OK: i32 = 0;
+const EXIT_FAILED: i32 = 1;
+
+// ---------------------------------------------------------------------------
+// Running roce-route
+
+fn state_base(tb: &Testbed) -> PathBuf {
+    tb.dir().join("state")
+}
+
+/// `roce-route --netns <host ns> ARGS` with this test's state dir and,
+/// if given, a crash point.
+fn rr_cmd(tb: &Testbed, args: &[&str], crash: Option<&str>) -> Command {
+    let mut cmd = tb.roce_route_command();
+    cmd.args(args)
+        .env("ROCE_ROUTE_STATE_DIR", state_base(tb))
+        .env_remove("ROCE_ROUTE_CRASH_AT")
+        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
+        .stdin(Stdio::null());
+    if let Some(point) = crash {
+        cmd.env("ROCE_ROUTE_CRASH_AT", point);
+    }
+    cmd
+}
+
+fn rr(tb: &Testbed, args: &[&str], crash: Option<&str>) -> Output {
+    rr_cmd(tb, args, crash).output().unwrap_or_else(|e| panic!("cannot run roce-route {args:?}: {e}"))
+}
+
+/// Runs roce-route; panics with its output unless it exits `code`.
+fn rr_expect(tb: &Testbed, args: &[&str], code: i32, what: &str) -> Output {
+    let out = rr(tb, args, None);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: roce-route {args:?}: expected exit {code}\n{}",
+        describe_output(&out)
+    );
+    out
+}
+
+/// `apply CONFIG` with a crash point; panics unless the process died of
+/// SIGKILL.
+fn apply_crashing(tb: &Testbed, config: &str, point: &str) {
+    let out = rr(tb, &["apply", config], Some(point));
+    assert_eq!(
+        out.status.signal(),
+        Some(SIGKILL),
+        "apply with ROCE_ROUTE_CRASH_AT={point} should die by SIGKILL\n{}",
+        describe_output(&out)
+    );
+}
+
+/// The journal files of every namespace under the state base.
+fn journal_files(base: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(namespaces) = fs::read_dir(base) else {
+        return found;
+    };
+    for ns in namespaces.flatten() {
+        let Ok(files) = fs::read_dir(ns.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.starts_with("journal-") && name.ends_with(".jsonl") {
+                found.push(f.path());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Panics with the first differing lines when two dumps differ.
+fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
+    if expected == actual {
+        return;
+    }
+    let exp: Vec<&str> = expected.lines().collect();
+    let act: Vec<&str> = actual.lines().collect();
+    let missing: Vec<&&str> = exp.iter().filter(|l| !act.contains(l)).collect();
+    let extra: Vec<&&str> = act.iter().filter(|l| !exp.contains(l)).collect();
+    panic!(
+        "{what}: the host differs from the expected state\n\
+         --- missing ({}) ---\n{}\n--- unexpected ({}) ---\n{}",
+        missing.len(),
+        missing.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+        extra.len(),
+        extra.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The large transaction
+
+/// 32 dual-stack rails, each with explicit IPv4 and IPv6 addresses and the
+/// peer's IPv4 gateway, plus foreign state roce-route must leave alone: a
+/// rule and a route of table 50, and a hand-set arp_ignore on rail5 (which
+/// apply changes and rollback must restore).
+fn large_host() -> (Testbed, PathBuf) {
+    let tb = Testbed::builder().rails(RAILS).ipv6(true).build();
+    tb.ip_host("rule add priority 500 from 203.0.113.5 lookup 50");
+    tb.ip_host(&format!("route add 192.0.2.0/24 via {PEER_V4} dev rail0 table 50"));
+    tb.set_host_sysctl("rail5", "arp_ignore", 2);
+    let config = tb.write_config(&tb.render_config(|_| vec![format!("gateway = \"{GATEWAY_V4}\"")]));
+    (tb, config)
+}
+
+/// The steps of `apply` on the current host: the command lines of the
+/// dry-run script.
+fn dry_run_steps(tb: &Testbed, config: &str) -> Vec<String> {
+    let out = rr_expect(tb, &["apply", "--dry-run", config], EXIT_OK, "dry run");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// SIGKILL at every step of a 32-rail dual-stack apply, before and after
+/// the step is sent: rollback always restores the original host exactly,
+/// and a second apply always completes the transaction.
+#[test]
+fn a_crash_at_any_point_is_rolled_back_or_completed() {
+    let started = Instant::now();
+    let (tb, config) = large_host();
+    let config = config.to_str().expect("utf-8 path").to_string();
+    let base = state_base(&tb);
+
+    let original = tb.dump();
+    assert!(original.contains("from 203.0.113.5 lookup 50"), "{original}");
+    assert!(original.contains("conf/rail5/arp_ignore = 2"), "{original}");
+    let steps = dry_run_steps(&tb, &config);
+    let n = steps.len();
+    // Per rail: IPv4 and IPv6 subnet routes, the IPv4 default route, two
+    // rules, arp_ignore and arp_announce.
+    assert_eq!(n, RAILS * 7, "unexpected plan:\n{}", steps.join("\n"));
+
+    // The applied state, from a clean apply; and rollback restores the
+    // original from it.
+    rr_expect(&tb, &["apply", &config], EXIT_OK, "clean apply");
+    let applied = tb.dump();
+    assert_ne!(applied, original);
+    assert!(applied.contains("from 203.0.113.5 lookup 50"), "{applied}");
+    rr_expect(&tb, &["rollback"], EXIT_OK, "clean rollback");
+    assert_dump_eq(&original, &tb.dump(), "after a clean apply and rollback");
+    assert!(journal_files(&base).is_empty());
+    let setup = started.elapsed();
+
+    // Every k (no sampling): the whole loop stays well under 3 minutes.
+    let mut iterations = 0;
+    for point in ["record", "step"] {
+        for (k, step) in steps.iter().enumerate() {
+            let crash = format!("{point}:{k}");
+            let at = format!("crash at {crash} (step: `{step}`)");
+
+            // 1-2: crash, then rollback the unfinished journal.
+            apply_crashing(&tb, &config, &crash);
+            let out = rr_expect(&tb, &["rollback"], EXIT_OK, &format!("rollback after {at}"));
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                said.contains("had not finished"),
+                "rollback after {at} should say the apply had not finished:\n{said}"
+            );
+            assert_dump_eq(&original, &tb.dump(), &format!("rollback after {at}"));
+
+            // 3: crash again, then a plain apply completes it.
+            apply_crashing(&tb, &config, &crash);
+            rr_expect(&tb, &["apply", &config], EXIT_OK, &format!("apply after {at}"));
+            assert_dump_eq(&applied, &tb.dump(), &format!("apply after {at}"));
+            // Two journals (or one when the crash had made every step):
+            // both rollbacks succeed and end at the original host.
+            rr_expect(&tb, &["rollback"], EXIT_OK, &format!("1st rollback after apply after {at}"));
+            rr_expect(&tb, &["rollback"], EXIT_OK, &format!("2nd rollback after apply after {at}"));
+            assert_dump_eq(&original, &tb.dump(), &format!("two rollbacks after {at}"));
+            let left = journal_files(&base);
+            assert!(left.is_empty(), "{at}: journals left behind: {left:?}");
+            iterations += 1;
+        }
+    }
+    eprintln!(
+        "crash loop: {n} steps, {iterations} crash points, setup {:.1?}, total {:.1?}",
+        setup,
+        started.elapsed()
+    );
+}
+
+/// Garbage in the middle of the newest journal: rollback refuses to act on
+/// it, names the file and says it is corrupt, and touches nothing.
+#[test]
+fn a_corrupt_journal_is_refused_and_the_host_untouched() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = tb.write_config(&tb.config_toml_with_gateway());
+    let config = config.to_str().expect("utf-8 path");
+    let base = state_base(&tb);
+
+    rr_expect(&tb, &["apply", config], EXIT_OK, "apply");
+    let applied = tb.dump();
+    let journals = journal_files(&base);
+    assert_eq!(journals.len(), 1, "one apply, one journal: {journals:?}");
+    let journal = &journals[0];
+    let text = fs::read_to_string(journal).expect("read the journal");
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 4, "a short journal:\n{text}");
+    // Header (line 1), step lines, commit line: replace line 3.
+    let bad_line = 3;
+    lines[bad_line - 1] = "{\"step\": 1, \"undo\": garbage";
+    fs::write(journal, lines.join("\n") + "\n").expect("write the journal");
+
+    let out = rr_expect(&tb, &["rollback"], EXIT_FAILED, "rollback of a corrupt journal");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let name = journal.file_name().unwrap().to_string_lossy();
+    assert!(stderr.contains(&*name), "the error should name {name}:\n{stderr}");
+    assert!(
+        stderr.contains("corrupt") || stderr.contains(&format!("line {bad_line}")),
+        "the error should say the journal is corrupt or name line {bad_line}:\n{stderr}"
+    );
+    eprintln!("rollback of a corrupt journal: {}", stderr.trim());
+    assert_dump_eq(&applied, &tb.dump(), "after rollback of a corrupt journal");
+    assert!(journal.exists(), "the corrupt journal must be kept for inspection");
+}

@@ -1,0 +1,223 @@
+//! Endurance on a real kernel: 100 rounds of apply, check and rollback on a
+//! 64-rail host leave nothing behind (host state and state dir exactly as
+//! before each round) and do not make roce-route grow.
+//!
+//! This file holds a single test so that nothing else runs in its test
+//! binary while the peak memory of the child processes is measured.
+//!
+//! Peak RSS is read with GNU time (`/usr/bin/time -f %M`, the `time`
+//! package): roce-route is a short-lived process, and its ru_maxrss is only
+//! reliably available to its parent once it has exited.
+//!
+//! Timings are printed, never asserted (they are measured by the benchmark).
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Testbed, describe_output};
+
+const RAILS: usize = 64;
+const ROUNDS: usize = 100;
+/// Rounds compared at each end of the run.
+const WINDOW: usize = 10;
+const GNU_TIME: &str = "/usr/bin/time";
+/// Allowed growth of the peak RSS of apply between the first and the last
+/// rounds: 10% plus 512 KiB.
+const RSS_GROWTH_PERCENT: u64 = 10;
+const RSS_SLACK_KIB: u64 = 512;
+
+/// The second address of rail k. Each rail has two IPv4 addresses, in two
+/// subnets: 198.51.100.(10+k)/24 (from the testbed) and
+/// 203.0.113.(10+k)/24. Two addresses of ONE family on one interface is
+/// the case IPv4+IPv6 would not cover: two connected routes in the rail's
+/// table and two source rules pointing at it (dual-stack is covered by the
+/// crash test). 64 rails x 2 addresses fit in the two /24s.
+fn second_v4(k: usize) -> String {
+    format!("203.0.113.{}", 10 + k)
+}
+
+fn state_base(tb: &Testbed) -> PathBuf {
+    tb.dir().join("state")
+}
+
+/// A roce-route run measured by GNU time.
+struct Measured {
+    out: Output,
+    /// Peak resident set size in KiB.
+    max_rss_kib: u64,
+    wall: Duration,
+}
+
+/// Runs `roce-route --netns <host ns> ARGS` under `/usr/bin/time -f %M`,
+/// with the test's own state dir; panics unless it exits 0.
+fn run_measured(tb: &Testbed, args: &[&str]) -> Measured {
+    let rss_file = tb.dir().join("max-rss");
+    let started = Instant::now();
+    let out = Command::new(GNU_TIME)
+        .args(["-f", "%M", "-o"])
+        .arg(&rss_file)
+        .arg(env!("CARGO_BIN_EXE_roce-route"))
+        .arg("--netns")
+        .arg(tb.host_ns())
+        .args(args)
+        .env("ROCE_ROUTE_STATE_DIR", state_base(tb))
+        .env_remove("ROCE_ROUTE_CRASH_AT")
+        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
+        .current_dir(tb.dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {GNU_TIME} roce-route {args:?}: {e}"));
+    let wall = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "roce-route {args:?} failed\n{}", describe_output(&out));
+    let report = fs::read_to_string(&rss_file).unwrap_or_else(|e| panic!("read {}: {e}", rss_file.display()));
+    let max_rss_kib = report
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{GNU_TIME} wrote {report:?}, not a number of KiB"));
+    Measured { out, max_rss_kib, wall }
+}
+
+/// Every file under the state base, relative to it.
+fn state_files(base: &Path) -> Vec<String> {
+    fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&entry.path(), &format!("{name}/"), out);
+            } else {
+                out.push(name);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(base, "", &mut files);
+    files.sort();
+    files
+}
+
+fn config(tb: &Testbed) -> String {
+    tb.rails()
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            format!(
+                "[[interface]]\nname = \"{}\"\naddresses = [\"{}\", \"{}/24\"]\ntable = {}\n",
+                r.name,
+                r.v4_cidr(),
+                second_v4(k),
+                r.table
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn median(values: &[Duration]) -> Duration {
+    let mut v = values.to_vec();
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
+    if expected == actual {
+        return;
+    }
+    let exp: Vec<&str> = expected.lines().collect();
+    let act: Vec<&str> = actual.lines().collect();
+    let missing: Vec<&&str> = exp.iter().filter(|l| !act.contains(l)).collect();
+    let extra: Vec<&&str> = act.iter().filter(|l| !exp.contains(l)).collect();
+    panic!(
+        "{what}: the host differs from the original\n--- missing ---\n{missing:#?}\n--- unexpected ---\n{extra:#?}"
+    );
+}
+
+/// 100 rounds of apply -> check -> rollback on 64 rails with two addresses
+/// each: every round ends with the original host and the same state files,
+/// and the peak RSS of apply does not grow from the first rounds to the
+/// last.
+#[test]
+fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
+    assert!(
+        Path::new(GNU_TIME).exists(),
+        "the endurance test measures peak RSS with GNU time: install the `time` package"
+    );
+    let started = Instant::now();
+    let tb = Testbed::builder().rails(RAILS).build();
+    for (k, r) in tb.rails().iter().enumerate() {
+        tb.ip_host(&format!("addr add {}/24 dev {}", second_v4(k), r.name));
+    }
+    let config = tb.write_config(&config(&tb));
+    let config = config.to_str().expect("utf-8 path");
+    let base = state_base(&tb);
+    let original = tb.dump();
+
+    // Warm-up: creates the state dir, its lock and the recorded sysctl
+    // origins, which then stay the same from round to round.
+    // 64 rails x (2 connected routes, 2 rules, 2 sysctls).
+    let applied_line = format!("applied {} change(s)", RAILS * 6);
+    let first = run_measured(&tb, &["apply", config]);
+    let said = String::from_utf8_lossy(&first.out.stdout);
+    assert!(said.contains(&applied_line), "warm-up apply said\n{said}");
+    run_measured(&tb, &["rollback"]);
+    assert_dump_eq(&original, &tb.dump(), "warm-up round");
+    let idle_files = state_files(&base);
+    assert!(!idle_files.iter().any(|f| f.contains("journal-")), "{idle_files:?}");
+    let setup = started.elapsed();
+
+    let mut apply_rss = Vec::with_capacity(ROUNDS);
+    let mut check_rss = Vec::with_capacity(ROUNDS);
+    let mut rollback_rss = Vec::with_capacity(ROUNDS);
+    let mut round_wall = Vec::with_capacity(ROUNDS);
+    let mut apply_wall = Vec::with_capacity(ROUNDS);
+    for round in 1..=ROUNDS {
+        let round_started = Instant::now();
+        let apply = run_measured(&tb, &["apply", config]);
+        let said = String::from_utf8_lossy(&apply.out.stdout);
+        assert!(said.contains(&applied_line), "round {round}: apply said\n{said}");
+        let check = run_measured(&tb, &["check", config]);
+        let rollback = run_measured(&tb, &["rollback"]);
+        round_wall.push(round_started.elapsed());
+        apply_wall.push(apply.wall);
+        apply_rss.push(apply.max_rss_kib);
+        check_rss.push(check.max_rss_kib);
+        rollback_rss.push(rollback.max_rss_kib);
+        assert_dump_eq(&original, &tb.dump(), &format!("round {round}"));
+        assert_eq!(state_files(&base), idle_files, "round {round}: state dir files");
+    }
+
+    let first = &apply_rss[..WINDOW];
+    let last = &apply_rss[ROUNDS - WINDOW..];
+    let first_peak = *first.iter().max().unwrap();
+    let last_peak = *last.iter().max().unwrap();
+    let allowed = first_peak + first_peak * RSS_GROWTH_PERCENT / 100 + RSS_SLACK_KIB;
+    eprintln!(
+        "endurance: {RAILS} rails, {ROUNDS} rounds; setup {setup:.1?}, total {:.1?}",
+        started.elapsed()
+    );
+    eprintln!(
+        "  median round wall time: rounds 1-{WINDOW} {:.1?}, rounds {}-{ROUNDS} {:.1?} (apply alone: {:.1?} / {:.1?})",
+        median(&round_wall[..WINDOW]),
+        ROUNDS - WINDOW + 1,
+        median(&round_wall[ROUNDS - WINDOW..]),
+        median(&apply_wall[..WINDOW]),
+        median(&apply_wall[ROUNDS - WINDOW..]),
+    );
+    eprintln!(
+        "  peak RSS KiB, first/last {WINDOW} rounds: apply {first_peak}/{last_peak}, check {}/{}, rollback {}/{}",
+        check_rss[..WINDOW].iter().max().unwrap(),
+        check_rss[ROUNDS - WINDOW..].iter().max().unwrap(),
+        rollback_rss[..WINDOW].iter().max().unwrap(),
+        rollback_rss[ROUNDS - WINDOW..].iter().max().unwrap(),
+    );
+    assert!(
+        last_peak <= allowed,
+        "the peak RSS of apply grew: rounds 1-{WINDOW} {first:?} KiB, rounds {}-{ROUNDS} {last:?} KiB \
+         (allowed up to {allowed} KiB)",
+        ROUNDS - WINDOW + 1
+    );
+}

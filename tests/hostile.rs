@@ -1,0 +1,757 @@
+//! Hostile input and a hostile environment, against the real kernel.
+//!
+//! Each test has its own `Testbed` (private network namespaces) and its own
+//! state directory (`<testbed temp dir>/state`, passed as
+//! ROCE_ROUTE_STATE_DIR). The guarantees checked:
+//!
+//! 1. interface names that would step outside /proc/sys/net/ipv4/conf are
+//!    refused (exit 2) before anything is written;
+//! 2. a state directory another user could have planted (symlinks, group or
+//!    world writable, foreign owner) is refused (exit 1) before the host is
+//!    touched, and symlinks in it are never followed;
+//! 3. a journal of an unknown version is refused by `rollback`, naming the
+//!    version;
+//! 4. without root, the commands that change the network refuse (exit 1)
+//!    and the read-only ones (apply --dry-run, check, show) work;
+//! 5. an interface deleted in the middle of an apply, and
+//! 6. a conflicting route added by someone else between read and write,
+//!    end in a clean error and a host that is either as before or fully
+//!    applied, never a mixture.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{SUBNET_V4, Testbed, describe_output, poll_until};
+
+/// The protocol number roce-route marks its routes and rules with.
+const OURS: &str = "proto 234";
+/// nobody / nogroup on Debian-like systems.
+const NOBODY_UID: u32 = 65534;
+
+// ---------------------------------------------------------------------------
+// Running roce-route
+
+/// One finished run, with what is needed to explain a failure.
+struct Run {
+    what: String,
+    out: Output,
+}
+
+impl Run {
+    fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+
+    fn report(&self) -> String {
+        format!("{}\n{}", self.what, describe_output(&self.out))
+    }
+
+    /// Panics unless the run exited with `code` and did not panic.
+    fn expect_code(self, code: i32) -> Run {
+        self.expect_no_panic();
+        assert_eq!(self.code(), Some(code), "expected exit code {code} from\n{}", self.report());
+        self
+    }
+
+    fn expect_no_panic(&self) {
+        assert!(!self.stderr().contains("panicked"), "roce-route panicked:\n{}", self.report());
+    }
+
+    /// Panics unless stderr contains every one of `needles`.
+    fn expect_stderr(&self, needles: &[&str]) -> &Run {
+        let stderr = self.stderr();
+        for n in needles {
+            assert!(stderr.contains(n), "stderr lacks {n:?}:\n{}", self.report());
+        }
+        self
+    }
+}
+
+/// This test's state base: `<testbed temp dir>/state`.
+fn state_base(tb: &Testbed) -> PathBuf {
+    tb.dir().join("state")
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("test paths are UTF-8")
+}
+
+/// `roce-route --netns <host ns> ARGS` with ROCE_ROUTE_STATE_DIR=`state`.
+fn command_with_state(tb: &Testbed, state: &Path, args: &[&str]) -> Command {
+    let mut cmd = tb.roce_route_command();
+    cmd.env("ROCE_ROUTE_STATE_DIR", state)
+        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
+        .env_remove("ROCE_ROUTE_CRASH_AT")
+        .args(args)
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn describe(cmd: &Command) -> String {
+    let envs: Vec<String> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy())))
+        .collect();
+    let line: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    format!("`{} {}`", envs.join(" "), line.join(" "))
+}
+
+fn run_cmd(mut cmd: Command) -> Run {
+    let what = describe(&cmd);
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    Run { what, out }
+}
+
+/// Runs roce-route with an explicit state base.
+fn rr_state(tb: &Testbed, state: &Path, args: &[&str]) -> Run {
+    run_cmd(command_with_state(tb, state, args))
+}
+
+/// Runs roce-route with this test's state base.
+fn rr(tb: &Testbed, args: &[&str]) -> Run {
+    rr_state(tb, &state_base(tb), args)
+}
+
+/// Writes the standard config (one [[interface]] per rail, tables 100+k).
+fn standard_config(tb: &Testbed) -> PathBuf {
+    tb.write_config(&tb.config_toml())
+}
+
+/// Applies `config` as root; must succeed.
+fn apply_ok(tb: &Testbed, config: &Path) {
+    rr(tb, &["apply", path_str(config)]).expect_code(0);
+}
+
+fn assert_same(expected: &str, actual: &str, what: &str) {
+    if expected != actual {
+        let diff: Vec<String> = diff_lines(expected, actual);
+        panic!("{what}:\n{}\n--- expected ---\n{expected}--- actual ---\n{actual}", diff.join("\n"));
+    }
+}
+
+/// The lines only in `a` (-) or only in `b` (+).
+fn diff_lines(a: &str, b: &str) -> Vec<String> {
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let mut out: Vec<String> = la.iter().filter(|l| !lb.contains(l)).map(|l| format!("- {l}")).collect();
+    out.extend(lb.iter().filter(|l| !la.contains(l)).map(|l| format!("+ {l}")));
+    out
+}
+
+/// Every readable file under /proc/sys/net/ipv4/conf (all, default, lo,
+/// every rail) with its value, in the host namespace.
+fn conf_snapshot(tb: &Testbed) -> String {
+    tb.sh_host("cd /proc/sys/net/ipv4/conf && grep -r . -- * 2>/dev/null | sort || true")
+}
+
+/// The per-namespace state directory (`<base>/net-<inode>`): there is one.
+fn ns_state_dir(base: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = fs::read_dir(base)
+        .unwrap_or_else(|e| panic!("read {}: {e}", base.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("net-")))
+        .collect();
+    assert_eq!(dirs.len(), 1, "expected one namespace dir in {}: {dirs:?}", base.display());
+    dirs.into_iter().next().unwrap()
+}
+
+/// The journal files of the namespace, oldest first.
+fn journals(base: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(base) else {
+        return vec![];
+    };
+    let mut found: Vec<PathBuf> = entries
+        .flat_map(|e| fs::read_dir(e.unwrap().path()).into_iter().flatten())
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("journal-") && name.ends_with(".jsonl")
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", path.display()));
+}
+
+fn chown(path: &Path, uid: u32, gid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .unwrap_or_else(|e| panic!("chown {uid}:{gid} {}: {e}", path.display()));
+}
+
+/// Contents and modification time, to prove a file was not touched.
+fn fingerprint(path: &Path) -> (Vec<u8>, i64, i64) {
+    let meta = fs::symlink_metadata(path).unwrap_or_else(|e| panic!("stat {}: {e}", path.display()));
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    (bytes, meta.mtime(), meta.mtime_nsec())
+}
+
+// ---------------------------------------------------------------------------
+// 1. Interface names that would escape /proc/sys/net/ipv4/conf
+
+/// A TOML basic string.
+fn toml_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out + "\""
+}
+
+/// A config whose only interface is `name`, setting all four sysctls to
+/// values the test bed never has, so that a write anywhere would show.
+fn config_named(name: &str) -> String {
+    format!(
+        "[[interface]]\nname = {}\naddresses = [\"198.51.100.10/24\"]\narp_ignore = 3\n\
+         arp_announce = 1\nrp_filter = 2\narp_filter = 1\n",
+        toml_str(name)
+    )
+}
+
+#[test]
+fn names_that_would_escape_proc_sys_are_refused_and_nothing_is_written() {
+    let tb = Testbed::builder().rails(2).build();
+    let before = tb.dump();
+    let conf_before = conf_snapshot(&tb);
+    assert!(
+        conf_before.contains("all/arp_ignore:0"),
+        "unexpected snapshot of /proc/sys/net/ipv4/conf:\n{conf_before}"
+    );
+    let hostile = [
+        "../all",
+        "..",
+        ".",
+        "a/b",
+        "all/../x",
+        "x y",
+        "0123456789abcdefg",
+        "../../../../proc/sys/kernel",
+        "rail0/../all",
+        "../rail1",
+    ];
+    // Kernel-valid names that are not interfaces here: `all` and `default`
+    // are /proc/sys directories, not interfaces, and must not be written.
+    let absent = ["all", "default"];
+    for name in hostile.iter().chain(&absent) {
+        let config = tb.write_config(&config_named(name));
+        for cmd in [&["apply"][..], &["apply", "--dry-run"], &["check"]] {
+            let mut args = cmd.to_vec();
+            args.push(path_str(&config));
+            let run = rr(&tb, &args).expect_code(2);
+            run.expect_stderr(&[path_str(&config), name]);
+            if absent.contains(name) {
+                run.expect_stderr(&["does not exist"]);
+            } else {
+                run.expect_stderr(&["interface name"]);
+            }
+            assert!(run.stdout().is_empty(), "a refused config printed:\n{}", run.report());
+        }
+    }
+    assert_same(&before, &tb.dump(), "a refused interface name changed the host");
+    assert_same(
+        &conf_before,
+        &conf_snapshot(&tb),
+        "a refused interface name changed a file under /proc/sys/net/ipv4/conf",
+    );
+    assert!(journals(&state_base(&tb)).is_empty(), "a refused config left a journal");
+}
+
+// ---------------------------------------------------------------------------
+// 2. A hostile state directory
+
+#[test]
+fn a_state_dir_that_is_a_symlink_is_refused() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = standard_config(&tb);
+    let real = tb.dir().join("real-state");
+    fs::create_dir(&real).unwrap();
+    chmod(&real, 0o700);
+    let link = tb.dir().join("state-link");
+    symlink(&real, &link).unwrap();
+    let before = tb.dump();
+
+    // With and without a trailing '/', which would make open() follow it.
+    let with_slash = PathBuf::from(format!("{}/", link.display()));
+    for state in [&link, &with_slash] {
+        for args in [&["apply", path_str(&config)][..], &["rollback"], &["remove"]] {
+            let run = rr_state(&tb, state, args).expect_code(1);
+            run.expect_stderr(&["symlink", path_str(&link)]);
+        }
+    }
+    assert_same(&before, &tb.dump(), "a symlinked state dir did not stop the change");
+    let planted: Vec<_> = fs::read_dir(&real).unwrap().collect();
+    assert!(planted.is_empty(), "roce-route wrote through the symlink: {planted:?}");
+
+    // A regular file where the directory should be.
+    let file = tb.dir().join("state-file");
+    fs::write(&file, "not a directory\n").unwrap();
+    chmod(&file, 0o600);
+    rr_state(&tb, &file, &["apply", path_str(&config)]).expect_code(1).expect_stderr(&["not a directory"]);
+    assert_same(&before, &tb.dump(), "a state path that is a file did not stop the change");
+}
+
+#[test]
+fn a_namespace_state_dir_writable_by_others_or_foreign_is_refused() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = standard_config(&tb);
+    // A first run creates <base>/net-<inode> (nothing to roll back).
+    rr(&tb, &["rollback"]).expect_code(0);
+    let base = state_base(&tb);
+    let dir = ns_state_dir(&base);
+    assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700, "{}", dir.display());
+    let before = tb.dump();
+
+    for (mode, needle) in [
+        (0o777, "writable by group or others"),
+        (0o770, "writable by group or others"),
+        (0o702, "writable by group or others"),
+    ] {
+        chmod(&dir, mode);
+        let run = rr(&tb, &["apply", path_str(&config)]).expect_code(1);
+        run.expect_stderr(&[needle, &format!("{mode:04o}"), path_str(&dir)]);
+        rr(&tb, &["rollback"]).expect_code(1).expect_stderr(&[needle]);
+        assert_same(&before, &tb.dump(), &format!("state dir mode {mode:o} did not stop the change"));
+    }
+
+    // The base itself world-writable, as /tmp is (sticky bit or not).
+    chmod(&dir, 0o700);
+    for mode in [0o1777, 0o777] {
+        chmod(&base, mode);
+        rr(&tb, &["apply", path_str(&config)])
+            .expect_code(1)
+            .expect_stderr(&["writable by group or others", path_str(&base)]);
+    }
+    chmod(&base, 0o700);
+    assert_same(&before, &tb.dump(), "a world-writable base did not stop the change");
+
+    // Owned by another user, even with a strict mode.
+    chown(&dir, NOBODY_UID, NOBODY_UID);
+    let run = rr(&tb, &["apply", path_str(&config)]).expect_code(1);
+    run.expect_stderr(&[&format!("owned by uid {NOBODY_UID}"), path_str(&dir)]);
+    rr(&tb, &["remove"]).expect_code(1).expect_stderr(&["owned by uid"]);
+    assert_same(&before, &tb.dump(), "a foreign-owned state dir did not stop the change");
+
+    // Put right, the same apply goes through: the refusals were about the
+    // directory, nothing else.
+    chown(&dir, 0, 0);
+    apply_ok(&tb, &config);
+    assert!(tb.dump().contains(OURS), "the apply did nothing:\n{}", tb.dump());
+}
+
+#[test]
+fn symlinks_inside_the_state_dir_are_never_followed() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = standard_config(&tb);
+    let fresh = tb.dump();
+    apply_ok(&tb, &config);
+    let applied = tb.dump();
+    let base = state_base(&tb);
+    let dir = ns_state_dir(&base);
+    let journal = journals(&base).pop().expect("the apply left no journal");
+
+    // The journal replaced by a symlink to a (valid) journal elsewhere.
+    let target = tb.dir().join("elsewhere.jsonl");
+    fs::copy(&journal, &target).unwrap();
+    chmod(&target, 0o600);
+    let target_before = fingerprint(&target);
+    fs::remove_file(&journal).unwrap();
+    symlink(&target, &journal).unwrap();
+    let run = rr(&tb, &["rollback"]).expect_code(1);
+    run.expect_stderr(&["symlink", path_str(&journal)]);
+    assert_same(&applied, &tb.dump(), "rollback through a symlinked journal changed the host");
+    assert_eq!(fingerprint(&target), target_before, "the symlink target was touched");
+    assert!(
+        fs::symlink_metadata(&journal).unwrap().file_type().is_symlink(),
+        "the planted symlink should be left for the admin to inspect"
+    );
+
+    // The lock replaced by a dangling symlink: it must not be created.
+    let lock = dir.join("lock");
+    let pwned = tb.dir().join("pwned-by-lock");
+    fs::remove_file(&lock).unwrap();
+    symlink(&pwned, &lock).unwrap();
+    let changed = tb.render_config(|_| vec!["rp_filter = 2".to_string()]);
+    let changed = tb.write_config(&changed);
+    rr(&tb, &["apply", path_str(&changed)]).expect_code(1).expect_stderr(&["symlink", path_str(&lock)]);
+    assert!(!pwned.exists(), "roce-route created the lock's symlink target");
+    assert_same(&applied, &tb.dump(), "a symlinked lock did not stop the change");
+    fs::remove_file(&lock).unwrap();
+
+    // The recorded sysctl origins replaced by a symlink to planted values.
+    let origins = dir.join("sysctl-origins.json");
+    let planted = tb.dir().join("planted-origins.json");
+    fs::write(&planted, "{\"rail0/arp_ignore\": 8}\n").unwrap();
+    chmod(&planted, 0o600);
+    let planted_before = fingerprint(&planted);
+    fs::remove_file(&origins).unwrap();
+    symlink(&planted, &origins).unwrap();
+    rr(&tb, &["apply", path_str(&changed)]).expect_code(1).expect_stderr(&["symlink", path_str(&origins)]);
+    rr(&tb, &["remove"]).expect_code(1).expect_stderr(&["symlink", path_str(&origins)]);
+    assert_eq!(fingerprint(&planted), planted_before, "the planted origins were touched");
+    assert_same(&applied, &tb.dump(), "symlinked origins did not stop the change");
+
+    // Everything put right: rollback works again and restores the host.
+    fs::remove_file(&origins).unwrap();
+    fs::remove_file(&journal).unwrap();
+    fs::copy(&target, &journal).unwrap();
+    chmod(&journal, 0o600);
+    rr(&tb, &["rollback"]).expect_code(0);
+    assert_same(&fresh, &tb.dump(), "rollback did not restore the host");
+}
+
+// ---------------------------------------------------------------------------
+// 3. A journal of another version
+
+#[test]
+fn rollback_refuses_a_journal_of_an_unknown_version() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = standard_config(&tb);
+    apply_ok(&tb, &config);
+    let applied = tb.dump();
+    let journal = journals(&state_base(&tb)).pop().expect("the apply left no journal");
+    let text = fs::read_to_string(&journal).unwrap();
+    let (header, rest) = text.split_once('\n').expect("a journal has a header line");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(header).unwrap_or_else(|e| panic!("header {header:?}: {e}"));
+    assert_eq!(doc["version"], 1, "the header of this build: {header}");
+    doc["version"] = serde_json::json!(999);
+    fs::write(&journal, format!("{doc}\n{rest}")).unwrap();
+
+    let run = rr(&tb, &["rollback"]).expect_code(1);
+    run.expect_stderr(&["version 999", path_str(&journal)]);
+    assert_same(&applied, &tb.dump(), "rollback of an unknown journal version changed the host");
+    assert!(journal.exists(), "the unreadable journal was deleted");
+
+    // `--json` reports the same error as a document.
+    let run = rr(&tb, &["rollback", "--json"]).expect_code(1);
+    let doc: serde_json::Value =
+        serde_json::from_str(&run.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", run.report()));
+    assert_eq!(doc["ok"], false, "{}", run.report());
+    assert!(doc["error"].as_str().is_some_and(|e| e.contains("version 999")), "{}", run.report());
+    assert_same(&applied, &tb.dump(), "rollback --json changed the host");
+}
+
+// ---------------------------------------------------------------------------
+// 4. Not root
+
+/// How to drop to nobody: setpriv (util-linux), else runuser.
+fn drop_privileges() -> Vec<String> {
+    let works =
+        |prog: &str, arg: &str| Command::new(prog).arg(arg).output().is_ok_and(|o| o.status.success());
+    if works("setpriv", "--version") {
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"].map(String::from).to_vec()
+    } else if works("runuser", "--version") {
+        ["runuser", "-u", "nobody", "--"].map(String::from).to_vec()
+    } else {
+        panic!("this test needs `setpriv` or `runuser`: install util-linux");
+    }
+}
+
+/// An unprivileged roce-route inside the host namespace: `ip netns exec`
+/// enters it as root (`--netns` needs root), then privileges are dropped.
+struct Nobody<'a> {
+    tb: &'a Testbed,
+    bin: PathBuf,
+    prefix: Vec<String>,
+}
+
+impl<'a> Nobody<'a> {
+    /// Makes the test dir traversable and copies the binary there, so that
+    /// nobody can run it whatever the target dir's permissions.
+    fn new(tb: &'a Testbed) -> Nobody<'a> {
+        chmod(tb.dir(), 0o755);
+        let bin = tb.dir().join("roce-route");
+        fs::copy(env!("CARGO_BIN_EXE_roce-route"), &bin).expect("copy the binary");
+        chmod(&bin, 0o755);
+        Nobody { tb, bin, prefix: drop_privileges() }
+    }
+
+    /// Writes a config nobody can read: in the 0755 test dir, mode 0644.
+    fn config(&self, toml: &str) -> PathBuf {
+        let path = self.tb.write_config(toml);
+        chmod(&path, 0o644);
+        path
+    }
+
+    /// `roce-route ARGS` as nobody in the host namespace.
+    fn run(&self, args: &[&str]) -> Run {
+        let bin = path_str(&self.bin).to_string();
+        let mut all = vec![bin.as_str()];
+        all.extend(args);
+        self.exec(&all)
+    }
+
+    /// Any program as nobody in the host namespace.
+    fn exec(&self, argv: &[&str]) -> Run {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", self.tb.host_ns()])
+            .args(&self.prefix)
+            .args(argv)
+            .env("ROCE_ROUTE_STATE_DIR", state_base(self.tb))
+            .current_dir(self.tb.dir())
+            .stdin(Stdio::null());
+        run_cmd(cmd)
+    }
+}
+
+#[test]
+fn without_root_changes_are_refused_and_reading_works() {
+    let tb = Testbed::builder().rails(2).build();
+    let nobody = Nobody::new(&tb);
+    let config = nobody.config(&tb.config_toml());
+    let cfg = path_str(&config);
+    let fresh = tb.dump();
+
+    // The dropped process really is unprivileged.
+    let id = nobody.exec(&["id", "-u"]);
+    assert_eq!(id.stdout().trim(), NOBODY_UID.to_string(), "{}", id.report());
+
+    for args in [&["apply", cfg][..], &["rollback"], &["remove"], &["confirm"]] {
+        let run = nobody.run(args).expect_code(1);
+        let stderr = run.stderr();
+        assert!(
+            stderr.contains("root") && stderr.contains("CAP_NET_ADMIN"),
+            "the refusal should say root / CAP_NET_ADMIN is needed:\n{}",
+            run.report()
+        );
+        assert_same(&fresh, &tb.dump(), &format!("an unprivileged {args:?} changed the host"));
+    }
+    assert!(!state_base(&tb).exists(), "an unprivileged run created the state dir");
+
+    // Reading needs no privilege: the dry run prints exactly root's.
+    let dry = nobody.run(&["apply", "--dry-run", cfg]).expect_code(0);
+    let root_dry = rr(&tb, &["apply", "--dry-run", cfg]).expect_code(0);
+    assert!(dry.stdout().contains(" route add "), "{}", dry.report());
+    assert_eq!(dry.stdout(), root_dry.stdout(), "{}", dry.report());
+
+    let check = nobody.run(&["check", cfg]).expect_code(3);
+    assert!(
+        check.stdout().contains("difference") && check.stdout().contains("route missing"),
+        "check should list the differences:\n{}",
+        check.report()
+    );
+    let show = nobody.run(&["show"]).expect_code(0);
+    assert!(!show.stdout().trim().is_empty(), "{}", show.report());
+    assert_same(&fresh, &tb.dump(), "an unprivileged read changed the host");
+    assert!(!state_base(&tb).exists(), "an unprivileged read created the state dir");
+
+    // After root applies, the unprivileged check agrees and show lists it.
+    apply_ok(&tb, &config);
+    let applied = tb.dump();
+    nobody.run(&["check", cfg]).expect_code(0);
+    nobody.run(&["check", "--json", cfg]).expect_code(0);
+    let show = nobody.run(&["show"]).expect_code(0);
+    for r in tb.rails() {
+        assert!(show.stdout().contains(&r.name), "show lacks {}:\n{}", r.name, show.report());
+    }
+    for args in [&["rollback"][..], &["remove"]] {
+        nobody.run(args).expect_code(1);
+    }
+    assert_same(&applied, &tb.dump(), "an unprivileged run changed the applied host");
+}
+
+// ---------------------------------------------------------------------------
+// 5 and 6. Other actors during an apply
+
+/// Whether table `table` holds a route of roce-route (the table may not
+/// exist yet).
+fn has_our_route(tb: &Testbed, table: u32) -> bool {
+    tb.try_ip_host(&format!("-4 route show table {table}")).is_ok_and(|out| out.contains(OURS))
+}
+
+/// Spawns `apply CONFIG` pausing `delay_ms` before each step.
+fn spawn_slow_apply(tb: &Testbed, config: &Path, delay_ms: u64) -> (Child, String) {
+    let mut cmd = command_with_state(tb, &state_base(tb), &["apply", path_str(config)]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay_ms.to_string()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let what = describe(&cmd);
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {what}: {e}"));
+    (child, what)
+}
+
+/// Waits (bounded) until the running apply has made the step that adds
+/// its route to `table`, seen in the kernel; the caller then acts while the
+/// apply pauses before its next step.
+fn wait_for_route_step(tb: &Testbed, child: &mut Child, table: u32) {
+    poll_until(&format!("the apply to add its route to table {table}"), Duration::from_secs(10), || {
+        has_our_route(tb, table) || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(child.try_wait().unwrap().is_none(), "the apply ended before the test could interfere");
+}
+
+/// Rules, tables 100..=103 of both families, and the ARP sysctls of `all`
+/// and rails 0-2: the part of the host that survives deleting rail3.
+fn rails_0_to_2_state(tb: &Testbed) -> String {
+    let mut out = String::new();
+    let mut section = |title: String, text: String| {
+        out.push_str(&format!("## {title}\n"));
+        for l in common::canonical_lines(&text) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    };
+    section("ip -4 rule".into(), tb.ip_host("-4 rule show"));
+    section("ip -6 rule".into(), tb.ip_host("-6 rule show"));
+    // (`route show table N` fails for a table that does not exist yet.)
+    for family in ["-4", "-6"] {
+        let all = tb.ip_host(&format!("{family} route show table all"));
+        let rails_tables: Vec<String> = common::canonical_lines(&all)
+            .into_iter()
+            .filter(|l| {
+                common::field_after(l, "table")
+                    .and_then(|t| t.parse::<u32>().ok())
+                    .is_some_and(|t| (100..=103).contains(&t))
+            })
+            .collect();
+        section(format!("ip {family} route tables 100-103"), rails_tables.join("\n"));
+    }
+    let mut sysctls = String::new();
+    for iface in ["all", "rail0", "rail1", "rail2"] {
+        for key in common::ARP_SYSCTLS {
+            sysctls.push_str(&format!("{iface}/{key} = {}\n", tb.host_sysctl(iface, key)));
+        }
+    }
+    section("sysctls".into(), sysctls);
+    out
+}
+
+#[test]
+fn an_interface_deleted_during_apply_leaves_no_mixture() {
+    let tb = Testbed::builder().rails(4).build();
+    let config = standard_config(&tb);
+    let before = rails_0_to_2_state(&tb);
+    // The plan: 4 routes (rail3's is step 4), 4 rules, 8 sysctls, with a
+    // pause of 150 ms before each step.
+    let (mut child, what) = spawn_slow_apply(&tb, &config, 150);
+    // Step 2 (rail1's route) made: rail3's route is still 300 ms off.
+    wait_for_route_step(&tb, &mut child, 101);
+    tb.ip_host("link del rail3");
+    let out = child.wait_with_output().expect("wait for the apply");
+    let run = Run { what, out };
+    run.expect_no_panic();
+    let code = run.code();
+    assert!(matches!(code, Some(1 | 2)), "expected exit 1 or 2 after rail3 vanished:\n{}", run.report());
+    run.expect_stderr(&["rail3"]);
+
+    // Never a mixture: either exactly as before, or exactly the state a
+    // config of rails 0-2 asks for (then its dry run is in sync).
+    //
+    // What roce-route does (observed): the step on rail3 (its route, step
+    // 4) fails with ENODEV, which it takes for another actor changing the
+    // host: it rolls back the steps made, reads the host again, and finds
+    // the config no longer matches it ("interface \"rail3\" does not
+    // exist"). Exit 2, the host fully as before, no journal left. The other
+    // branch only accepts a complete apply for rails 0-2, should that ever
+    // become the behaviour.
+    let after = rails_0_to_2_state(&tb);
+    if after == before {
+        run.expect_stderr(&["reading it again", "rolled back", "does not exist"]);
+        assert_eq!(code, Some(2), "{}", run.report());
+        assert!(journals(&state_base(&tb)).is_empty(), "a rolled-back apply left a journal");
+        let rollback = rr(&tb, &["rollback"]).expect_code(0);
+        assert!(rollback.stdout().contains("nothing to roll back"), "{}", rollback.report());
+    } else {
+        let rails_0_2 = tb.render_config_for(|r| r.name != "rail3", |_| vec![]);
+        let dry = rr(&tb, &["apply", "--dry-run", path_str(&tb.write_config(&rails_0_2))]).expect_code(0);
+        assert!(
+            dry.stdout().contains("in sync"),
+            "a mixture: neither as before nor fully applied for rails 0-2:\n{}\n\
+             what is left to apply for rails 0-2:\n{}\n\n{}",
+            diff_lines(&before, &after).join("\n"),
+            dry.stdout(),
+            run.report()
+        );
+    }
+}
+
+#[test]
+fn a_conflicting_route_added_mid_apply_is_reported_and_nothing_is_left() {
+    let tb = Testbed::builder().rails(4).build();
+    let config = standard_config(&tb);
+    let before = tb.dump();
+    let rail3 = tb.rail(3).clone();
+    let foreign = format!("{SUBNET_V4} dev {} table {} src {}", rail3.name, rail3.table, rail3.v4);
+    // rail3's route is step 4 of 16; with 200 ms before each step, adding
+    // the foreign route once step 1 is made (so after the apply read the
+    // host) comes 600 ms before it.
+    let (mut child, what) = spawn_slow_apply(&tb, &config, 200);
+    wait_for_route_step(&tb, &mut child, 100);
+    tb.ip_host(&format!("route add {foreign}"));
+    let out = child.wait_with_output().expect("wait for the apply");
+    let run = Run { what, out }.expect_code(1);
+    // It failed on the route, rolled back, read the host again and now
+    // refuses the foreign entry as a conflict.
+    run.expect_stderr(&[
+        "File exists",
+        "reading it again",
+        "not owned by roce-route",
+        &format!("{SUBNET_V4} dev {} table {}", rail3.name, rail3.table),
+    ]);
+
+    let after = tb.dump();
+    assert!(!after.contains(OURS), "entries of roce-route were left:\n{after}");
+    let hand_added =
+        format!("{SUBNET_V4} dev {} table {} scope link src {}", rail3.name, rail3.table, rail3.v4);
+    assert!(after.contains(&hand_added), "the foreign route is gone:\n{after}");
+    // Without the foreign route, the host is exactly as it was.
+    tb.ip_host(&format!("route del {foreign}"));
+    assert_same(&before, &tb.dump(), "the host is not as before plus the foreign route");
+    assert!(journals(&state_base(&tb)).is_empty(), "a failed apply left a journal");
+}
+
+/// A failed (rolled-back) apply changed no sysctl, so it must not decide
+/// what `remove` restores later: README, `sysctl-origins.json` holds "each
+/// sysctl's value before roce-route first changed it". Here the admin sets
+/// rail0's arp_ignore to 2 after the failed attempt; the first apply that
+/// really changes it finds 2, so `remove` must put back 2.
+#[test]
+fn a_rolled_back_apply_does_not_decide_what_remove_restores() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = standard_config(&tb);
+    // rail1 down: the kernel refuses the route through it (step 2), before
+    // any sysctl step; everything made is rolled back.
+    tb.ip_host("link set rail1 down");
+    let before_failure = tb.dump();
+    rr(&tb, &["apply", path_str(&config)]).expect_code(1).expect_stderr(&["rolled back"]);
+    assert_same(&before_failure, &tb.dump(), "the failed apply was not rolled back");
+    assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 0);
+    tb.ip_host("link set rail1 up");
+
+    // Another actor (the admin) sets their own value; roce-route changes it.
+    tb.set_host_sysctl("rail0", "arp_ignore", 2);
+    apply_ok(&tb, &config);
+    assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 1);
+
+    let origins = fs::read_to_string(ns_state_dir(&state_base(&tb)).join("sysctl-origins.json"))
+        .unwrap_or_else(|e| format!("<{e}>"));
+    rr(&tb, &["remove"]).expect_code(0);
+    assert_eq!(
+        tb.host_sysctl("rail0", "arp_ignore"),
+        2,
+        "remove restored rail0 arp_ignore to the value recorded by the rolled-back apply (0), \
+         not to the value it had before roce-route first changed it (2); sysctl-origins.json \
+         before remove: {origins}"
+    );
+}
