@@ -74,6 +74,11 @@ pub struct JournalHeader {
     pub config: Option<String>,
     pub protocol: u8,
     pub pid: u32,
+    /// Sysctl values this run records first (iface, key, value before any
+    /// change by roce-route). Durable with the journal, so the separate
+    /// origins file needs no sync of its own: `sysctl_origins` merges these.
+    #[serde(default)]
+    pub sysctl_origins: Vec<(String, SysctlKey, u32)>,
 }
 
 impl JournalHeader {
@@ -86,6 +91,7 @@ impl JournalHeader {
             config,
             protocol,
             pid: std::process::id(),
+            sysctl_origins: Vec::new(),
         }
     }
 }
@@ -199,12 +205,38 @@ impl StateDir {
     /// Starts a new journal on top of the stack. The header is written
     /// atomically, so a journal file always has one.
     pub fn begin_journal(&self, header: JournalHeader) -> Result<JournalWriter, StateError> {
+        let (name, path) = self.next_journal()?;
+        atomic_write(&self.dir, &name, &json_line(&path, &header)?, Durable::Yes)?;
+        let file = open_safe(&path, OpenOptions::new().append(true), Kind::File)?;
+        Ok(JournalWriter { file, path })
+    }
+
+    /// Starts a journal that already holds the undo of every step of a
+    /// plan: header and steps in one atomic write (one file sync, one
+    /// directory sync) before the first step is sent. Replaying an undo
+    /// whose step was never made is harmless (it deletes what is absent,
+    /// re-adds what is present, or writes a value already there), so the
+    /// whole plan can be made durable up front.
+    pub fn begin_journal_with_undo(
+        &self,
+        header: JournalHeader,
+        undo: &[Op],
+    ) -> Result<JournalWriter, StateError> {
+        let (name, path) = self.next_journal()?;
+        let mut bytes = json_line(&path, &header)?;
+        for (step, op) in undo.iter().enumerate() {
+            bytes.extend(json_line(&path, &StepLine { step, undo: op.clone() })?);
+        }
+        atomic_write(&self.dir, &name, &bytes, Durable::Yes)?;
+        let file = open_safe(&path, OpenOptions::new().append(true), Kind::File)?;
+        Ok(JournalWriter { file, path })
+    }
+
+    fn next_journal(&self) -> Result<(String, PathBuf), StateError> {
         let seq = self.journal_files()?.last().map_or(1, |(seq, _)| seq + 1);
         let name = format!("{JOURNAL_PREFIX}{seq:06}{JOURNAL_SUFFIX}");
         let path = self.file(&name);
-        atomic_write(&self.dir, &name, &json_line(&path, &header)?)?;
-        let file = open_safe(&path, OpenOptions::new().append(true), Kind::File)?;
-        Ok(JournalWriter { file, path })
+        Ok((name, path))
     }
 
     /// The newest journal, if any.
@@ -233,29 +265,43 @@ impl StateDir {
 
     /// Sysctl values before roce-route first changed them.
     pub fn sysctl_origins(&self) -> Result<BTreeMap<(String, SysctlKey), u32>, StateError> {
+        let mut origins = self.stored_origins()?;
+        for journal in self.journals()? {
+            for (iface, key, value) in journal.header.sysctl_origins {
+                origins.entry((iface, key)).or_insert(value);
+            }
+        }
+        Ok(origins)
+    }
+
+    /// The origins file alone (written without a sync: the journals that
+    /// recorded its entries are durable).
+    fn stored_origins(&self) -> Result<BTreeMap<(String, SysctlKey), u32>, StateError> {
         let path = self.file(ORIGINS_FILE);
         let stored: BTreeMap<String, u32> = self.read_json(ORIGINS_FILE)?.unwrap_or_default();
         stored.into_iter().map(|(name, value)| Ok((parse_origin_key(&path, &name)?, value))).collect()
     }
 
-    /// Records the entries not already present: the first value seen is
-    /// the one to restore. Returns the keys it added, so that a run that
-    /// is rolled back can forget them again.
+    /// Copies values into the origins file, keeping the value already
+    /// there (the first seen is the one to restore). The caller picks the
+    /// entries no earlier run recorded (`sysctl_origins`); the file is the
+    /// copy that outlives the journals (`remove` works without them).
+    /// Returns the keys it added.
     pub fn record_sysctl_origins(
         &self,
         entries: &[(String, SysctlKey, u32)],
     ) -> Result<Vec<(String, SysctlKey)>, StateError> {
-        let mut origins = self.sysctl_origins()?;
+        let mut stored = self.stored_origins()?;
         let mut added = Vec::new();
         for (iface, key, value) in entries {
             let k = (iface.clone(), *key);
-            if !origins.contains_key(&k) {
-                origins.insert(k.clone(), *value);
+            if !stored.contains_key(&k) {
+                stored.insert(k.clone(), *value);
                 added.push(k);
             }
         }
         if !added.is_empty() {
-            self.write_origins(&origins)?;
+            self.write_origins(&stored)?;
         }
         Ok(added)
     }
@@ -263,7 +309,7 @@ impl StateDir {
     /// Forgets recorded values: roce-route's changes to those sysctls were
     /// all undone, so their next "first change" records anew.
     pub fn forget_sysctl_origins(&self, keys: &[(String, SysctlKey)]) -> Result<(), StateError> {
-        let mut origins = self.sysctl_origins()?;
+        let mut origins = self.stored_origins()?;
         let before = origins.len();
         for k in keys {
             origins.remove(k);
@@ -277,7 +323,10 @@ impl StateDir {
     fn write_origins(&self, origins: &BTreeMap<(String, SysctlKey), u32>) -> Result<(), StateError> {
         let stored: BTreeMap<String, u32> =
             origins.iter().map(|((iface, key), value)| (format!("{iface}/{}", key.name()), *value)).collect();
-        self.write_json(ORIGINS_FILE, &stored)
+        let path = self.file(ORIGINS_FILE);
+        let mut text = serde_json::to_vec_pretty(&stored).map_err(|e| io_error(&path, e.into()))?;
+        text.push(b'\n');
+        atomic_write(&self.dir, ORIGINS_FILE, &text, Durable::No)
     }
 
     pub fn clear_sysctl_origins(&self) -> Result<(), StateError> {
@@ -348,7 +397,7 @@ impl StateDir {
         let path = self.file(name);
         let mut text = serde_json::to_vec_pretty(value).map_err(|e| io_error(&path, e.into()))?;
         text.push(b'\n');
-        atomic_write(&self.dir, name, &text)
+        atomic_write(&self.dir, name, &text, Durable::Yes)
     }
 
     /// Removes the files that exist, then makes the removals durable.
@@ -369,26 +418,12 @@ impl JournalWriter {
         self.file.sync_data().map_err(|e| io_error(&self.path, e))
     }
 
-    /// Appends the undo of every step of a plan with ONE write and ONE
-    /// fdatasync, before the first step is sent. Replaying an undo whose
-    /// step was never made is harmless (it deletes what is absent, re-adds
-    /// what is present, or writes a value that is already there), so the
-    /// whole plan can be made durable up front: one sync per transaction
-    /// instead of one per step. A crash mid-write leaves a prefix of the
-    /// lines and at most a torn last line, before any step was sent.
-    pub fn record_all(&mut self, undo: &[Op]) -> Result<(), StateError> {
-        let mut bytes = Vec::new();
-        for (step, op) in undo.iter().enumerate() {
-            bytes.extend(json_line(&self.path, &StepLine { step, undo: op.clone() })?);
-        }
-        self.file.write_all(&bytes).map_err(|e| io_error(&self.path, e))?;
-        self.file.sync_data().map_err(|e| io_error(&self.path, e))
-    }
-
     /// Marks the transaction complete.
+    ///
+    /// Not synced: if a crash loses this line, a finished run looks
+    /// unfinished, and undoing it is the same work either way.
     pub fn commit(mut self) -> Result<(), StateError> {
-        self.append(&CommitLine { committed: true })?;
-        self.file.sync_all().map_err(|e| io_error(&self.path, e))
+        self.append(&CommitLine { committed: true })
     }
 
     pub fn path(&self) -> &Path {
@@ -479,15 +514,27 @@ fn open_safe(path: &Path, options: &mut OpenOptions, kind: Kind) -> Result<File,
 /// Replaces `dir/name` with `contents` so that a reader, even after a
 /// crash, sees the old or the new file and never a mix: write a temporary
 /// file, fsync it, rename it over, fsync the directory.
-fn atomic_write(dir: &Path, name: &str, contents: &[u8]) -> Result<(), StateError> {
+/// Whether a write must be on disk before it returns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durable {
+    Yes,
+    No,
+}
+
+/// Write a temporary file, (sync it,) rename it over `name`, (sync the
+/// directory): readers see the old or the new contents, never a mix.
+fn atomic_write(dir: &Path, name: &str, contents: &[u8], durable: Durable) -> Result<(), StateError> {
     let tmp = dir.join(format!(".{name}.tmp"));
     remove_if_exists(&tmp)?;
     let mut options = OpenOptions::new();
     let mut file = open_safe(&tmp, options.write(true).create_new(true), Kind::File)?;
-    file.write_all(contents).and_then(|()| file.sync_all()).map_err(|e| io_error(&tmp, e))?;
+    file.write_all(contents).map_err(|e| io_error(&tmp, e))?;
+    if durable == Durable::Yes {
+        file.sync_all().map_err(|e| io_error(&tmp, e))?;
+    }
     let path = dir.join(name);
     fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))?;
-    sync_dir(dir)
+    if durable == Durable::Yes { sync_dir(dir) } else { Ok(()) }
 }
 
 /// Creates a 0700 directory if missing, and checks it.
@@ -829,6 +876,24 @@ mod tests {
         reopened.clear_sysctl_origins().unwrap();
         assert!(reopened.sysctl_origins().unwrap().is_empty());
         reopened.clear_sysctl_origins().unwrap();
+    }
+
+    #[test]
+    fn origins_recorded_in_a_journal_header_last_as_long_as_the_journal() {
+        let scratch = Scratch::new("origins-journal");
+        let dir = scratch.open().unwrap();
+        let mut h = header("apply");
+        h.sysctl_origins = vec![("rail0".to_string(), SysctlKey::ArpIgnore, 0)];
+        let undo = [Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 1, new: 0 }];
+        dir.begin_journal_with_undo(h, &undo).unwrap();
+        // A crash before the origins file is written loses nothing.
+        let key = ("rail0".to_string(), SysctlKey::ArpIgnore);
+        assert_eq!(dir.sysctl_origins().unwrap().get(&key), Some(&0));
+        let journal = dir.latest_journal().unwrap().unwrap();
+        assert_eq!(journal.undo.len(), 1);
+        assert!(!journal.committed);
+        dir.discard(&journal).unwrap();
+        assert!(dir.sysctl_origins().unwrap().is_empty(), "gone with its journal");
     }
 
     #[test]

@@ -14,13 +14,14 @@ use crate::config;
 use crate::diff::{self, Plan};
 use crate::error::Error;
 use crate::executor;
+use crate::executor::Recorder;
 use crate::host::{self, Kernel, Origins};
 use crate::model::{Op, SysctlKey};
 use crate::netlink::Netlink;
 use crate::plan::{self, Desired};
 use crate::render;
 use crate::say;
-use crate::state::{JournalHeader, Pending, StateDir};
+use crate::state::{JournalHeader, JournalWriter, Pending, StateDir};
 
 /// The JSON document of `apply --json` (and `apply --dry-run --json`).
 #[derive(Debug, Serialize)]
@@ -172,33 +173,61 @@ pub async fn execute(
     state: &StateDir,
     nl: &Netlink,
     ops: &[Op],
-    header: JournalHeader,
+    mut header: JournalHeader,
 ) -> Result<Vec<(String, SysctlKey)>, Error> {
-    let origins: Vec<_> = ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::SetSysctl { iface, key, old, .. } => Some((iface.clone(), *key, *old)),
-            _ => None,
-        })
-        .collect();
-    let added = state.record_sysctl_origins(&origins)?;
-    let mut journal = state.begin_journal(header)?;
-    let result = executor::run(&mut Kernel::new(nl), ops, &ctx.stop, &mut journal).await;
-    match result {
+    let known = state.sysctl_origins()?;
+    let mut origins: Vec<(String, SysctlKey, u32)> = Vec::new();
+    for op in ops {
+        if let Op::SetSysctl { iface, key, old, .. } = op
+            && !known.contains_key(&(iface.clone(), *key))
+        {
+            origins.push((iface.clone(), *key, *old));
+        }
+    }
+    header.sysctl_origins = origins.clone();
+    let mut journal = PlannedJournal { state, header: Some(header), writer: None };
+    match executor::run(&mut Kernel::new(nl), ops, &ctx.stop, &mut journal).await {
         Ok(_) => {
-            journal.commit()?;
-            Ok(added)
+            if let Some(writer) = journal.writer {
+                writer.commit()?;
+            }
+            Ok(state.record_sysctl_origins(&origins)?)
         }
         Err(e) => {
-            // Cleanly rolled back: as if this run never happened.
-            if !matches!(e, executor::TxError::RollbackFailed { .. }) {
-                if let Some(j) = state.latest_journal()? {
-                    state.discard(&j)?;
-                }
-                state.forget_sysctl_origins(&added)?;
+            // Cleanly rolled back: as if this run never happened (its
+            // recorded sysctl values go with its journal).
+            if !matches!(e, executor::TxError::RollbackFailed { .. })
+                && journal.writer.is_some()
+                && let Some(j) = state.latest_journal()?
+            {
+                state.discard(&j)?;
             }
             Err(e.into())
         }
+    }
+}
+
+/// The executor's recorder: the journal is created, holding the undo of
+/// every step, when the executor hands over the plan's inverses, before
+/// the first step is sent.
+struct PlannedJournal<'a> {
+    state: &'a StateDir,
+    header: Option<JournalHeader>,
+    writer: Option<JournalWriter>,
+}
+
+impl Recorder for PlannedJournal<'_> {
+    fn record(&mut self, undo: &[Op]) -> Result<(), String> {
+        let header = self.header.take().ok_or("the journal was already written")?;
+        let writer = self.state.begin_journal_with_undo(header, undo).map_err(|e| e.to_string())?;
+        self.writer = Some(writer);
+        Ok(())
+    }
+    fn before_step(&mut self, step: usize) {
+        crate::testhooks::before_step(step);
+    }
+    fn step_done(&mut self, step: usize) {
+        crate::testhooks::after_step(step);
     }
 }
 

@@ -20,10 +20,10 @@ use serde::Serialize;
 
 use crate::behaviour::{self, Probe, Verdict};
 use crate::error::Error;
-use crate::executor::{Recorder, StopFlag};
+use crate::executor::StopFlag;
 use crate::model::Op;
 use crate::netlink::Netlink;
-use crate::state::{JournalWriter, StateDir};
+use crate::state::StateDir;
 
 /// `println!` that never panics: a closed stdout (`| head`) must not abort
 /// a command after its work is done; the exit code still tells the outcome.
@@ -131,20 +131,6 @@ pub fn print_json<T: Serialize>(doc: &T) {
     match serde_json::to_string_pretty(doc) {
         Ok(text) => crate::say!("{text}"),
         Err(e) => eprintln!("roce-route: error: cannot write the JSON report: {e}"),
-    }
-}
-
-/// The durable journal is the executor's recorder: each undo step is
-/// written and synced before its step is sent to the kernel.
-impl Recorder for JournalWriter {
-    fn record(&mut self, undo: &[Op]) -> Result<(), String> {
-        self.record_all(undo).map_err(|e| e.to_string())
-    }
-    fn before_step(&mut self, step: usize) {
-        crate::testhooks::before_step(step);
-    }
-    fn step_done(&mut self, step: usize) {
-        crate::testhooks::after_step(step);
     }
 }
 
