@@ -130,6 +130,11 @@ class Testbed:
             sh("ip", "netns", "add", ns)
             self.created.append(ns)
         h, p = ("ip", "-n", self.host), ("ip", "-n", self.peer)
+        # No duplicate address detection: link-local addresses (and their
+        # local routes) are final at once, so state comparisons are stable.
+        for ns in (self.host, self.peer):
+            for conf in ("all", "default"):
+                sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{conf}.accept_dad=0")
         sh(*p, "link", "add", "br0", "type", "bridge")
         sh(*p, "addr", "add", f"{GATEWAY}/24", "dev", "br0")
         sh(*p, "addr", "add", "2001:db8:1::1/64", "dev", "br0", "nodad")

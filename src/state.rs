@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, BufRead, ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -36,6 +36,8 @@ use crate::model::{Op, SysctlKey};
 
 pub const DEFAULT_BASE: &str = "/run/roce-route";
 pub const JOURNAL_VERSION: u32 = 1;
+/// How many journals (runs that can be rolled back, newest first) are kept.
+pub const MAX_JOURNALS: usize = 32;
 
 const LOCK_FILE: &str = "lock";
 const ORIGINS_FILE: &str = "sysctl-origins.json";
@@ -228,8 +230,22 @@ impl StateDir {
             bytes.extend(json_line(&path, &StepLine { step, undo: op.clone() })?);
         }
         atomic_write(&self.dir, &name, &bytes, Durable::Yes)?;
+        self.prune_journals()?;
         let file = open_safe(&path, OpenOptions::new().append(true), Kind::File)?;
         Ok(JournalWriter { file, path })
+    }
+
+    /// Keeps the newest MAX_JOURNALS journals: rollback can undo that many
+    /// runs back, and the state directory stays small on a host that
+    /// re-applies on a timer. The dropped journals' recorded sysctl values
+    /// are in the origins file already (`settle_sysctl_origins`).
+    fn prune_journals(&self) -> Result<(), StateError> {
+        let files = self.journal_files()?;
+        let excess = files.len().saturating_sub(MAX_JOURNALS);
+        for (_, path) in &files[..excess] {
+            remove_if_exists(path)?;
+        }
+        Ok(())
     }
 
     fn next_journal(&self) -> Result<(String, PathBuf), StateError> {
@@ -264,14 +280,40 @@ impl StateDir {
     }
 
     /// Sysctl values before roce-route first changed them.
+    ///
+    /// The values recorded by the newest journal's header are merged in: a
+    /// run writes its first-seen values durably there, and into the origins
+    /// file only after it commits (without a sync), so a crash in between
+    /// loses nothing. Older journals need no reading: `settle_sysctl_origins`
+    /// copies the newest header's values into the file (durably, when any
+    /// are missing) before a run starts a new journal.
     pub fn sysctl_origins(&self) -> Result<BTreeMap<(String, SysctlKey), u32>, StateError> {
         let mut origins = self.stored_origins()?;
-        for journal in self.journals()? {
-            for (iface, key, value) in journal.header.sysctl_origins {
+        if let Some(header) = self.latest_header()? {
+            for (iface, key, value) in header.sysctl_origins {
                 origins.entry((iface, key)).or_insert(value);
             }
         }
         Ok(origins)
+    }
+
+    /// Makes the origins file hold every recorded value (see
+    /// `sysctl_origins`), durably if it lacked any; returns them.
+    pub fn settle_sysctl_origins(&self) -> Result<BTreeMap<(String, SysctlKey), u32>, StateError> {
+        let all = self.sysctl_origins()?;
+        if self.stored_origins()? != all {
+            self.write_origins(&all, Durable::Yes)?;
+        }
+        Ok(all)
+    }
+
+    /// The newest journal's header: its first line only.
+    fn latest_header(&self) -> Result<Option<JournalHeader>, StateError> {
+        let Some((_, path)) = self.journal_files()?.pop() else { return Ok(None) };
+        let file = open_safe(&path, OpenOptions::new().read(true), Kind::File)?;
+        let mut line = Vec::new();
+        std::io::BufReader::new(file).read_until(b'\n', &mut line).map_err(|e| io_error(&path, e))?;
+        parse_header(&path, line.strip_suffix(b"\n").unwrap_or(&line)).map(Some)
     }
 
     /// The origins file alone (written without a sync: the journals that
@@ -301,7 +343,7 @@ impl StateDir {
             }
         }
         if !added.is_empty() {
-            self.write_origins(&stored)?;
+            self.write_origins(&stored, Durable::No)?;
         }
         Ok(added)
     }
@@ -315,18 +357,22 @@ impl StateDir {
             origins.remove(k);
         }
         if origins.len() != before {
-            self.write_origins(&origins)?;
+            self.write_origins(&origins, Durable::No)?;
         }
         Ok(())
     }
 
-    fn write_origins(&self, origins: &BTreeMap<(String, SysctlKey), u32>) -> Result<(), StateError> {
+    fn write_origins(
+        &self,
+        origins: &BTreeMap<(String, SysctlKey), u32>,
+        durable: Durable,
+    ) -> Result<(), StateError> {
         let stored: BTreeMap<String, u32> =
             origins.iter().map(|((iface, key), value)| (format!("{iface}/{}", key.name()), *value)).collect();
         let path = self.file(ORIGINS_FILE);
         let mut text = serde_json::to_vec_pretty(&stored).map_err(|e| io_error(&path, e.into()))?;
         text.push(b'\n');
-        atomic_write(&self.dir, ORIGINS_FILE, &text, Durable::No)
+        atomic_write(&self.dir, ORIGINS_FILE, &text, durable)
     }
 
     pub fn clear_sysctl_origins(&self) -> Result<(), StateError> {
@@ -894,6 +940,40 @@ mod tests {
         assert!(!journal.committed);
         dir.discard(&journal).unwrap();
         assert!(dir.sysctl_origins().unwrap().is_empty(), "gone with its journal");
+    }
+
+    #[test]
+    fn settle_copies_the_newest_headers_values_into_the_file() {
+        let scratch = Scratch::new("settle");
+        let dir = scratch.open().unwrap();
+        let mut h = header("apply");
+        h.sysctl_origins = vec![("rail1".to_string(), SysctlKey::ArpAnnounce, 0)];
+        dir.begin_journal_with_undo(h, &[]).unwrap();
+        assert!(dir.stored_origins().unwrap().is_empty(), "as after a crash before the file was written");
+        let settled = dir.settle_sysctl_origins().unwrap();
+        assert_eq!(dir.stored_origins().unwrap(), settled);
+        assert_eq!(settled.len(), 1);
+        // A newer journal hides the older header; the file kept its values.
+        dir.begin_journal_with_undo(header("apply"), &[]).unwrap();
+        assert_eq!(dir.sysctl_origins().unwrap(), settled);
+    }
+
+    #[test]
+    fn only_the_newest_journals_are_kept() {
+        let scratch = Scratch::new("prune");
+        let dir = scratch.open().unwrap();
+        for _ in 0..MAX_JOURNALS + 3 {
+            dir.begin_journal_with_undo(header("apply"), &[]).unwrap();
+        }
+        let names: Vec<String> = dir
+            .journals()
+            .unwrap()
+            .iter()
+            .map(|j| j.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), MAX_JOURNALS);
+        assert_eq!(names[0], "journal-000004.jsonl");
+        assert_eq!(names.last().unwrap(), &format!("journal-{:06}.jsonl", MAX_JOURNALS + 3));
     }
 
     #[test]

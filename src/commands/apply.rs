@@ -175,7 +175,7 @@ pub async fn execute(
     ops: &[Op],
     mut header: JournalHeader,
 ) -> Result<Vec<(String, SysctlKey)>, Error> {
-    let known = state.sysctl_origins()?;
+    let known = state.settle_sysctl_origins()?;
     let mut origins: Vec<(String, SysctlKey, u32)> = Vec::new();
     for op in ops {
         if let Op::SetSysctl { iface, key, old, .. } = op
