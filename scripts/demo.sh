@@ -140,6 +140,11 @@ check_arp() {
 
 main() {
     [[ $EUID -eq 0 ]] || die "needs root to create network namespaces: sudo $0"
+    local tool
+    for tool in ip ping; do
+        command -v "$tool" >/dev/null ||
+            die "needs '$tool' (Debian/Ubuntu: apt-get install iproute2 iputils-ping)"
+    done
     build
     setup
 
