@@ -909,31 +909,8 @@ fn join<T: fmt::Display>(items: impl Iterator<Item = T>) -> String {
 mod tests {
     use super::*;
 
-    const FULL: &str = r#"# roce-route test config
-[defaults]
-table_base = 200
-priority = 900
-protocol = 99
-arp_ignore = 2
-arp_announce = 1
-rp_filter = 2
-arp_filter = 1
-
-[[interface]]
-name = "ib0"
-addresses = ["192.168.1.10/24", "2001:db8::10/64", "192.168.1.11"]
-gateway = ["192.168.1.1", "2001:db8::1"]
-table = 100
-priority = 1000
-arp_ignore = 1
-arp_announce = 2
-rp_filter = 0
-arp_filter = 0
-
-[[interface]]
-name = "ib1"
-gateway = "fe80::1"
-"#;
+    /// Every key, both gateway forms; also a seed of tests/fuzz_config.rs.
+    const FULL: &str = include_str!("../tests/fixtures/full.toml");
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -13,13 +13,13 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    GATEWAY_V4, GATEWAY_V6, PEER_V4, PEER_V6, SUBNET_V4, Testbed, canonical_lines, describe_output,
-    field_after,
+    Background, GATEWAY_V4, GATEWAY_V6, PEER_V4, PEER_V6, Run, SUBNET_V4, Testbed, assert_dump_eq,
+    canonical_lines, describe, describe_output, field_after, path_str,
 };
 
 /// The protocol number roce-route marks its routes and rules with.
@@ -33,79 +33,17 @@ const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
 // ---------------------------------------------------------------------------
 // Running roce-route
 
-/// One finished run of roce-route, with what is needed to explain a failure.
-struct Run {
-    what: String,
-    out: Output,
-}
-
-impl Run {
-    fn code(&self) -> Option<i32> {
-        self.out.status.code()
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.out.stdout).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.out.stderr).into_owned()
-    }
-
-    fn report(&self) -> String {
-        format!("{}\n{}", self.what, describe_output(&self.out))
-    }
-
-    /// Panics unless the run exited with `code`.
-    fn expect_code(self, code: i32) -> Run {
-        assert_eq!(self.code(), Some(code), "expected exit code {code} from\n{}", self.report());
-        self
-    }
-
-    /// Panics unless stderr contains every one of `needles`.
-    fn expect_stderr(&self, needles: &[&str]) {
-        let stderr = self.stderr();
-        for n in needles {
-            assert!(stderr.contains(n), "stderr lacks {n:?}:\n{}", self.report());
-        }
-    }
-
-    /// "rolled back the N step(s)" in stderr.
-    fn steps_rolled_back(&self) -> usize {
-        let stderr = self.stderr();
-        stderr
-            .split("rolled back the ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no \"rolled back the N step(s)\" in\n{}", self.report()))
-    }
-}
-
-/// The state directory of every run in `tb` (inside its temp dir).
-fn state_dir(tb: &Testbed) -> PathBuf {
-    tb.dir().join("state")
-}
-
 /// `roce-route --netns <host ns> ARGS`, ready to run or spawn.
 fn roce_route_cmd(tb: &Testbed, args: &[&str]) -> Command {
     let mut cmd = tb.roce_route_command();
-    cmd.env("ROCE_ROUTE_STATE_DIR", state_dir(tb)).args(args);
+    cmd.args(args);
     cmd
 }
 
 /// How a run is shown in failure messages: the command line and the config.
 fn describe_run(cmd: &Command, config: &Path) -> String {
-    let line: Vec<String> = std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
     let text = fs::read_to_string(config).unwrap_or_else(|e| format!("<unreadable: {e}>"));
-    format!("`{}`\n--- {} ---\n{text}", line.join(" "), config.display())
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("test paths are UTF-8")
+    format!("`{}`\n--- {} ---\n{text}", describe(cmd), config.display())
 }
 
 /// `apply FLAGS CONFIG` in the host namespace.
@@ -113,10 +51,9 @@ fn apply(tb: &Testbed, config: &Path, flags: &[&str]) -> Run {
     let mut args = vec!["apply"];
     args.extend(flags);
     args.push(path_str(config));
-    let mut cmd = roce_route_cmd(tb, &args);
+    let cmd = roce_route_cmd(tb, &args);
     let what = describe_run(&cmd, config);
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    Run { what, out }
+    Run::with_what(cmd, what)
 }
 
 /// Writes `toml` to a new config file; applies it with `flags`.
@@ -160,28 +97,11 @@ fn assert_in_sync(tb: &Testbed, config: &Path, flags: &[&str]) {
     let before = tb.dump();
     let run = apply(tb, config, flags).expect_code(0);
     assert!(run.stdout().contains("in sync"), "a repeated apply should say it is in sync:\n{}", run.report());
-    assert_same_state(&before, &tb.dump(), "a repeated apply changed the host");
+    assert_dump_eq(&before, &tb.dump(), "a repeated apply changed the host");
 }
 
 // ---------------------------------------------------------------------------
 // Observing the host
-
-/// Panics with both dumps and their differing lines unless they are equal.
-fn assert_same_state(expected: &str, actual: &str, what: &str) {
-    if expected == actual {
-        return;
-    }
-    let only_in = |a: &str, b: &str| -> String {
-        let other: Vec<&str> = b.lines().collect();
-        a.lines().filter(|l| !other.contains(l)).map(|l| format!("  {l}\n")).collect()
-    };
-    panic!(
-        "{what}\n--- only in the expected state ---\n{}--- only in the actual state ---\n{}\
-         === expected ===\n{expected}=== actual ===\n{actual}",
-        only_in(expected, actual),
-        only_in(actual, expected)
-    );
-}
 
 /// `dump()` made comparable across two testbeds: IPv6 link-local
 /// addresses (derived from the rails' random MACs) are masked, and each
@@ -313,7 +233,7 @@ fn assert_dry_run_exact(a: &Testbed, b: &Testbed, toml: &str, flags: &[&str]) ->
     assert!(!commands(&script).is_empty(), "the dry-run printed no command:\n{script}");
     run_script(a, &script);
     apply_toml(b, toml, flags).expect_code(0);
-    assert_same_state(
+    assert_dump_eq(
         &portable_dump(b),
         &portable_dump(a),
         &format!(
@@ -469,7 +389,7 @@ fn a_hand_made_setup_is_refused_then_adopted() {
         ]);
     }
     refused.expect_stderr(&["--adopt"]);
-    assert_same_state(&by_hand, &tb.dump(), "a refused apply changed the host");
+    assert_dump_eq(&by_hand, &tb.dump(), "a refused apply changed the host");
 
     apply(&tb, &config, &["--adopt"]).expect_code(0);
     for r in tb.rails() {
@@ -581,7 +501,7 @@ fn assert_rolled_back_when_down(tb: &Testbed, config: &Path, iface: &str) -> usi
         "every step before `{step}` should be undone:\n{}",
         run.report()
     );
-    assert_same_state(&before, &tb.dump(), "the host changed despite the rollback");
+    assert_dump_eq(&before, &tb.dump(), "the host changed despite the rollback");
     index
 }
 
@@ -622,22 +542,20 @@ fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
 /// `signal` (e.g. "TERM") `after` the start.
 fn apply_with_signal(tb: &Testbed, config: &Path, delay: Duration, signal: &str, after: Duration) -> Run {
     let mut cmd = roce_route_cmd(tb, &["apply", path_str(config)]);
-    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay.as_millis().to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay.as_millis().to_string());
     let what = format!(
         "{}\nwith ROCE_ROUTE_STEP_DELAY_MS={} and SIG{signal} after {after:?}",
         describe_run(&cmd, config),
         delay.as_millis()
     );
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {what}: {e}"));
+    let child = Background::spawn(cmd, what);
     thread::sleep(after);
-    let kill = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).output();
+    let kill = Command::new("kill").arg(format!("-{signal}")).arg(child.pid().to_string()).output();
     // Reap the child before any assertion can unwind.
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("waiting for {what}: {e}"));
+    let run = child.wait();
     let kill = kill.unwrap_or_else(|e| panic!("cannot run kill: {e}"));
     assert!(kill.status.success(), "kill -{signal} failed:\n{}", describe_output(&kill));
-    Run { what, out }
+    run
 }
 
 /// The run was stopped by `signal` (its number) and rolled back the host to
@@ -645,7 +563,7 @@ fn apply_with_signal(tb: &Testbed, config: &Path, delay: Duration, signal: &str,
 fn assert_interrupted(tb: &Testbed, run: &Run, signal: u8, before: &str) -> usize {
     assert_eq!(run.code(), Some(1), "a signalled apply exits 1:\n{}", run.report());
     run.expect_stderr(&[&format!("signal {signal}"), "rolled back"]);
-    assert_same_state(before, &tb.dump(), "the host changed despite the signal");
+    assert_dump_eq(before, &tb.dump(), "the host changed despite the signal");
     run.steps_rolled_back()
 }
 
@@ -717,7 +635,7 @@ fn assert_invalid(tb: &Testbed, toml: &str, line: usize, col: Option<usize>, nee
     };
     run.expect_stderr(&[&at]);
     run.expect_stderr(needles);
-    assert_same_state(&before, &tb.dump(), "an invalid config changed the host");
+    assert_dump_eq(&before, &tb.dump(), "an invalid config changed the host");
 }
 
 #[test]
@@ -753,11 +671,10 @@ fn run_as_nobody(tb: &Testbed, args: &[&str], config: &Path) -> Run {
         .arg(&bin)
         .args(args)
         .arg(config)
-        .env("ROCE_ROUTE_STATE_DIR", state_dir(tb))
+        .env("ROCE_ROUTE_STATE_DIR", tb.state_base())
         .current_dir(tb.dir());
     let what = describe_run(&cmd, config);
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    Run { what, out }
+    Run::with_what(cmd, what)
 }
 
 #[test]
@@ -773,12 +690,12 @@ fn without_root_apply_fails_untouched_and_dry_run_still_works() {
         "the refusal should say root / CAP_NET_ADMIN is needed:\n{}",
         denied.report()
     );
-    assert_same_state(&before, &tb.dump(), "a non-root apply changed the host");
+    assert_dump_eq(&before, &tb.dump(), "a non-root apply changed the host");
 
     // Reading the host needs no privilege: the unprivileged dry-run prints
     // exactly what root's does.
     let unprivileged = run_as_nobody(&tb, &["apply", "--dry-run"], &config).expect_code(0);
     assert_eq!(unprivileged.stdout(), dry_run(&tb, &config, &[]), "{}", unprivileged.report());
     assert!(!commands(&unprivileged.stdout()).is_empty());
-    assert_same_state(&before, &tb.dump(), "a dry-run changed the host");
+    assert_dump_eq(&before, &tb.dump(), "a dry-run changed the host");
 }

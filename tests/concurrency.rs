@@ -10,14 +10,13 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{FIRST_TABLE, GATEWAY_V4, Testbed, describe_output, poll_until};
+use common::{
+    Background, EXIT_DRIFT, EXIT_FAILED, EXIT_OK, FIRST_TABLE, GATEWAY_V4, Run, Testbed, assert_dump_eq,
+    describe_output, lines_only_in, path_str, poll_until,
+};
 
-const EXIT_OK: i32 = 0;
-const EXIT_FAILED: i32 = 1;
-const EXIT_DRIFT: i32 = 3;
 const LOCK_MESSAGE: &str = "another roce-route holds the lock";
 /// Processes started at once per round.
 const PROCESSES: usize = 24;
@@ -28,86 +27,17 @@ const CONFIRM_WAIT: Duration = Duration::from_secs(15);
 // ---------------------------------------------------------------------------
 // Running roce-route
 
-fn state_base(tb: &Testbed) -> PathBuf {
-    tb.dir().join("state")
+/// Runs roce-route with `base` as the state dir.
+fn rr_in(tb: &Testbed, base: &Path, args: &[&str]) -> Run {
+    Run::of(tb.roce_route_in(base, args))
 }
 
-/// `roce-route --netns <host ns> ARGS` with `base` as the state dir, stdin
-/// closed, output captured, no test hook inherited.
-fn rr_cmd_in(tb: &Testbed, base: &Path, args: &[&str]) -> Command {
-    let mut cmd = tb.roce_route_command();
-    cmd.args(args)
-        .env("ROCE_ROUTE_STATE_DIR", base)
-        .env_remove("ROCE_ROUTE_CRASH_AT")
-        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
+fn rr(tb: &Testbed, args: &[&str]) -> Run {
+    rr_in(tb, &tb.state_base(), args)
 }
 
-fn rr_cmd(tb: &Testbed, args: &[&str]) -> Command {
-    rr_cmd_in(tb, &state_base(tb), args)
-}
-
-fn output(mut cmd: Command) -> Output {
-    cmd.output().unwrap_or_else(|e| panic!("cannot run roce-route: {e}"))
-}
-
-fn rr(tb: &Testbed, args: &[&str]) -> Output {
-    output(rr_cmd(tb, args))
-}
-
-fn rr_expect(tb: &Testbed, args: &[&str], code: i32) -> Output {
-    let out = rr(tb, args);
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "roce-route {args:?}: expected exit {code}\n{}",
-        describe_output(&out)
-    );
-    out
-}
-
-fn stdout_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A spawned roce-route that is killed if the test ends before it does,
-/// so that a failing test leaves no process holding a lock.
-struct Running {
-    child: Option<Child>,
-    what: String,
-}
-
-impl Running {
-    fn spawn(mut cmd: Command, what: String) -> Running {
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-        Running { child: Some(child), what }
-    }
-
-    fn is_running(&mut self) -> bool {
-        let child = self.child.as_mut().expect("already waited for");
-        child.try_wait().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what)).is_none()
-    }
-
-    fn wait(mut self) -> Output {
-        let child = self.child.take().expect("already waited for");
-        child.wait_with_output().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what))
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+fn rr_expect(tb: &Testbed, args: &[&str], code: i32) -> Run {
+    rr(tb, args).expect_code(code)
 }
 
 /// The files under `base/<namespace id>/`, as "net-X/name".
@@ -140,23 +70,9 @@ fn unfinished_journal_in(ns_dir: &Path) -> bool {
     })
 }
 
-fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
-    if expected == actual {
-        return;
-    }
-    let exp: Vec<&str> = expected.lines().collect();
-    let act: Vec<&str> = actual.lines().collect();
-    let missing: Vec<&&str> = exp.iter().filter(|l| !act.contains(l)).collect();
-    let extra: Vec<&&str> = act.iter().filter(|l| !exp.contains(l)).collect();
-    panic!(
-        "{what}: the host differs from the expected state\n--- missing ---\n{missing:#?}\n--- unexpected ---\n{extra:#?}"
-    );
-}
-
 /// How many lines are in one dump and not in the other.
 fn lines_differing(a: &str, b: &str) -> usize {
-    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
-    la.iter().filter(|l| !lb.contains(l)).count() + lb.iter().filter(|l| !la.contains(l)).count()
+    lines_only_in(a, b).len() + lines_only_in(b, a).len()
 }
 
 /// Rolls back until there is nothing left; returns how many journals that
@@ -164,15 +80,11 @@ fn lines_differing(a: &str, b: &str) -> usize {
 fn rollback_all(tb: &Testbed) -> usize {
     for undone in 0..=4 * PROCESSES {
         let out = rr_expect(tb, &["rollback"], EXIT_OK);
-        if stdout_of(&out).contains("nothing to roll back") {
+        if out.stdout().contains("nothing to roll back") {
             return undone;
         }
     }
     panic!("rollback never ran out of journals");
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 // ---------------------------------------------------------------------------
@@ -224,7 +136,7 @@ fn concurrent_commands_serialise_and_end_in_a_clean_state() {
     let tb = Testbed::builder().rails(8).build();
     let (a, b) = configs(&tb);
     let (a, b) = (path_str(&a), path_str(&b));
-    let base = state_base(&tb);
+    let base = tb.state_base();
 
     let o_dump = tb.dump();
     rr_expect(&tb, &["apply", a], EXIT_OK);
@@ -253,7 +165,7 @@ fn concurrent_commands_serialise_and_end_in_a_clean_state() {
     for round in 1..=ROUNDS {
         let started = Instant::now();
         let mix = command_mix(round);
-        let running: Vec<(Cmd, Running)> = mix
+        let running: Vec<(Cmd, Background)> = mix
             .iter()
             .map(|&cmd| {
                 let args: Vec<&str> = match cmd {
@@ -263,25 +175,24 @@ fn concurrent_commands_serialise_and_end_in_a_clean_state() {
                     Cmd::CheckA => vec!["--lock-timeout", "60", "check", a],
                     Cmd::CheckB => vec!["--lock-timeout", "60", "check", b],
                 };
-                let mut command = rr_cmd(&tb, &args);
+                let mut command = tb.roce_route_in(&base, &args);
                 if matches!(cmd, Cmd::ApplyA | Cmd::ApplyB) {
                     command.env("ROCE_ROUTE_STEP_DELAY_MS", "5");
                 }
-                (cmd, Running::spawn(command, format!("{cmd:?}")))
+                (cmd, Background::spawn(command, format!("{cmd:?}")))
             })
             .collect();
-        let outputs: Vec<(Cmd, Output)> = running.into_iter().map(|(cmd, r)| (cmd, r.wait())).collect();
+        let outputs: Vec<(Cmd, Run)> = running.into_iter().map(|(cmd, r)| (cmd, r.wait())).collect();
 
-        for (i, (cmd, out)) in outputs.iter().enumerate() {
+        for (i, (cmd, run)) in outputs.iter().enumerate() {
             let what = format!("round {round}, process {i} ({cmd:?})");
-            let stderr = stderr_of(out);
-            assert!(!stderr.contains("panicked"), "{what} panicked:\n{}", describe_output(out));
-            let code = out.status.code();
+            assert!(!run.stderr().contains("panicked"), "{what} panicked:\n{}", describe_output(&run.out));
+            let code = run.code();
             let documented = match cmd {
                 Cmd::ApplyA | Cmd::ApplyB | Cmd::Rollback => code == Some(EXIT_OK),
                 Cmd::CheckA | Cmd::CheckB => matches!(code, Some(EXIT_OK | EXIT_DRIFT)),
             };
-            assert!(documented, "{what}: unexpected exit\n{}", describe_output(out));
+            assert!(documented, "{what}: unexpected exit\n{}", describe_output(&run.out));
         }
 
         let final_dump = tb.dump();
@@ -293,8 +204,8 @@ fn concurrent_commands_serialise_and_end_in_a_clean_state() {
                 assert_dump_eq(nearest, &final_dump, &format!("round {round}: not a clean state; vs {name}"));
                 unreachable!()
             });
-        let check_a = rr(&tb, &["check", a]).status.code();
-        let check_b = rr(&tb, &["check", b]).status.code();
+        let check_a = rr(&tb, &["check", a]).code();
+        let check_b = rr(&tb, &["check", b]).code();
         let want_a = if state == "A" { EXIT_OK } else { EXIT_DRIFT };
         let want_b = if state.starts_with('B') { EXIT_OK } else { EXIT_DRIFT };
         assert_eq!(check_a, Some(want_a), "round {round}: check A in state {state}");
@@ -304,7 +215,7 @@ fn concurrent_commands_serialise_and_end_in_a_clean_state() {
         assert_dump_eq(&o_dump, &tb.dump(), &format!("round {round}: after rolling back everything"));
         assert_eq!(state_files(&base), idle_files, "round {round}: state files");
         let exits: Vec<String> =
-            outputs.iter().map(|(c, o)| format!("{c:?}={}", o.status.code().unwrap_or(-1))).collect();
+            outputs.iter().map(|(c, o)| format!("{c:?}={}", o.code().unwrap_or(-1))).collect();
         eprintln!(
             "round {round}: ended in state {state}, {undone} journal(s) left on the stack, {:.1?}; {}",
             started.elapsed(),
@@ -332,9 +243,9 @@ fn different_namespaces_do_not_wait_for_each_other() {
     let o_two = two.dump();
 
     let spawn = |tb: &Testbed, config: &Path| {
-        let mut cmd = rr_cmd_in(tb, &shared, &["--lock-timeout", "0", "apply", path_str(config)]);
+        let mut cmd = tb.roce_route_in(&shared, &["--lock-timeout", "0", "apply", path_str(config)]);
         cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "10");
-        Running::spawn(cmd, format!("apply in {}", tb.host_ns()))
+        Background::spawn(cmd, format!("apply in {}", tb.host_ns()))
     };
     let mut run_one = spawn(&one, &config_one);
     let mut run_two = spawn(&two, &config_two);
@@ -350,45 +261,34 @@ fn different_namespaces_do_not_wait_for_each_other() {
         overlapped |= open.iter().filter(|o| **o).count() == 2;
         std::thread::sleep(Duration::from_millis(5));
     }
-    for (tb, out) in [(&one, run_one.wait()), (&two, run_two.wait())] {
-        assert_eq!(out.status.code(), Some(EXIT_OK), "apply in {}\n{}", tb.host_ns(), describe_output(&out));
-        assert!(
-            !stderr_of(&out).contains("lock"),
-            "apply in {} mentions a lock\n{}",
-            tb.host_ns(),
-            describe_output(&out)
-        );
+    for run in [run_one.wait(), run_two.wait()] {
+        let run = run.expect_code(EXIT_OK);
+        assert!(!run.stderr().contains("lock"), "it mentions a lock:\n{}", run.report());
     }
     eprintln!("both applies had an unfinished journal at one moment: {overlapped}");
     let namespaces = fs::read_dir(&shared).expect("the shared state base").count();
     assert_eq!(namespaces, 2, "one state subdirectory per namespace");
     for (tb, config) in [(&one, &config_one), (&two, &config_two)] {
-        let out = output(rr_cmd_in(tb, &shared, &["check", path_str(config)]));
-        assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+        rr_in(tb, &shared, &["check", path_str(config)]).expect_code(EXIT_OK);
     }
 
     // Namespace 1's lock held for as long as the test wants.
     let held_config = one.write_config(&one.render_config(|_| vec!["arp_ignore = 2".into()]));
-    let held = Running::spawn(
-        rr_cmd_in(&one, &shared, &["apply", "--confirm", "60", path_str(&held_config)]),
-        "apply --confirm in namespace 1".into(),
+    let held = Background::spawn(
+        one.roce_route_in(&shared, &["apply", "--confirm", "60", path_str(&held_config)]),
+        "apply --confirm in namespace 1",
     );
     wait_for_pending(&shared);
-    let out = output(rr_cmd_in(&two, &shared, &["--lock-timeout", "0", "rollback"]));
-    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+    rr_in(&two, &shared, &["--lock-timeout", "0", "rollback"]).expect_code(EXIT_OK);
     assert_dump_eq(&o_two, &two.dump(), "namespace 2 rolled back");
-    let out = output(rr_cmd_in(&two, &shared, &["--lock-timeout", "0", "apply", path_str(&config_two)]));
-    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
-    let out = output(rr_cmd_in(&one, &shared, &["confirm"]));
-    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
-    let out = held.wait();
-    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+    rr_in(&two, &shared, &["--lock-timeout", "0", "apply", path_str(&config_two)]).expect_code(EXIT_OK);
+    rr_in(&one, &shared, &["confirm"]).expect_code(EXIT_OK);
+    held.wait().expect_code(EXIT_OK);
 
     // Each namespace's stack is its own: two rollbacks each restore it.
     for (tb, o) in [(&one, &o_one), (&two, &o_two)] {
         for _ in 0..2 {
-            let out = output(rr_cmd_in(tb, &shared, &["rollback"]));
-            assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+            rr_in(tb, &shared, &["rollback"]).expect_code(EXIT_OK);
         }
         assert_dump_eq(o, &tb.dump(), &format!("{} after its rollbacks", tb.host_ns()));
     }
@@ -412,11 +312,13 @@ fn wait_for_pending(base: &Path) {
 fn a_held_lock_times_out_with_exit_1() {
     let tb = Testbed::builder().rails(4).build();
     let (a, b) = configs(&tb);
-    let base = state_base(&tb);
+    let base = tb.state_base();
     let o_dump = tb.dump();
 
-    let held =
-        Running::spawn(rr_cmd(&tb, &["apply", "--confirm", "30", path_str(&a)]), "apply --confirm 30".into());
+    let held = Background::spawn(
+        tb.roce_route_in(&base, &["apply", "--confirm", "30", path_str(&a)]),
+        "apply --confirm 30",
+    );
     wait_for_pending(&base);
     let a_dump = tb.dump();
     assert_ne!(a_dump, o_dump);
@@ -424,12 +326,8 @@ fn a_held_lock_times_out_with_exit_1() {
     let started = Instant::now();
     let out = rr(&tb, &["--lock-timeout", "1", "apply", path_str(&b)]);
     let waited = started.elapsed();
-    assert_eq!(out.status.code(), Some(EXIT_FAILED), "{}", describe_output(&out));
-    assert!(
-        stderr_of(&out).contains(LOCK_MESSAGE),
-        "the error should say the lock is held\n{}",
-        describe_output(&out)
-    );
+    let out = out.expect_code(EXIT_FAILED);
+    assert!(out.stderr().contains(LOCK_MESSAGE), "the error should say the lock is held\n{}", out.report());
     assert!(
         waited >= Duration::from_secs(1) && waited < Duration::from_secs(10),
         "--lock-timeout 1 gave up after {waited:?}"
@@ -437,8 +335,7 @@ fn a_held_lock_times_out_with_exit_1() {
     assert_dump_eq(&a_dump, &tb.dump(), "after the timed-out apply");
 
     rr_expect(&tb, &["confirm"], EXIT_OK);
-    let out = held.wait();
-    assert_eq!(out.status.code(), Some(EXIT_OK), "{}", describe_output(&out));
+    held.wait().expect_code(EXIT_OK);
     assert_dump_eq(&a_dump, &tb.dump(), "after confirm");
     rr_expect(&tb, &["rollback"], EXIT_OK);
     assert_dump_eq(&o_dump, &tb.dump(), "after rollback");

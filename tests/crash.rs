@@ -12,104 +12,44 @@ mod common;
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Instant;
 
-use common::{GATEWAY_V4, PEER_V4, Testbed, describe_output};
+use common::{
+    EXIT_FAILED, EXIT_OK, GATEWAY_V4, PEER_V4, Run, Testbed, assert_dump_eq, journal_files, path_str,
+};
 
 const RAILS: usize = 32;
 const SIGKILL: i32 = 9;
-const EXIT_OK: i32 = 0;
-const EXIT_FAILED: i32 = 1;
 
 // ---------------------------------------------------------------------------
 // Running roce-route
 
-fn state_base(tb: &Testbed) -> PathBuf {
-    tb.dir().join("state")
-}
-
 /// `roce-route --netns <host ns> ARGS` with this test's state dir and,
 /// if given, a crash point.
 fn rr_cmd(tb: &Testbed, args: &[&str], crash: Option<&str>) -> Command {
-    let mut cmd = tb.roce_route_command();
-    cmd.args(args)
-        .env("ROCE_ROUTE_STATE_DIR", state_base(tb))
-        .env_remove("ROCE_ROUTE_CRASH_AT")
-        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
-        .stdin(Stdio::null());
+    let mut cmd = tb.roce_route_in(&tb.state_base(), args);
     if let Some(point) = crash {
         cmd.env("ROCE_ROUTE_CRASH_AT", point);
     }
     cmd
 }
 
-fn rr(tb: &Testbed, args: &[&str], crash: Option<&str>) -> Output {
-    rr_cmd(tb, args, crash).output().unwrap_or_else(|e| panic!("cannot run roce-route {args:?}: {e}"))
-}
-
 /// Runs roce-route; panics with its output unless it exits `code`.
-fn rr_expect(tb: &Testbed, args: &[&str], code: i32, what: &str) -> Output {
-    let out = rr(tb, args, None);
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{what}: roce-route {args:?}: expected exit {code}\n{}",
-        describe_output(&out)
-    );
-    out
+fn rr_expect(tb: &Testbed, args: &[&str], code: i32, what: &str) -> Run {
+    Run::with_what(rr_cmd(tb, args, None), format!("{what}: roce-route {args:?}")).expect_code(code)
 }
 
 /// `apply CONFIG` with a crash point; panics unless the process died of
 /// SIGKILL.
 fn apply_crashing(tb: &Testbed, config: &str, point: &str) {
-    let out = rr(tb, &["apply", config], Some(point));
+    let run = Run::of(rr_cmd(tb, &["apply", config], Some(point)));
     assert_eq!(
-        out.status.signal(),
+        run.out.status.signal(),
         Some(SIGKILL),
         "apply with ROCE_ROUTE_CRASH_AT={point} should die by SIGKILL\n{}",
-        describe_output(&out)
-    );
-}
-
-/// The journal files of every namespace under the state base.
-fn journal_files(base: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let Ok(namespaces) = fs::read_dir(base) else {
-        return found;
-    };
-    for ns in namespaces.flatten() {
-        let Ok(files) = fs::read_dir(ns.path()) else {
-            continue;
-        };
-        for f in files.flatten() {
-            let name = f.file_name().to_string_lossy().into_owned();
-            if name.starts_with("journal-") && name.ends_with(".jsonl") {
-                found.push(f.path());
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
-/// Panics with the first differing lines when two dumps differ.
-fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
-    if expected == actual {
-        return;
-    }
-    let exp: Vec<&str> = expected.lines().collect();
-    let act: Vec<&str> = actual.lines().collect();
-    let missing: Vec<&&str> = exp.iter().filter(|l| !act.contains(l)).collect();
-    let extra: Vec<&&str> = act.iter().filter(|l| !exp.contains(l)).collect();
-    panic!(
-        "{what}: the host differs from the expected state\n\
-         --- missing ({}) ---\n{}\n--- unexpected ({}) ---\n{}",
-        missing.len(),
-        missing.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
-        extra.len(),
-        extra.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+        run.report()
     );
 }
 
@@ -133,7 +73,7 @@ fn large_host() -> (Testbed, PathBuf) {
 /// dry-run script.
 fn dry_run_steps(tb: &Testbed, config: &str) -> Vec<String> {
     let out = rr_expect(tb, &["apply", "--dry-run", config], EXIT_OK, "dry run");
-    String::from_utf8_lossy(&out.stdout)
+    out.stdout()
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -148,8 +88,8 @@ fn dry_run_steps(tb: &Testbed, config: &str) -> Vec<String> {
 fn a_crash_at_any_point_is_rolled_back_or_completed() {
     let started = Instant::now();
     let (tb, config) = large_host();
-    let config = config.to_str().expect("utf-8 path").to_string();
-    let base = state_base(&tb);
+    let config = path_str(&config).to_string();
+    let base = tb.state_base();
 
     let original = tb.dump();
     assert!(original.contains("from 203.0.113.5 lookup 50"), "{original}");
@@ -181,7 +121,7 @@ fn a_crash_at_any_point_is_rolled_back_or_completed() {
             // 1-2: crash, then rollback the unfinished journal.
             apply_crashing(&tb, &config, &crash);
             let out = rr_expect(&tb, &["rollback"], EXIT_OK, &format!("rollback after {at}"));
-            let said = String::from_utf8_lossy(&out.stdout);
+            let said = out.stdout();
             assert!(
                 said.contains("had not finished"),
                 "rollback after {at} should say the apply had not finished:\n{said}"
@@ -215,8 +155,8 @@ fn a_crash_at_any_point_is_rolled_back_or_completed() {
 fn a_corrupt_journal_is_refused_and_the_host_untouched() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
     let config = tb.write_config(&tb.config_toml_with_gateway());
-    let config = config.to_str().expect("utf-8 path");
-    let base = state_base(&tb);
+    let config = path_str(&config);
+    let base = tb.state_base();
 
     rr_expect(&tb, &["apply", config], EXIT_OK, "apply");
     let applied = tb.dump();
@@ -232,7 +172,7 @@ fn a_corrupt_journal_is_refused_and_the_host_untouched() {
     fs::write(journal, lines.join("\n") + "\n").expect("write the journal");
 
     let out = rr_expect(&tb, &["rollback"], EXIT_FAILED, "rollback of a corrupt journal");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = out.stderr();
     let name = journal.file_name().unwrap().to_string_lossy();
     assert!(stderr.contains(&*name), "the error should name {name}:\n{stderr}");
     assert!(

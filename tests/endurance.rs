@@ -14,11 +14,11 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Testbed, describe_output};
+use common::{Testbed, assert_dump_eq, describe_output, path_str};
 
 const RAILS: usize = 64;
 const ROUNDS: usize = 100;
@@ -38,10 +38,6 @@ const RSS_SLACK_KIB: u64 = 512;
 /// crash test). 64 rails x 2 addresses fit in the two /24s.
 fn second_v4(k: usize) -> String {
     format!("203.0.113.{}", 10 + k)
-}
-
-fn state_base(tb: &Testbed) -> PathBuf {
-    tb.dir().join("state")
 }
 
 /// A roce-route run measured by GNU time.
@@ -64,7 +60,7 @@ fn run_measured(tb: &Testbed, args: &[&str]) -> Measured {
         .arg("--netns")
         .arg(tb.host_ns())
         .args(args)
-        .env("ROCE_ROUTE_STATE_DIR", state_base(tb))
+        .env("ROCE_ROUTE_STATE_DIR", tb.state_base())
         .env_remove("ROCE_ROUTE_CRASH_AT")
         .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
         .current_dir(tb.dir())
@@ -123,19 +119,6 @@ fn median(values: &[Duration]) -> Duration {
     v[v.len() / 2]
 }
 
-fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
-    if expected == actual {
-        return;
-    }
-    let exp: Vec<&str> = expected.lines().collect();
-    let act: Vec<&str> = actual.lines().collect();
-    let missing: Vec<&&str> = exp.iter().filter(|l| !act.contains(l)).collect();
-    let extra: Vec<&&str> = act.iter().filter(|l| !exp.contains(l)).collect();
-    panic!(
-        "{what}: the host differs from the original\n--- missing ---\n{missing:#?}\n--- unexpected ---\n{extra:#?}"
-    );
-}
-
 /// 100 rounds of apply -> check -> rollback on 64 rails with two addresses
 /// each: every round ends with the original host and the same state files,
 /// and the peak RSS of apply does not grow from the first rounds to the
@@ -152,8 +135,8 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
         tb.ip_host(&format!("addr add {}/24 dev {}", second_v4(k), r.name));
     }
     let config = tb.write_config(&config(&tb));
-    let config = config.to_str().expect("utf-8 path");
-    let base = state_base(&tb);
+    let config = path_str(&config);
+    let base = tb.state_base();
     let original = tb.dump();
 
     // Warm-up: creates the state dir, its lock and the recorded sysctl

@@ -897,31 +897,8 @@ impl ValidDoc {
 /// Valid configs to mutate: every key, both gateway forms, dotted names,
 /// comments and non-ASCII text.
 const SEEDS: [&str; 3] = [
-    r#"# roce-route config
-[defaults]
-table_base = 200
-priority = 900
-protocol = 99
-arp_ignore = 2
-arp_announce = 1
-rp_filter = 2
-arp_filter = 1
-
-[[interface]]
-name = "ib0"
-addresses = ["192.168.1.10/24", "2001:db8::10/64", "192.168.1.11"]
-gateway = ["192.168.1.1", "2001:db8::1"]
-table = 100
-priority = 1000
-arp_ignore = 1
-arp_announce = 2
-rp_filter = 0
-arp_filter = 0
-
-[[interface]]
-name = "ib1"
-gateway = "fe80::1"
-"#,
+    // The full example, shared with the unit tests in src/config.rs.
+    include_str!("fixtures/full.toml"),
     "[[interface]]\nname = \"ib0.100\" # é\n[[interface]]\nname = \"mlx5_1\"\naddresses = [\"10.0.0.2/31\"]\ngateway = \"10.0.0.3\"\n",
     "interface = [{ name = \"rail0\", table = 0x64 }, { name = \"rail1\", priority = 1_000 }]\n",
 ];

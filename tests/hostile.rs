@@ -23,10 +23,13 @@ mod common;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{SUBNET_V4, Testbed, describe_output, poll_until};
+use common::{
+    Background, Run, SUBNET_V4, Testbed, assert_dump_eq, describe, journal_files, lines_only_in, path_str,
+    poll_until,
+};
 
 /// The protocol number roce-route marks its routes and rules with.
 const OURS: &str = "proto 234";
@@ -36,96 +39,28 @@ const NOBODY_UID: u32 = 65534;
 // ---------------------------------------------------------------------------
 // Running roce-route
 
-/// One finished run, with what is needed to explain a failure.
-struct Run {
-    what: String,
-    out: Output,
-}
-
-impl Run {
-    fn code(&self) -> Option<i32> {
-        self.out.status.code()
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.out.stdout).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.out.stderr).into_owned()
-    }
-
-    fn report(&self) -> String {
-        format!("{}\n{}", self.what, describe_output(&self.out))
-    }
-
-    /// Panics unless the run exited with `code` and did not panic.
-    fn expect_code(self, code: i32) -> Run {
-        self.expect_no_panic();
-        assert_eq!(self.code(), Some(code), "expected exit code {code} from\n{}", self.report());
-        self
-    }
-
-    fn expect_no_panic(&self) {
-        assert!(!self.stderr().contains("panicked"), "roce-route panicked:\n{}", self.report());
-    }
-
-    /// Panics unless stderr contains every one of `needles`.
-    fn expect_stderr(&self, needles: &[&str]) -> &Run {
-        let stderr = self.stderr();
-        for n in needles {
-            assert!(stderr.contains(n), "stderr lacks {n:?}:\n{}", self.report());
-        }
-        self
-    }
-}
-
-/// This test's state base: `<testbed temp dir>/state`.
-fn state_base(tb: &Testbed) -> PathBuf {
-    tb.dir().join("state")
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("test paths are UTF-8")
-}
-
-/// `roce-route --netns <host ns> ARGS` with ROCE_ROUTE_STATE_DIR=`state`.
-fn command_with_state(tb: &Testbed, state: &Path, args: &[&str]) -> Command {
-    let mut cmd = tb.roce_route_command();
-    cmd.env("ROCE_ROUTE_STATE_DIR", state)
-        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
-        .env_remove("ROCE_ROUTE_CRASH_AT")
-        .args(args)
-        .stdin(Stdio::null());
-    cmd
-}
-
-fn describe(cmd: &Command) -> String {
+/// How a run is shown in failure messages: its environment and command line.
+fn describe_with_env(cmd: &Command) -> String {
     let envs: Vec<String> = cmd
         .get_envs()
         .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy())))
         .collect();
-    let line: Vec<String> = std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    format!("`{} {}`", envs.join(" "), line.join(" "))
+    format!("`{} {}`", envs.join(" "), describe(cmd))
 }
 
-fn run_cmd(mut cmd: Command) -> Run {
-    let what = describe(&cmd);
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    Run { what, out }
+fn run_cmd(cmd: Command) -> Run {
+    let what = describe_with_env(&cmd);
+    Run::with_what(cmd, what)
 }
 
 /// Runs roce-route with an explicit state base.
 fn rr_state(tb: &Testbed, state: &Path, args: &[&str]) -> Run {
-    run_cmd(command_with_state(tb, state, args))
+    run_cmd(tb.roce_route_in(state, args))
 }
 
 /// Runs roce-route with this test's state base.
 fn rr(tb: &Testbed, args: &[&str]) -> Run {
-    rr_state(tb, &state_base(tb), args)
+    rr_state(tb, &tb.state_base(), args)
 }
 
 /// Writes the standard config (one [[interface]] per rail, tables 100+k).
@@ -138,18 +73,10 @@ fn apply_ok(tb: &Testbed, config: &Path) {
     rr(tb, &["apply", path_str(config)]).expect_code(0);
 }
 
-fn assert_same(expected: &str, actual: &str, what: &str) {
-    if expected != actual {
-        let diff: Vec<String> = diff_lines(expected, actual);
-        panic!("{what}:\n{}\n--- expected ---\n{expected}--- actual ---\n{actual}", diff.join("\n"));
-    }
-}
-
 /// The lines only in `a` (-) or only in `b` (+).
 fn diff_lines(a: &str, b: &str) -> Vec<String> {
-    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
-    let mut out: Vec<String> = la.iter().filter(|l| !lb.contains(l)).map(|l| format!("- {l}")).collect();
-    out.extend(lb.iter().filter(|l| !la.contains(l)).map(|l| format!("+ {l}")));
+    let mut out: Vec<String> = lines_only_in(a, b).iter().map(|l| format!("- {l}")).collect();
+    out.extend(lines_only_in(b, a).iter().map(|l| format!("+ {l}")));
     out
 }
 
@@ -168,23 +95,6 @@ fn ns_state_dir(base: &Path) -> PathBuf {
         .collect();
     assert_eq!(dirs.len(), 1, "expected one namespace dir in {}: {dirs:?}", base.display());
     dirs.into_iter().next().unwrap()
-}
-
-/// The journal files of the namespace, oldest first.
-fn journals(base: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(base) else {
-        return vec![];
-    };
-    let mut found: Vec<PathBuf> = entries
-        .flat_map(|e| fs::read_dir(e.unwrap().path()).into_iter().flatten())
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.starts_with("journal-") && name.ends_with(".jsonl")
-        })
-        .collect();
-    found.sort();
-    found
 }
 
 fn chmod(path: &Path, mode: u32) {
@@ -270,13 +180,13 @@ fn names_that_would_escape_proc_sys_are_refused_and_nothing_is_written() {
             assert!(run.stdout().is_empty(), "a refused config printed:\n{}", run.report());
         }
     }
-    assert_same(&before, &tb.dump(), "a refused interface name changed the host");
-    assert_same(
+    assert_dump_eq(&before, &tb.dump(), "a refused interface name changed the host");
+    assert_dump_eq(
         &conf_before,
         &conf_snapshot(&tb),
         "a refused interface name changed a file under /proc/sys/net/ipv4/conf",
     );
-    assert!(journals(&state_base(&tb)).is_empty(), "a refused config left a journal");
+    assert!(journal_files(&tb.state_base()).is_empty(), "a refused config left a journal");
 }
 
 // ---------------------------------------------------------------------------
@@ -301,7 +211,7 @@ fn a_state_dir_that_is_a_symlink_is_refused() {
             run.expect_stderr(&["symlink", path_str(&link)]);
         }
     }
-    assert_same(&before, &tb.dump(), "a symlinked state dir did not stop the change");
+    assert_dump_eq(&before, &tb.dump(), "a symlinked state dir did not stop the change");
     let planted: Vec<_> = fs::read_dir(&real).unwrap().collect();
     assert!(planted.is_empty(), "roce-route wrote through the symlink: {planted:?}");
 
@@ -310,7 +220,7 @@ fn a_state_dir_that_is_a_symlink_is_refused() {
     fs::write(&file, "not a directory\n").unwrap();
     chmod(&file, 0o600);
     rr_state(&tb, &file, &["apply", path_str(&config)]).expect_code(1).expect_stderr(&["not a directory"]);
-    assert_same(&before, &tb.dump(), "a state path that is a file did not stop the change");
+    assert_dump_eq(&before, &tb.dump(), "a state path that is a file did not stop the change");
 }
 
 #[test]
@@ -319,7 +229,7 @@ fn a_namespace_state_dir_writable_by_others_or_foreign_is_refused() {
     let config = standard_config(&tb);
     // A first run creates <base>/net-<inode> (nothing to roll back).
     rr(&tb, &["rollback"]).expect_code(0);
-    let base = state_base(&tb);
+    let base = tb.state_base();
     let dir = ns_state_dir(&base);
     assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700, "{}", dir.display());
     let before = tb.dump();
@@ -333,7 +243,7 @@ fn a_namespace_state_dir_writable_by_others_or_foreign_is_refused() {
         let run = rr(&tb, &["apply", path_str(&config)]).expect_code(1);
         run.expect_stderr(&[needle, &format!("{mode:04o}"), path_str(&dir)]);
         rr(&tb, &["rollback"]).expect_code(1).expect_stderr(&[needle]);
-        assert_same(&before, &tb.dump(), &format!("state dir mode {mode:o} did not stop the change"));
+        assert_dump_eq(&before, &tb.dump(), &format!("state dir mode {mode:o} did not stop the change"));
     }
 
     // The base itself world-writable, as /tmp is (sticky bit or not).
@@ -345,14 +255,14 @@ fn a_namespace_state_dir_writable_by_others_or_foreign_is_refused() {
             .expect_stderr(&["writable by group or others", path_str(&base)]);
     }
     chmod(&base, 0o700);
-    assert_same(&before, &tb.dump(), "a world-writable base did not stop the change");
+    assert_dump_eq(&before, &tb.dump(), "a world-writable base did not stop the change");
 
     // Owned by another user, even with a strict mode.
     chown(&dir, NOBODY_UID, NOBODY_UID);
     let run = rr(&tb, &["apply", path_str(&config)]).expect_code(1);
     run.expect_stderr(&[&format!("owned by uid {NOBODY_UID}"), path_str(&dir)]);
     rr(&tb, &["remove"]).expect_code(1).expect_stderr(&["owned by uid"]);
-    assert_same(&before, &tb.dump(), "a foreign-owned state dir did not stop the change");
+    assert_dump_eq(&before, &tb.dump(), "a foreign-owned state dir did not stop the change");
 
     // Put right, the same apply goes through: the refusals were about the
     // directory, nothing else.
@@ -368,9 +278,9 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
     let fresh = tb.dump();
     apply_ok(&tb, &config);
     let applied = tb.dump();
-    let base = state_base(&tb);
+    let base = tb.state_base();
     let dir = ns_state_dir(&base);
-    let journal = journals(&base).pop().expect("the apply left no journal");
+    let journal = journal_files(&base).pop().expect("the apply left no journal");
 
     // The journal replaced by a symlink to a (valid) journal elsewhere.
     let target = tb.dir().join("elsewhere.jsonl");
@@ -381,7 +291,7 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
     symlink(&target, &journal).unwrap();
     let run = rr(&tb, &["rollback"]).expect_code(1);
     run.expect_stderr(&["symlink", path_str(&journal)]);
-    assert_same(&applied, &tb.dump(), "rollback through a symlinked journal changed the host");
+    assert_dump_eq(&applied, &tb.dump(), "rollback through a symlinked journal changed the host");
     assert_eq!(fingerprint(&target), target_before, "the symlink target was touched");
     assert!(
         fs::symlink_metadata(&journal).unwrap().file_type().is_symlink(),
@@ -397,7 +307,7 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
     let changed = tb.write_config(&changed);
     rr(&tb, &["apply", path_str(&changed)]).expect_code(1).expect_stderr(&["symlink", path_str(&lock)]);
     assert!(!pwned.exists(), "roce-route created the lock's symlink target");
-    assert_same(&applied, &tb.dump(), "a symlinked lock did not stop the change");
+    assert_dump_eq(&applied, &tb.dump(), "a symlinked lock did not stop the change");
     fs::remove_file(&lock).unwrap();
 
     // The recorded sysctl origins replaced by a symlink to planted values.
@@ -411,7 +321,7 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
     rr(&tb, &["apply", path_str(&changed)]).expect_code(1).expect_stderr(&["symlink", path_str(&origins)]);
     rr(&tb, &["remove"]).expect_code(1).expect_stderr(&["symlink", path_str(&origins)]);
     assert_eq!(fingerprint(&planted), planted_before, "the planted origins were touched");
-    assert_same(&applied, &tb.dump(), "symlinked origins did not stop the change");
+    assert_dump_eq(&applied, &tb.dump(), "symlinked origins did not stop the change");
 
     // Everything put right: rollback works again and restores the host.
     fs::remove_file(&origins).unwrap();
@@ -419,7 +329,7 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
     fs::copy(&target, &journal).unwrap();
     chmod(&journal, 0o600);
     rr(&tb, &["rollback"]).expect_code(0);
-    assert_same(&fresh, &tb.dump(), "rollback did not restore the host");
+    assert_dump_eq(&fresh, &tb.dump(), "rollback did not restore the host");
 }
 
 // ---------------------------------------------------------------------------
@@ -431,7 +341,7 @@ fn rollback_refuses_a_journal_of_an_unknown_version() {
     let config = standard_config(&tb);
     apply_ok(&tb, &config);
     let applied = tb.dump();
-    let journal = journals(&state_base(&tb)).pop().expect("the apply left no journal");
+    let journal = journal_files(&tb.state_base()).pop().expect("the apply left no journal");
     let text = fs::read_to_string(&journal).unwrap();
     let (header, rest) = text.split_once('\n').expect("a journal has a header line");
     let mut doc: serde_json::Value =
@@ -442,7 +352,7 @@ fn rollback_refuses_a_journal_of_an_unknown_version() {
 
     let run = rr(&tb, &["rollback"]).expect_code(1);
     run.expect_stderr(&["version 999", path_str(&journal)]);
-    assert_same(&applied, &tb.dump(), "rollback of an unknown journal version changed the host");
+    assert_dump_eq(&applied, &tb.dump(), "rollback of an unknown journal version changed the host");
     assert!(journal.exists(), "the unreadable journal was deleted");
 
     // `--json` reports the same error as a document.
@@ -451,7 +361,7 @@ fn rollback_refuses_a_journal_of_an_unknown_version() {
         serde_json::from_str(&run.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", run.report()));
     assert_eq!(doc["ok"], false, "{}", run.report());
     assert!(doc["error"].as_str().is_some_and(|e| e.contains("version 999")), "{}", run.report());
-    assert_same(&applied, &tb.dump(), "rollback --json changed the host");
+    assert_dump_eq(&applied, &tb.dump(), "rollback --json changed the host");
 }
 
 // ---------------------------------------------------------------------------
@@ -510,7 +420,7 @@ impl<'a> Nobody<'a> {
         cmd.args(["netns", "exec", self.tb.host_ns()])
             .args(&self.prefix)
             .args(argv)
-            .env("ROCE_ROUTE_STATE_DIR", state_base(self.tb))
+            .env("ROCE_ROUTE_STATE_DIR", self.tb.state_base())
             .current_dir(self.tb.dir())
             .stdin(Stdio::null());
         run_cmd(cmd)
@@ -537,9 +447,9 @@ fn without_root_changes_are_refused_and_reading_works() {
             "the refusal should say root / CAP_NET_ADMIN is needed:\n{}",
             run.report()
         );
-        assert_same(&fresh, &tb.dump(), &format!("an unprivileged {args:?} changed the host"));
+        assert_dump_eq(&fresh, &tb.dump(), &format!("an unprivileged {args:?} changed the host"));
     }
-    assert!(!state_base(&tb).exists(), "an unprivileged run created the state dir");
+    assert!(!tb.state_base().exists(), "an unprivileged run created the state dir");
 
     // Reading needs no privilege: the dry run prints exactly root's.
     let dry = nobody.run(&["apply", "--dry-run", cfg]).expect_code(0);
@@ -555,8 +465,8 @@ fn without_root_changes_are_refused_and_reading_works() {
     );
     let show = nobody.run(&["show"]).expect_code(0);
     assert!(!show.stdout().trim().is_empty(), "{}", show.report());
-    assert_same(&fresh, &tb.dump(), "an unprivileged read changed the host");
-    assert!(!state_base(&tb).exists(), "an unprivileged read created the state dir");
+    assert_dump_eq(&fresh, &tb.dump(), "an unprivileged read changed the host");
+    assert!(!tb.state_base().exists(), "an unprivileged read created the state dir");
 
     // After root applies, the unprivileged check agrees and show lists it.
     apply_ok(&tb, &config);
@@ -570,7 +480,7 @@ fn without_root_changes_are_refused_and_reading_works() {
     for args in [&["rollback"][..], &["remove"]] {
         nobody.run(args).expect_code(1);
     }
-    assert_same(&applied, &tb.dump(), "an unprivileged run changed the applied host");
+    assert_dump_eq(&applied, &tb.dump(), "an unprivileged run changed the applied host");
 }
 
 // ---------------------------------------------------------------------------
@@ -583,22 +493,21 @@ fn has_our_route(tb: &Testbed, table: u32) -> bool {
 }
 
 /// Spawns `apply CONFIG` pausing `delay_ms` before each step.
-fn spawn_slow_apply(tb: &Testbed, config: &Path, delay_ms: u64) -> (Child, String) {
-    let mut cmd = command_with_state(tb, &state_base(tb), &["apply", path_str(config)]);
-    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay_ms.to_string()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let what = describe(&cmd);
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {what}: {e}"));
-    (child, what)
+fn spawn_slow_apply(tb: &Testbed, config: &Path, delay_ms: u64) -> Background {
+    let mut cmd = tb.roce_route_in(&tb.state_base(), &["apply", path_str(config)]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay_ms.to_string());
+    let what = describe_with_env(&cmd);
+    Background::spawn(cmd, what)
 }
 
 /// Waits (bounded) until the running apply has made the step that adds
 /// its route to `table`, seen in the kernel; the caller then acts while the
 /// apply pauses before its next step.
-fn wait_for_route_step(tb: &Testbed, child: &mut Child, table: u32) {
+fn wait_for_route_step(tb: &Testbed, apply: &mut Background, table: u32) {
     poll_until(&format!("the apply to add its route to table {table}"), Duration::from_secs(10), || {
-        has_our_route(tb, table) || child.try_wait().ok().flatten().is_some()
+        has_our_route(tb, table) || !apply.is_running()
     });
-    assert!(child.try_wait().unwrap().is_none(), "the apply ended before the test could interfere");
+    assert!(apply.is_running(), "the apply ended before the test could interfere");
 }
 
 /// Rules, tables 100..=103 of both families, and the ARP sysctls of `all`
@@ -644,12 +553,11 @@ fn an_interface_deleted_during_apply_leaves_no_mixture() {
     let before = rails_0_to_2_state(&tb);
     // The plan: 4 routes (rail3's is step 4), 4 rules, 8 sysctls, with a
     // pause of 150 ms before each step.
-    let (mut child, what) = spawn_slow_apply(&tb, &config, 150);
+    let mut apply = spawn_slow_apply(&tb, &config, 150);
     // Step 2 (rail1's route) made: rail3's route is still 300 ms off.
-    wait_for_route_step(&tb, &mut child, 101);
+    wait_for_route_step(&tb, &mut apply, 101);
     tb.ip_host("link del rail3");
-    let out = child.wait_with_output().expect("wait for the apply");
-    let run = Run { what, out };
+    let run = apply.wait();
     run.expect_no_panic();
     let code = run.code();
     assert!(matches!(code, Some(1 | 2)), "expected exit 1 or 2 after rail3 vanished:\n{}", run.report());
@@ -669,7 +577,7 @@ fn an_interface_deleted_during_apply_leaves_no_mixture() {
     if after == before {
         run.expect_stderr(&["reading it again", "rolled back", "does not exist"]);
         assert_eq!(code, Some(2), "{}", run.report());
-        assert!(journals(&state_base(&tb)).is_empty(), "a rolled-back apply left a journal");
+        assert!(journal_files(&tb.state_base()).is_empty(), "a rolled-back apply left a journal");
         let rollback = rr(&tb, &["rollback"]).expect_code(0);
         assert!(rollback.stdout().contains("nothing to roll back"), "{}", rollback.report());
     } else {
@@ -696,11 +604,10 @@ fn a_conflicting_route_added_mid_apply_is_reported_and_nothing_is_left() {
     // rail3's route is step 4 of 16; with 200 ms before each step, adding
     // the foreign route once step 1 is made (so after the apply read the
     // host) comes 600 ms before it.
-    let (mut child, what) = spawn_slow_apply(&tb, &config, 200);
-    wait_for_route_step(&tb, &mut child, 100);
+    let mut apply = spawn_slow_apply(&tb, &config, 200);
+    wait_for_route_step(&tb, &mut apply, 100);
     tb.ip_host(&format!("route add {foreign}"));
-    let out = child.wait_with_output().expect("wait for the apply");
-    let run = Run { what, out }.expect_code(1);
+    let run = apply.wait().expect_code(1);
     // It failed on the route, rolled back, read the host again and now
     // refuses the foreign entry as a conflict.
     run.expect_stderr(&[
@@ -717,8 +624,8 @@ fn a_conflicting_route_added_mid_apply_is_reported_and_nothing_is_left() {
     assert!(after.contains(&hand_added), "the foreign route is gone:\n{after}");
     // Without the foreign route, the host is exactly as it was.
     tb.ip_host(&format!("route del {foreign}"));
-    assert_same(&before, &tb.dump(), "the host is not as before plus the foreign route");
-    assert!(journals(&state_base(&tb)).is_empty(), "a failed apply left a journal");
+    assert_dump_eq(&before, &tb.dump(), "the host is not as before plus the foreign route");
+    assert!(journal_files(&tb.state_base()).is_empty(), "a failed apply left a journal");
 }
 
 /// A failed (rolled-back) apply changed no sysctl, so it must not decide
@@ -735,7 +642,7 @@ fn a_rolled_back_apply_does_not_decide_what_remove_restores() {
     tb.ip_host("link set rail1 down");
     let before_failure = tb.dump();
     rr(&tb, &["apply", path_str(&config)]).expect_code(1).expect_stderr(&["rolled back"]);
-    assert_same(&before_failure, &tb.dump(), "the failed apply was not rolled back");
+    assert_dump_eq(&before_failure, &tb.dump(), "the failed apply was not rolled back");
     assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 0);
     tb.ip_host("link set rail1 up");
 
@@ -744,7 +651,7 @@ fn a_rolled_back_apply_does_not_decide_what_remove_restores() {
     apply_ok(&tb, &config);
     assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 1);
 
-    let origins = fs::read_to_string(ns_state_dir(&state_base(&tb)).join("sysctl-origins.json"))
+    let origins = fs::read_to_string(ns_state_dir(&tb.state_base()).join("sysctl-origins.json"))
         .unwrap_or_else(|e| format!("<{e}>"));
     rr(&tb, &["remove"]).expect_code(0);
     assert_eq!(

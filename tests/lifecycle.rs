@@ -10,19 +10,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Testbed, describe_output, poll_until};
+use common::{
+    Background, EXIT_DRIFT, EXIT_FAILED, EXIT_INVALID, EXIT_OK, Run, Testbed, assert_dump_eq, path_str,
+    poll_until,
+};
 use serde_json::Value;
 
 /// The protocol number roce-route stamps on what it owns.
 const PROTO: &str = "proto 234";
-/// Exit codes (see `roce-route --help`).
-const EXIT_OK: i32 = 0;
-const EXIT_FAILED: i32 = 1;
-const EXIT_INVALID: i32 = 2;
-const EXIT_DRIFT: i32 = 3;
 /// Bound for a waiting `apply --confirm` to apply, or to exit once it
 /// should.
 const CONFIRM_WAIT: Duration = Duration::from_secs(15);
@@ -32,57 +30,32 @@ const LINK_WAIT: Duration = Duration::from_secs(10);
 // ---------------------------------------------------------------------------
 // Running roce-route with the test's own state dir
 
-/// `<testbed temp dir>/state`: this test's journals, origins, lock.
-fn state_base(tb: &Testbed) -> PathBuf {
-    tb.dir().join("state")
-}
-
 /// `roce-route --netns <host ns> ARGS`, run from the test's temp dir with
 /// ROCE_ROUTE_STATE_DIR set to this test's state dir, stdin closed.
 fn roce_route_cmd(tb: &Testbed, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
-    cmd.arg("--netns")
-        .arg(tb.host_ns())
-        .args(args)
-        .env("ROCE_ROUTE_STATE_DIR", state_base(tb))
-        .current_dir(tb.dir())
-        .stdin(Stdio::null());
+    let mut cmd = tb.roce_route_command();
+    cmd.args(args).stdin(Stdio::null());
     cmd
 }
 
-fn rr(tb: &Testbed, args: &[&str]) -> Output {
-    roce_route_cmd(tb, args).output().unwrap_or_else(|e| panic!("cannot run roce-route {args:?}: {e}"))
-}
-
-fn stdout_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
+fn rr(tb: &Testbed, args: &[&str]) -> Run {
+    Run::with_what(roce_route_cmd(tb, args), format!("roce-route {args:?}"))
 }
 
 /// Runs roce-route and panics, with its whole output, unless it exits `code`.
-fn rr_expect(tb: &Testbed, args: &[&str], code: i32) -> Output {
-    let out = rr(tb, args);
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "roce-route {args:?}: expected exit {code}\n{}",
-        describe_output(&out)
-    );
-    out
+fn rr_expect(tb: &Testbed, args: &[&str], code: i32) -> Run {
+    rr(tb, args).expect_code(code)
 }
 
 /// Runs roce-route, expects exit 0, returns stdout.
 fn rr_ok(tb: &Testbed, args: &[&str]) -> String {
-    stdout_of(&rr_expect(tb, args, EXIT_OK))
+    rr_expect(tb, args, EXIT_OK).stdout()
 }
 
 /// The single JSON document on stdout.
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document: {e}\n{}", describe_output(out)))
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
+fn json_of(run: &Run) -> Value {
+    serde_json::from_slice(&run.out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document: {e}\n{}", run.report()))
 }
 
 fn apply(tb: &Testbed, config: &Path) -> String {
@@ -116,22 +89,6 @@ fn first_interfaces(toml: &str, n: usize) -> String {
 
 // ---------------------------------------------------------------------------
 // Observations
-
-/// Compares two dumps; on a difference shows the lines only in either.
-fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
-    if expected == actual {
-        return;
-    }
-    let only = |a: &str, b: &str| -> Vec<String> {
-        a.lines().filter(|l| !b.lines().any(|m| m == *l)).map(|l| format!("  {l}")).collect()
-    };
-    panic!(
-        "{what}: the host differs\n--- only expected ---\n{}\n--- only actual ---\n{}\n\
-         --- expected dump ---\n{expected}--- actual dump ---\n{actual}",
-        only(expected, actual).join("\n"),
-        only(actual, expected).join("\n"),
-    );
-}
 
 /// Every rule and route (both families, all tables) with proto 234.
 fn owned_entries(tb: &Testbed) -> Vec<String> {
@@ -275,57 +232,15 @@ fn flap(tb: &Testbed, rail: &str) {
 // ---------------------------------------------------------------------------
 // apply --confirm, in the background
 
-/// A running roce-route, killed (by its own pid) if the test ends first.
-struct Background {
-    child: Option<Child>,
-    what: String,
-}
-
-impl Background {
-    fn spawn(tb: &Testbed, args: &[&str]) -> Background {
-        let child = roce_route_cmd(tb, args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn roce-route {args:?}: {e}"));
-        Background { child: Some(child), what: format!("roce-route {args:?}") }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
-    }
-
-    fn is_running(&mut self) -> bool {
-        let child = self.child.as_mut().expect("running");
-        child.try_wait().expect("try_wait").is_none()
-    }
-
-    /// Waits at most `timeout` for it to exit; its output.
-    fn wait(mut self, timeout: Duration) -> Output {
-        let deadline = Instant::now() + timeout;
-        while self.is_running() {
-            if Instant::now() >= deadline {
-                panic!("{} still running after {timeout:?}", self.what);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let child = self.child.take().expect("running");
-        child.wait_with_output().expect("wait_with_output")
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+/// Starts `roce-route ARGS` in the background; it is killed (by its own
+/// pid) if the test ends first.
+fn spawn(tb: &Testbed, args: &[&str]) -> Background {
+    Background::spawn(roce_route_cmd(tb, args), format!("roce-route {args:?}"))
 }
 
 /// The state dir of the host namespace: the only subdirectory of the base.
 fn ns_state_dir(tb: &Testbed) -> Option<PathBuf> {
-    let entries = std::fs::read_dir(state_base(tb)).ok()?;
+    let entries = std::fs::read_dir(tb.state_base()).ok()?;
     let dirs: Vec<PathBuf> =
         entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
     assert!(dirs.len() <= 1, "several namespace state dirs: {dirs:?}");
@@ -336,16 +251,12 @@ fn ns_state_dir(tb: &Testbed) -> Option<PathBuf> {
 /// waits for confirmation (owned rules exist, `pending` is written).
 fn start_waiting_apply(tb: &Testbed, config: &Path, seconds: u64) -> Background {
     let secs = seconds.to_string();
-    let mut bg = Background::spawn(tb, &["apply", "--confirm", &secs, path_str(config)]);
+    let mut bg = spawn(tb, &["apply", "--confirm", &secs, path_str(config)]);
     poll_until("apply --confirm to apply and wait", CONFIRM_WAIT, || {
-        assert!(bg.is_running(), "{} exited before confirmation", bg.what);
+        assert!(bg.is_running(), "{} exited before confirmation", bg.what());
         owned_rules(tb) > 0 && ns_state_dir(tb).is_some_and(|d| d.join("pending").exists())
     });
     bg
-}
-
-fn assert_exit(out: &Output, code: i32, what: &str) {
-    assert_eq!(out.status.code(), Some(code), "{what}: expected exit {code}\n{}", describe_output(out));
 }
 
 // ---------------------------------------------------------------------------
@@ -398,8 +309,7 @@ fn rollback_after_adopt_restores_the_hand_made_fix() {
     let hand_made = tb.dump();
     let config = standard_config(&tb);
 
-    let refused = rr_expect(&tb, &["apply", path_str(&config)], EXIT_FAILED);
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("--adopt"), "{}", describe_output(&refused));
+    rr_expect(&tb, &["apply", path_str(&config)], EXIT_FAILED).expect_stderr(&["--adopt"]);
     assert_dump_eq(&hand_made, &tb.dump(), "after a refused apply");
 
     apply_adopt(&tb, &config);
@@ -702,12 +612,8 @@ fn unconfirmed_apply_rolls_back_after_its_timeout() {
     let start = Instant::now();
     let out = rr(&tb, &["apply", "--confirm", "2", path_str(&config)]);
     let took = start.elapsed();
-    assert_exit(&out, EXIT_FAILED, "unconfirmed apply --confirm 2");
-    assert!(
-        took >= Duration::from_secs(2) && took < CONFIRM_WAIT,
-        "exited after {took:?}\n{}",
-        describe_output(&out)
-    );
+    let out = out.expect_code(EXIT_FAILED);
+    assert!(took >= Duration::from_secs(2) && took < CONFIRM_WAIT, "exited after {took:?}\n{}", out.report());
     assert_dump_eq(&before, &tb.dump(), "after an unconfirmed apply");
     let out = rr_ok(&tb, &["rollback"]);
     assert!(out.contains("nothing to roll back"), "rollback said:\n{out}");
@@ -722,8 +628,7 @@ fn confirm_keeps_the_waiting_apply() {
     assert_ne!(applied_dump, before, "nothing applied");
 
     rr_ok(&tb, &["confirm"]);
-    let out = waiting.wait(CONFIRM_WAIT);
-    assert_exit(&out, EXIT_OK, "confirmed apply --confirm 20");
+    waiting.wait_timeout(CONFIRM_WAIT).expect_code(EXIT_OK);
     assert_dump_eq(&applied_dump, &tb.dump(), "after confirm");
     assert_in_sync(&tb, &config, "after confirm");
     // The confirmed apply is an ordinary one: rollback still undoes it.
@@ -739,10 +644,10 @@ fn sighup_rolls_back_a_waiting_apply_at_once() {
     let pid = waiting.pid().to_string();
     let start = Instant::now();
     common::run("kill", &["-HUP", &pid]);
-    let out = waiting.wait(CONFIRM_WAIT);
+    let out = waiting.wait_timeout(CONFIRM_WAIT);
     let took = start.elapsed();
-    assert_exit(&out, EXIT_FAILED, "apply --confirm 20 sent SIGHUP");
-    assert!(took < Duration::from_secs(5), "took {took:?} to exit on SIGHUP\n{}", describe_output(&out));
+    let out = out.expect_code(EXIT_FAILED);
+    assert!(took < Duration::from_secs(5), "took {took:?} to exit on SIGHUP\n{}", out.report());
     assert_dump_eq(&before, &tb.dump(), "after SIGHUP");
 }
 

@@ -23,7 +23,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -40,6 +40,11 @@ pub const SUBNET_V4: &str = "198.51.100.0/24";
 pub const SUBNET_V6: &str = "2001:db8:1::/64";
 /// Rail k uses routing table FIRST_TABLE + k in the standard config.
 pub const FIRST_TABLE: u32 = 100;
+/// Exit codes of roce-route (see `roce-route --help`).
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_INVALID: i32 = 2;
+pub const EXIT_DRIFT: i32 = 3;
 /// The per-interface IPv4 sysctls roce-route manages.
 pub const ARP_SYSCTLS: [&str; 4] = ["arp_ignore", "arp_announce", "rp_filter", "arp_filter"];
 
@@ -56,7 +61,7 @@ const BR_STATE_FORWARDING: &str = "3";
 // Running commands
 
 /// The command line, for error messages.
-fn describe(cmd: &Command) -> String {
+pub fn describe(cmd: &Command) -> String {
     let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
     parts.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
     parts.join(" ")
@@ -665,16 +670,36 @@ impl Testbed {
 
     // --- the product -------------------------------------------------------
 
+    /// The state base of this test's runs of roce-route (journals, lock,
+    /// recorded sysctls), passed as ROCE_ROUTE_STATE_DIR: `<temp dir>/state`.
+    pub fn state_base(&self) -> PathBuf {
+        self.dir().join("state")
+    }
+
     /// `roce-route --netns <host ns>`, to run from the test's temp dir: add
     /// arguments and environment, then run or spawn it. Its state (journals,
-    /// lock) lives in the test's temp dir, never in /run/roce-route, so tests
-    /// never share state (a caller may set ROCE_ROUTE_STATE_DIR again).
+    /// lock) lives in the test's temp dir (`state_base()`), never in
+    /// /run/roce-route, so tests never share state (a caller may set
+    /// ROCE_ROUTE_STATE_DIR again).
     pub fn roce_route_command(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
         cmd.arg("--netns")
             .arg(self.host_ns())
-            .env("ROCE_ROUTE_STATE_DIR", self.dir().join("state"))
+            .env("ROCE_ROUTE_STATE_DIR", self.state_base())
             .current_dir(self.dir());
+        cmd
+    }
+
+    /// `roce-route --netns <host ns> ARGS` with `base` as the state dir,
+    /// stdin closed, and no test hook (ROCE_ROUTE_CRASH_AT,
+    /// ROCE_ROUTE_STEP_DELAY_MS) inherited from the test's environment.
+    pub fn roce_route_in(&self, base: &Path, args: &[&str]) -> Command {
+        let mut cmd = self.roce_route_command();
+        cmd.args(args)
+            .env("ROCE_ROUTE_STATE_DIR", base)
+            .env_remove("ROCE_ROUTE_CRASH_AT")
+            .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
+            .stdin(Stdio::null());
         cmd
     }
 
@@ -727,6 +752,196 @@ impl Testbed {
             self.rails.iter().filter(|r| keep(r)).map(|r| interface_block(r, extra(r))).collect();
         blocks.join("\n")
     }
+}
+
+// ---------------------------------------------------------------------------
+// Runs of roce-route (or any program)
+
+/// One finished run, with what is needed to explain a failure.
+pub struct Run {
+    /// How the run is shown in failure messages: the command line, and
+    /// whatever else explains it (the config, a signal sent, ...).
+    pub what: String,
+    pub out: Output,
+}
+
+impl Run {
+    /// Runs `cmd`, shown in failure messages by its command line.
+    pub fn of(cmd: Command) -> Run {
+        let what = format!("`{}`", describe(&cmd));
+        Run::with_what(cmd, what)
+    }
+
+    /// Runs `cmd`, shown in failure messages as `what`.
+    pub fn with_what(mut cmd: Command, what: String) -> Run {
+        let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+        Run { what, out }
+    }
+
+    pub fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+
+    /// What was run, its exit status, stdout and stderr.
+    pub fn report(&self) -> String {
+        format!("{}\n{}", self.what, describe_output(&self.out))
+    }
+
+    /// Panics unless the run exited with `code` and did not panic.
+    pub fn expect_code(self, code: i32) -> Run {
+        self.expect_no_panic();
+        assert_eq!(self.code(), Some(code), "expected exit code {code} from\n{}", self.report());
+        self
+    }
+
+    pub fn expect_no_panic(&self) {
+        assert!(!self.stderr().contains("panicked"), "roce-route panicked:\n{}", self.report());
+    }
+
+    /// Panics unless stderr contains every one of `needles`.
+    pub fn expect_stderr(&self, needles: &[&str]) -> &Run {
+        let stderr = self.stderr();
+        for n in needles {
+            assert!(stderr.contains(n), "stderr lacks {n:?}:\n{}", self.report());
+        }
+        self
+    }
+
+    /// N of "rolled back the N step(s)" in stderr.
+    pub fn steps_rolled_back(&self) -> usize {
+        let stderr = self.stderr();
+        stderr
+            .split("rolled back the ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no \"rolled back the N step(s)\" in\n{}", self.report()))
+    }
+}
+
+/// A spawned process, killed and reaped if it is dropped before it was
+/// waited for, so that a failing test leaves no process behind (holding a
+/// lock, say).
+pub struct Background {
+    child: Option<Child>,
+    what: String,
+}
+
+impl Background {
+    /// Spawns `cmd` with its stdout and stderr captured; `what` names it in
+    /// failure messages.
+    pub fn spawn(mut cmd: Command, what: impl Into<String>) -> Background {
+        let what = what.into();
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        Background { child: Some(child), what }
+    }
+
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("already waited for").id()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        let child = self.child.as_mut().expect("already waited for");
+        child.try_wait().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what)).is_none()
+    }
+
+    /// Waits for it to exit.
+    pub fn wait(mut self) -> Run {
+        let child = self.child.take().expect("already waited for");
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what));
+        Run { what: std::mem::take(&mut self.what), out }
+    }
+
+    /// Waits at most `timeout` for it to exit.
+    pub fn wait_timeout(mut self, timeout: Duration) -> Run {
+        let deadline = Instant::now() + timeout;
+        while self.is_running() {
+            if Instant::now() >= deadline {
+                panic!("{} still running after {timeout:?}", self.what);
+            }
+            thread::sleep(POLL_INTERVAL);
+        }
+        self.wait()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("test paths are UTF-8")
+}
+
+/// The journal files of every namespace under the state base `base`.
+pub fn journal_files(base: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(namespaces) = fs::read_dir(base) else {
+        return found;
+    };
+    for ns in namespaces.flatten() {
+        let Ok(files) = fs::read_dir(ns.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.starts_with("journal-") && name.ends_with(".jsonl") {
+                found.push(f.path());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The lines of `a` that are not lines of `b`, in `a`'s order.
+pub fn lines_only_in<'a>(a: &'a str, b: &str) -> Vec<&'a str> {
+    let other: Vec<&str> = b.lines().collect();
+    a.lines().filter(|l| !other.contains(l)).collect()
+}
+
+/// Panics unless two dumps (or other texts compared line by line) are
+/// equal, with the lines missing from `actual`, those unexpected in it, and
+/// both texts in full.
+pub fn assert_dump_eq(expected: &str, actual: &str, what: &str) {
+    if expected == actual {
+        return;
+    }
+    let (missing, unexpected) = (lines_only_in(expected, actual), lines_only_in(actual, expected));
+    let listed = |lines: &[&str]| lines.iter().map(|l| format!("  {l}\n")).collect::<String>();
+    let full = |text: &str| if text.ends_with('\n') { text.to_string() } else { format!("{text}\n") };
+    panic!(
+        "{what}: the host differs from the expected state\n\
+         --- missing ({}) ---\n{}--- unexpected ({}) ---\n{}\
+         --- expected ---\n{}--- actual ---\n{}",
+        missing.len(),
+        listed(&missing),
+        unexpected.len(),
+        listed(&unexpected),
+        full(expected),
+        full(actual),
+    );
 }
 
 /// Formats an Output for failure messages.
