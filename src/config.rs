@@ -34,6 +34,31 @@ const MAX_IFNAME_BYTES: usize = 15;
 /// Protocol numbers 0..=4 belong to the kernel (`rtnetlink.h`).
 const KERNEL_PROTOCOLS: [&str; 5] = ["unspec", "redirect", "kernel", "boot", "static"];
 
+/// Protocol numbers that routing daemons stamp on their routes (iproute2's
+/// rt_protos, the daemons' own sources): roce-route owns every route and
+/// rule with its protocol, so it must not share one with them.
+const DAEMON_PROTOCOLS: [(u8, u8, &str); 14] = [
+    (8, 8, "gated"),
+    (9, 9, "ra (IPv6 router advertisements)"),
+    (10, 10, "mrt"),
+    (11, 11, "zebra"),
+    (12, 12, "bird"),
+    (13, 13, "dnrouted"),
+    (14, 14, "xorp"),
+    (15, 15, "ntk"),
+    (16, 17, "dhcp / mrouted"),
+    (18, 18, "keepalived"),
+    (42, 42, "babel"),
+    (66, 66, "a cloud networking agent"),
+    (99, 99, "openr"),
+    (186, 198, "FRR (bgp, isis, ospf, rip, eigrp, ...)"),
+];
+
+/// The daemon that uses protocol number `p`, if one does.
+pub fn protocol_owner(p: u8) -> Option<&'static str> {
+    DAEMON_PROTOCOLS.iter().find(|(lo, hi, _)| (*lo..=*hi).contains(&p)).map(|(_, _, name)| *name)
+}
+
 // ---------------------------------------------------------------------------
 // Output types
 // ---------------------------------------------------------------------------
@@ -390,7 +415,14 @@ impl Ctx<'_> {
     fn protocol(&self, v: &Int) -> Res<u8> {
         let n = *v.get_ref();
         let (what, hint) = match u8::try_from(n) {
-            Ok(p) if usize::from(p) >= KERNEL_PROTOCOLS.len() => return Ok(p),
+            Ok(p) if usize::from(p) >= KERNEL_PROTOCOLS.len() => match protocol_owner(p) {
+                None => return Ok(p),
+                Some(daemon) => (
+                    format!("[defaults]: protocol = {p} is used by {daemon}"),
+                    "roce-route treats every route and rule with its protocol as its own; pick a \
+                     number no routing daemon uses (default 234)",
+                ),
+            },
             Ok(p) => (
                 format!(
                     "[defaults]: protocol = {p} is the kernel's own protocol `{}`",
@@ -970,7 +1002,7 @@ mod tests {
             Defaults {
                 table_base: 200,
                 priority: 900,
-                protocol: 99,
+                protocol: 250,
                 sysctls: sysctls(&[
                     (SysctlKey::ArpIgnore, 2),
                     (SysctlKey::ArpAnnounce, 1),
@@ -1420,6 +1452,10 @@ mod tests {
             assert_err(&text, 2, 12, &[&format!("protocol = {p} is out of range")]);
         }
         assert_err(&iface("protocol = 99\n"), 3, 1, &["unknown field `protocol`"]);
+        for (p, daemon) in [(99, "openr"), (12, "bird"), (188, "FRR")] {
+            let text = format!("[defaults]\nprotocol = {p}\n[[interface]]\nname = \"a\"\n");
+            assert_err(&text, 2, 12, &[&format!("protocol = {p} is used by"), daemon]);
+        }
     }
 
     #[test]

@@ -170,8 +170,9 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
             plan.ops.push(Op::DelRule { rule: r.item.clone(), raw });
             continue;
         }
-        let takes_our_source =
-            r.item.src.is_some_and(|s| s.len == s.family().max_len() && sources.contains(&s.addr));
+        // `not from ADDR` selects everything but ADDR: no conflict.
+        let takes_our_source = !r.item.invert
+            && r.item.src.is_some_and(|s| s.len == s.family().max_len() && sources.contains(&s.addr));
         if takes_our_source {
             plan.conflicts.push(Conflict {
                 entry: render::rule_line(&r.item),

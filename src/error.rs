@@ -48,7 +48,9 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Config(_) | Error::Usage(_) => exit::INVALID,
-            Error::Transaction(TxError::RollbackFailed { .. }) => exit::ROLLBACK_FAILED,
+            Error::Transaction(TxError::RollbackFailed { .. } | TxError::UndoFailed { .. }) => {
+                exit::ROLLBACK_FAILED
+            }
             Error::NotPermitted(_)
             | Error::Conflicts(_)
             | Error::Transaction(_)

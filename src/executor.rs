@@ -72,13 +72,20 @@ impl TxError {
 }
 
 /// An undo step whose effect is already there: deleting what is gone,
-/// adding what exists. Undo steps are replayed after a crash, when the
-/// step they undo may never have been sent, so these count as done.
+/// adding what exists, or touching an interface that no longer exists (the
+/// kernel removed its routes and its sysctls with it). Undo steps are
+/// replayed after a crash, when the step they undo may never have been
+/// sent, so these count as done.
 pub fn already_undone(undo: &Op, errno: Option<i32>) -> bool {
     matches!(
         (undo, errno),
         (Op::DelRoute { .. } | Op::DelRule { .. }, Some(ENOENT | ESRCH))
             | (Op::AddRule { .. } | Op::AddRoute { .. }, Some(EEXIST))
+            | (
+                Op::DelRoute { .. } | Op::AddRoute { .. } | Op::ReplaceRoute { .. } | Op::RestoreRoute { .. },
+                Some(ENODEV)
+            )
+            | (Op::SetSysctl { .. }, Some(ENOENT))
     )
 }
 
@@ -116,6 +123,8 @@ pub enum TxError {
     Interrupted { signal: i32, undone: usize },
     /// The transaction failed and some undo steps failed too.
     RollbackFailed { cause: Box<TxError>, undo_failures: Vec<FailedStep> },
+    /// Undoing a finished run (rollback, unconfirmed apply) failed part-way.
+    UndoFailed { what: String, undo_failures: Vec<FailedStep> },
 }
 
 impl std::fmt::Display for TxError {
@@ -133,18 +142,32 @@ impl std::fmt::Display for TxError {
                 "stopped by signal {signal}; rolled back the {undone} step(s) already made: the host is as it was before"
             ),
             TxError::RollbackFailed { cause, undo_failures } => {
+                let cause = cause.to_string();
+                let cause = cause.split("\nrolled back").next().unwrap_or(&cause);
                 writeln!(f, "{cause}")?;
-                writeln!(f, "ROLLBACK FAILED: the host is NOT as it was; these undo steps failed:")?;
-                for s in undo_failures {
-                    writeln!(f, "  `{}`: {}", s.command, s.reason)?;
-                }
-                write!(f, "run them by hand or re-run apply")
+                write_undo_failures(f, "ROLLBACK FAILED", undo_failures)
             }
+            TxError::UndoFailed { what, undo_failures } => write_undo_failures(f, what, undo_failures),
         }
     }
 }
 
 impl std::error::Error for TxError {}
+
+fn write_undo_failures(
+    f: &mut std::fmt::Formatter<'_>,
+    what: &str,
+    failures: &[FailedStep],
+) -> std::fmt::Result {
+    writeln!(f, "{what}: the host is NOT as it was; these undo steps failed:")?;
+    for s in failures {
+        writeln!(f, "  `{}`: {}", s.command, s.reason)?;
+    }
+    write!(
+        f,
+        "fix what the kernel complains about and run `roce-route rollback` again (undo steps already made are skipped)"
+    )
+}
 
 /// Runs `ops` in order; on failure or stop, undoes what was done.
 /// Returns the number of steps made.
@@ -333,6 +356,16 @@ mod tests {
         assert!(already_undone(&Op::DelRule { rule: rule.clone(), raw: None }, Some(ENOENT)));
         assert!(already_undone(&Op::AddRule { rule: rule.clone(), raw: None }, Some(EEXIST)));
         assert!(!already_undone(&Op::AddRule { rule, raw: None }, Some(1)));
+        let gone = Op::SetSysctl { iface: "rail9".into(), key: SysctlKey::ArpIgnore, old: 1, new: 0 };
+        assert!(already_undone(&gone, Some(ENOENT)), "the interface and its sysctls are gone");
+        let route = crate::model::Route::connected(
+            100,
+            crate::model::prefix("198.51.100.0/24"),
+            "rail9",
+            "198.51.100.19".parse().unwrap(),
+            234,
+        );
+        assert!(already_undone(&Op::DelRoute { route, raw: None }, Some(ENODEV)));
     }
 
     #[test]

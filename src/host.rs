@@ -1,7 +1,7 @@
 //! Reading the host and carrying out operations on it: the glue between
 //! the pure core and the two effect modules (netlink, sysctl).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -11,18 +11,37 @@ use crate::executor::{Effects, StepFailure};
 use crate::model::{Family, Op, SysctlKey};
 use crate::netlink::Netlink;
 use crate::plan::Desired;
+use crate::state::{StateDir, StateError};
 use crate::sysctl;
 
 /// Sysctl values recorded before roce-route first changed them.
 pub type Origins = BTreeMap<(String, SysctlKey), u32>;
 
+/// What the state directory says about earlier runs.
+#[derive(Clone, Debug, Default)]
+pub struct Recorded {
+    /// Sysctl values before roce-route first changed them.
+    pub origins: Origins,
+    /// Tables the newest journal's run touched: a run killed half-way may
+    /// have left owned routes there that no owned rule points to any more.
+    pub tables: BTreeSet<u32>,
+}
+
+impl Recorded {
+    pub fn read(state: &StateDir) -> Result<Recorded, StateError> {
+        Ok(Recorded { origins: state.sysctl_origins()?, tables: state.recorded_tables()? })
+    }
+}
+
 /// Reads what the diff needs: every rule, the routes of the tables
 /// concerned (kernel-filtered by table), and the sysctls concerned: the
 /// desired ones and the recorded ones (interfaces that may have left the
 /// config; one that no longer exists has nothing left to restore).
-pub async fn observe(nl: &Netlink, desired: &Desired, origins: &Origins) -> Result<Observed> {
+pub async fn observe(nl: &Netlink, desired: &Desired, recorded: &Recorded) -> Result<Observed> {
+    let origins = &recorded.origins;
     let rules = nl.rules().await.context("cannot read the policy rules")?;
-    let tables = diff::tables_to_read(desired, &rules);
+    let mut tables = diff::tables_to_read(desired, &rules);
+    tables.extend(recorded.tables.iter().filter(|t| !crate::model::RESERVED_TABLES.contains(t)));
     let dumps =
         tables.iter().flat_map(|t| [(Family::V4, *t), (Family::V6, *t)]).map(|(family, table)| async move {
             nl.routes(family, Some(table), None)

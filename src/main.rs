@@ -9,7 +9,7 @@ use roce_route::cli::{Cli, Command};
 use roce_route::commands::{self, Ctx};
 use roce_route::error::{Error, exit};
 use roce_route::executor::StopFlag;
-use roce_route::{netns, say};
+use roce_route::{netns, say, tell};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("roce-route: error: {e}");
+            tell!("roce-route: error: {e}");
             if json {
                 let doc = serde_json::json!({
                     "command": name, "ok": false, "exit_code": e.exit_code(), "error": e.to_string()

@@ -256,6 +256,12 @@ pub struct Rule {
     /// The rule carries selectors or flags not listed above (not, goto,
     /// suppress_prefixlength, uidrange, ipproto, ports, l3mdev, ...).
     pub extra_selectors: bool,
+    /// `not`: the selectors are inverted (FIB_RULE_INVERT).
+    #[serde(default)]
+    pub invert: bool,
+    /// The priority a `goto` rule jumps to.
+    #[serde(default)]
+    pub goto: Option<u32>,
 }
 
 impl Rule {
@@ -275,6 +281,8 @@ impl Rule {
             action: fr_act::TO_TBL,
             protocol,
             extra_selectors: false,
+            invert: false,
+            goto: None,
         }
     }
 }
@@ -472,13 +480,13 @@ mod hex_bytes {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let s = String::deserialize(d)?;
-        if s.len() % 2 != 0 {
+        let digit =
+            |b: u8| (b as char).to_digit(16).ok_or_else(|| serde::de::Error::custom("not a hex digit"));
+        let bytes = s.as_bytes();
+        if bytes.len() % 2 != 0 {
             return Err(serde::de::Error::custom("odd number of hex digits"));
         }
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(serde::de::Error::custom))
-            .collect()
+        bytes.chunks(2).map(|pair| Ok((digit(pair[0])? * 16 + digit(pair[1])?) as u8)).collect()
     }
 }
 
@@ -521,6 +529,16 @@ mod tests {
         for op in ops {
             assert_eq!(op.inverse().inverse(), op);
         }
+    }
+
+    #[test]
+    fn corrupt_hex_is_an_error_not_a_panic() {
+        for bad in ["\"0\u{e9}0\"", "\"abc\"", "\"zz\""] {
+            let r: Result<RawBytes, _> = serde_json::from_str(bad);
+            assert!(r.is_err(), "{bad}");
+        }
+        let r: RawBytes = serde_json::from_str("\"00ff\"").unwrap();
+        assert_eq!(r.0, vec![0, 255]);
     }
 
     #[test]

@@ -21,7 +21,8 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteNextHopFlags, RouteProtocol,
+    RouteScope, RouteType,
 };
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -192,7 +193,7 @@ impl Netlink {
                     // without strict checking cannot widen the result.
                     let wanted =
                         table.is_none_or(|t| t == item.table) && protocol.is_none_or(|p| p == item.protocol);
-                    wanted.then(|| Live { item, raw: emit(&r) })
+                    wanted.then(|| Live { item, raw: emit(&restorable(r.clone())) })
                 }
                 _ => None,
             })
@@ -355,7 +356,11 @@ impl Netlink {
             table: u32::from(m.header.table),
             action: u8::from(m.header.action),
             protocol: 0,
-            extra_selectors: !m.header.flags.is_empty(),
+            extra_selectors: false,
+            // The other flags are state the kernel reports (detached
+            // interface, unresolved goto, the kernel's own rules).
+            invert: m.header.flags.contains(RuleFlags::Invert),
+            goto: None,
         };
         for a in &m.attributes {
             match a {
@@ -368,6 +373,7 @@ impl Netlink {
                 RuleAttribute::FwMask(v) => rule.fwmask = Some(*v),
                 RuleAttribute::Table(t) => rule.table = *t,
                 RuleAttribute::Protocol(p) => rule.protocol = u8::from(*p),
+                RuleAttribute::Goto(target) => rule.goto = Some(*target),
                 // Dumps carry "no suppression" markers on every rule.
                 RuleAttribute::SuppressPrefixLen(v) | RuleAttribute::SuppressIfGroup(v) if *v == u32::MAX => {
                 }
@@ -421,7 +427,7 @@ impl Netlink {
         m.header.tos = r.tos;
         m.header.table = table_header(r.table);
         m.header.action = RuleAction::from(r.action);
-        m.header.flags = RuleFlags::empty();
+        m.header.flags = if r.invert { RuleFlags::Invert } else { RuleFlags::empty() };
         m.attributes.push(RuleAttribute::Priority(r.priority));
         if let Some(src) = r.src {
             m.header.src_len = src.len;
@@ -448,6 +454,9 @@ impl Netlink {
         }
         if r.protocol != 0 {
             m.attributes.push(RuleAttribute::Protocol(RouteProtocol::from(r.protocol)));
+        }
+        if let Some(target) = r.goto {
+            m.attributes.push(RuleAttribute::Goto(target));
         }
         Ok(m)
     }
@@ -509,8 +518,26 @@ fn emit<T: Emitable>(m: &T) -> Vec<u8> {
     buf
 }
 
+/// A dumped route as it can be sent back: without the state flags the
+/// kernel reports but refuses on input (IPv4 answers "Invalid rtm_flags -
+/// can not contain DEAD or LINKDOWN" for a route saved while its link had
+/// no carrier). Only ONLINK and PERVASIVE are requests; the rest is state.
+fn restorable(mut m: RouteMessage) -> RouteMessage {
+    m.header.flags &= RouteFlags::Onlink | RouteFlags::Pervasive;
+    for attr in &mut m.attributes {
+        if let RouteAttribute::MultiPath(hops) = attr {
+            for hop in hops {
+                hop.flags &= RouteNextHopFlags::Onlink | RouteNextHopFlags::Pervasive;
+            }
+        }
+    }
+    m
+}
+
 fn parse_route(raw: &[u8]) -> Result<RouteMessage, NlError> {
-    RouteMessage::parse(raw).map_err(|e| NlError::local(22, format!("corrupt saved route message: {e}")))
+    RouteMessage::parse(raw)
+        .map(restorable)
+        .map_err(|e| NlError::local(22, format!("corrupt saved route message: {e}")))
 }
 
 fn io_error(e: std::io::Error, what: &str) -> NlError {

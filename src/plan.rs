@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use crate::config::{Config, ConfigError, Interface, Loc};
-use crate::model::{Address, Link, Prefix, Route, Rule, Sysctl, scope};
+use crate::model::{Address, Family, Link, Prefix, Route, Rule, Sysctl, scope};
 
 pub use crate::model::IPV6_DEFAULT_METRIC;
 
@@ -72,7 +72,7 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
             ));
         }
         let addresses = resolve_addresses(cfg, iface, addrs)?;
-        check_gateways(cfg, iface, &addresses)?;
+        check_gateways(cfg, iface, &addresses, addrs)?;
         for a in addrs.iter().filter(|a| a.ifname == iface.name && a.tentative) {
             if addresses.iter().any(|p| p.addr == a.addr.addr) {
                 d.warnings.push(format!(
@@ -156,25 +156,62 @@ fn resolve_addresses(cfg: &Config, iface: &Interface, addrs: &[Address]) -> Resu
 
 /// A gateway must be on-link: inside a subnet of the interface's addresses
 /// (or IPv6 link-local).
-fn check_gateways(cfg: &Config, iface: &Interface, addresses: &[Prefix]) -> Result<(), ConfigError> {
+fn check_gateways(
+    cfg: &Config,
+    iface: &Interface,
+    addresses: &[Prefix],
+    host: &[Address],
+) -> Result<(), ConfigError> {
     for gw in &iface.gateways {
         let link_local = matches!(gw.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+        let fail = |what: String, hint: &str| Err(err(cfg, gw.loc, what, hint.into()));
         if !link_local && !addresses.iter().any(|a| a.contains(&gw.addr)) {
             let subnets: Vec<String> = addresses.iter().map(|a| a.network().to_string()).collect();
-            return Err(err(
-                cfg,
-                gw.loc,
+            return fail(
                 format!(
                     "gateway {} of {:?} is outside every subnet of the interface ({})",
                     gw.addr,
                     iface.name,
                     subnets.join(", ")
                 ),
-                "use a gateway inside one of those subnets, or add the address that puts it on-link".into(),
-            ));
+                "use a gateway inside one of those subnets, or add the address that puts it on-link",
+            );
+        }
+        if let Some(own) = host.iter().find(|a| a.addr.addr == gw.addr) {
+            return fail(
+                format!(
+                    "gateway {} of {:?} is this host's own address (on {})",
+                    gw.addr, iface.name, own.ifname
+                ),
+                "the gateway is the router on the subnet, not a local address",
+            );
+        }
+        let v4_edge = addresses.iter().find(|a| {
+            a.family() == Family::V4
+                && a.len < 31
+                && a.contains(&gw.addr)
+                && is_network_or_broadcast(a, &gw.addr)
+        });
+        if let Some(net) = v4_edge {
+            return fail(
+                format!(
+                    "gateway {} of {:?} is the network or broadcast address of {}",
+                    gw.addr,
+                    iface.name,
+                    net.network()
+                ),
+                "use the router's host address",
+            );
         }
     }
     Ok(())
+}
+
+fn is_network_or_broadcast(net: &Prefix, ip: &IpAddr) -> bool {
+    let (IpAddr::V4(base), IpAddr::V4(ip)) = (net.network().addr, ip) else { return false };
+    let host_bits = u32::MAX >> net.len;
+    let ip = u32::from(*ip);
+    ip == u32::from(base) || ip == u32::from(base) | host_bits
 }
 
 fn routes_for(i: &PlannedInterface, protocol: u8) -> Vec<Route> {
@@ -294,9 +331,18 @@ mod tests {
     }
 
     #[test]
+    fn gateway_checks_use_the_live_addresses_when_the_config_has_none() {
+        let e = planned("[[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.255\"\n").unwrap_err();
+        assert!(e.what.contains("network or broadcast"), "{e}");
+        let e = planned("[[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.11\"\n").unwrap_err();
+        assert!(e.what.contains("this host's own address (on rail1)"), "{e}");
+        assert_eq!(e.loc.map(|l| l.line), Some(3));
+    }
+
+    #[test]
     fn ipv6_link_local_gateway_is_on_link() {
         let d =
-            planned("[[interface]]\nname = \"rail0\"\ngateway = [\"fe80::1\", \"198.51.100.1\"]\n").unwrap();
+            planned("[[interface]]\nname = \"rail0\"\ngateway = [\"fe80::fe\", \"198.51.100.1\"]\n").unwrap();
         assert_eq!(d.routes.iter().filter(|r| r.gateway.is_some()).count(), 2);
     }
 

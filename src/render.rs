@@ -20,7 +20,7 @@ pub fn command(op: &Op) -> String {
         Op::AddRule { rule, .. } => rule_cmd("add", rule),
         Op::DelRule { rule, .. } => rule_cmd("del", rule),
         Op::SetSysctl { iface, key, new, .. } => {
-            format!("sysctl -w {}={}", sysctl::dotted_name(iface, *key), new)
+            format!("sysctl -w {}", quote(&format!("{}={new}", sysctl::dotted_name(iface, *key))))
         }
     }
 }
@@ -76,7 +76,7 @@ fn route_spec(r: &Route) -> String {
         let _ = write!(s, " via {gw}");
     }
     if let Some(dev) = &r.oif {
-        let _ = write!(s, " dev {dev}");
+        let _ = write!(s, " dev {}", quote(dev));
     }
     let _ = write!(s, " table {} proto {}", r.table, r.protocol);
     // IPv6 routes have no scope in the kernel; naming one changes nothing.
@@ -94,6 +94,9 @@ fn route_spec(r: &Route) -> String {
 
 fn rule_spec(r: &Rule) -> String {
     let mut s = format!("priority {}", r.priority);
+    if r.invert {
+        s.push_str(" not");
+    }
     s.push_str(" from ");
     s.push_str(&r.src.map_or("all".to_string(), |p| host_or_prefix(&p)));
     if let Some(d) = r.dst {
@@ -113,16 +116,18 @@ fn rule_spec(r: &Rule) -> String {
         }
     }
     if let Some(i) = &r.iif {
-        let _ = write!(s, " iif {i}");
+        let _ = write!(s, " iif {}", quote(i));
     }
     if let Some(o) = &r.oif {
-        let _ = write!(s, " oif {o}");
+        let _ = write!(s, " oif {}", quote(o));
     }
     match r.action {
         fr_act::TO_TBL => {
             let _ = write!(s, " lookup {}", r.table);
         }
-        fr_act::GOTO => s.push_str(" goto"),
+        fr_act::GOTO => {
+            let _ = write!(s, " goto {}", r.goto.unwrap_or(0));
+        }
         fr_act::NOP => s.push_str(" nop"),
         fr_act::BLACKHOLE => s.push_str(" blackhole"),
         fr_act::UNREACHABLE => s.push_str(" unreachable"),
@@ -135,6 +140,18 @@ fn rule_spec(r: &Rule) -> String {
         let _ = write!(s, " proto {}", r.protocol);
     }
     s
+}
+
+/// A word as `sh` reads it back unchanged. Linux interface names may hold
+/// `;`, `$`, quotes and other characters the shell would act on; only the
+/// harmless ones are left bare.
+pub fn quote(word: &str) -> std::borrow::Cow<'_, str> {
+    let bare = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if !word.is_empty() && word.chars().all(bare) {
+        word.into()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''")).into()
+    }
 }
 
 fn dst(p: &Prefix) -> String {
@@ -223,6 +240,24 @@ mod tests {
     fn sysctl_names_with_dots_use_slashes() {
         let op = Op::SetSysctl { iface: "ib0.100".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 };
         assert_eq!(command(&op), "sysctl -w net.ipv4.conf.ib0/100.arp_ignore=1");
+    }
+
+    #[test]
+    fn names_the_shell_would_act_on_are_quoted() {
+        let evil = Route::connected(
+            100,
+            prefix("198.51.100.0/24"),
+            "r;touch",
+            "198.51.100.10".parse().unwrap(),
+            234,
+        );
+        assert_eq!(
+            command(&Op::AddRoute { route: evil }),
+            "ip -4 route add 198.51.100.0/24 dev 'r;touch' table 100 proto 234 scope link src 198.51.100.10"
+        );
+        let op = Op::SetSysctl { iface: "a'b$(x)".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 };
+        assert_eq!(command(&op), "sysctl -w 'net.ipv4.conf.a'\\''b$(x).arp_ignore=1'");
+        assert_eq!(quote("ib0.100"), "ib0.100");
     }
 
     #[test]

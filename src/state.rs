@@ -17,7 +17,7 @@
 //! opened without following symlinks and must be owned by the effective uid
 //! and not writable by group or others (`check_safe`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
 use std::io::{self, BufRead, ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -81,6 +81,15 @@ pub struct JournalHeader {
     /// origins file needs no sync of its own: `sysctl_origins` merges these.
     #[serde(default)]
     pub sysctl_origins: Vec<(String, SysctlKey, u32)>,
+    /// Recorded values this run wrote back (a sysctl returned to its
+    /// original value): no longer roce-route's once the run is made, and
+    /// recorded again if the run is rolled back.
+    #[serde(default)]
+    pub released_origins: Vec<(String, SysctlKey, u32)>,
+    /// Tables whose routes this run changes (read again by the next run,
+    /// in case this one was killed half-way).
+    #[serde(default)]
+    pub tables: Vec<u32>,
 }
 
 impl JournalHeader {
@@ -94,6 +103,8 @@ impl JournalHeader {
             protocol,
             pid: std::process::id(),
             sysctl_origins: Vec::new(),
+            released_origins: Vec::new(),
+            tables: Vec::new(),
         }
     }
 }
@@ -230,9 +241,18 @@ impl StateDir {
             bytes.extend(json_line(&path, &StepLine { step, undo: op.clone() })?);
         }
         atomic_write(&self.dir, &name, &bytes, Durable::Yes)?;
-        self.prune_journals()?;
-        let file = open_safe(&path, OpenOptions::new().append(true), Kind::File)?;
-        Ok(JournalWriter { file, path })
+        let opened = self
+            .prune_journals()
+            .and_then(|()| open_safe(&path, OpenOptions::new().append(true), Kind::File));
+        match opened {
+            Ok(file) => Ok(JournalWriter { file, path }),
+            Err(e) => {
+                // No step was sent: a journal left here would be "undone"
+                // by the next rollback as if its run had happened.
+                let _ = remove_if_exists(&path);
+                Err(e)
+            }
+        }
     }
 
     /// Keeps the newest MAX_JOURNALS journals: rollback can undo that many
@@ -293,6 +313,9 @@ impl StateDir {
             for (iface, key, value) in header.sysctl_origins {
                 origins.entry((iface, key)).or_insert(value);
             }
+            for (iface, key, _) in header.released_origins {
+                origins.remove(&(iface, key));
+            }
         }
         Ok(origins)
     }
@@ -305,6 +328,11 @@ impl StateDir {
             self.write_origins(&all, Durable::Yes)?;
         }
         Ok(all)
+    }
+
+    /// The tables the newest journal's run changed.
+    pub fn recorded_tables(&self) -> Result<BTreeSet<u32>, StateError> {
+        Ok(self.latest_header()?.map(|h| h.tables.into_iter().collect()).unwrap_or_default())
     }
 
     /// The newest journal's header: its first line only.

@@ -97,6 +97,12 @@ fn check_accepted(text: &str, cfg: &Config) -> Result<(), TestCaseError> {
     prop_assert!(!cfg.interfaces.is_empty(), "no interface: {}", why());
     prop_assert!(cfg.defaults.protocol >= 5, "kernel protocol {}: {}", cfg.defaults.protocol, why());
     prop_assert!(
+        config::protocol_owner(cfg.defaults.protocol).is_none(),
+        "a daemon's protocol {}: {}",
+        cfg.defaults.protocol,
+        why()
+    );
+    prop_assert!(
         (1..=MAX_PRIORITY).contains(&cfg.defaults.priority),
         "default priority {}: {}",
         cfg.defaults.priority,
@@ -447,7 +453,7 @@ fn priority_val(noise: u32) -> impl Strategy<Value = Val> {
 
 fn protocol_val(noise: u32) -> impl Strategy<Value = Val> {
     fn ok(n: i128) -> bool {
-        (5..=255).contains(&n)
+        (5..=255).contains(&n) && config::protocol_owner(n as u8).is_none()
     }
     int_val(ok, 5i64..=255, noise)
 }
@@ -792,7 +798,10 @@ fn valid_doc() -> impl Strategy<Value = ValidDoc> {
             tables,
             prop::option::weighted(0.5, base),
             prop::option::weighted(0.3, 1u32..=MAX_PRIORITY),
-            prop::option::weighted(0.3, 5u8..=255),
+            prop::option::weighted(
+                0.3,
+                (5u8..=255).prop_filter("a daemon's protocol", |p| config::protocol_owner(*p).is_none()),
+            ),
             valid_sysctls(0.3),
         )
             .prop_map(move |(mut interfaces, tables, base, priority, protocol, sysctls)| {

@@ -1,5 +1,6 @@
 //! `roce-route apply`: load, plan, read, diff, then print or execute.
 
+use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,13 +16,14 @@ use crate::diff::{self, Plan};
 use crate::error::Error;
 use crate::executor;
 use crate::executor::Recorder;
-use crate::host::{self, Kernel, Origins};
-use crate::model::{Op, SysctlKey};
+use crate::host::{self, Kernel, Recorded};
+use crate::model::Op;
 use crate::netlink::Netlink;
 use crate::plan::{self, Desired};
 use crate::render;
 use crate::say;
-use crate::state::{JournalHeader, JournalWriter, Pending, StateDir};
+use crate::state::{JournalHeader, JournalWriter, Pending, StateDir, StateError};
+use crate::tell;
 
 /// The JSON document of `apply --json` (and `apply --dry-run --json`).
 #[derive(Debug, Serialize)]
@@ -73,17 +75,18 @@ pub fn load_config(path: &std::path::Path) -> Result<config::Config, Error> {
 }
 
 /// Everything up to the plan: what apply, apply --dry-run and check share.
-/// `origins` are the recorded sysctl values (see `StateDir::sysctl_origins`):
-/// sysctls of interfaces no longer in the config go back to them.
+/// `recorded` is what the state directory says: sysctls of interfaces no
+/// longer in the config go back to their recorded values, and tables an
+/// interrupted run touched are read for stale owned routes.
 pub async fn make_plan(
     nl: &Netlink,
     cfg: &config::Config,
     adopt: bool,
-    origins: &Origins,
+    recorded: &Recorded,
 ) -> Result<(Desired, Plan), Error> {
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
     let desired = plan::plan(cfg, nl.links(), &addrs)?;
-    let observed = host::observe(nl, &desired, origins).await?;
+    let observed = host::observe(nl, &desired, recorded).await?;
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan))
 }
@@ -95,19 +98,19 @@ const ATTEMPTS: u32 = 3;
 pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(), Error> {
     let mut nl = connect().await?;
     if args.dry_run {
-        let origins = readable_origins(ctx)?;
-        let (_, plan) = make_plan(&nl, &cfg, args.adopt, &origins).await?;
+        let recorded = readable_record(ctx)?;
+        let (_, plan) = make_plan(&nl, &cfg, args.adopt, &recorded).await?;
         return report_dry_run(args, &plan);
     }
     let state = ctx.state()?;
     let _lock = state.lock(ctx.lock_timeout)?;
     let mut attempt = 1;
-    let (plan, added) = loop {
-        let origins = state.sysctl_origins()?;
-        let (_, plan) = make_plan(&nl, &cfg, args.adopt, &origins).await?;
+    let plan = loop {
+        let recorded = Recorded::read(&state)?;
+        let (_, plan) = make_plan(&nl, &cfg, args.adopt, &recorded).await?;
         if !args.json {
             for w in &plan.warnings {
-                eprintln!("roce-route: warning: {w}");
+                tell!("roce-route: warning: {w}");
             }
         }
         if !plan.conflicts.is_empty() && !args.adopt {
@@ -119,9 +122,9 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(),
         }
         let header = JournalHeader::new("apply", Some(cfg.file.clone()), cfg.defaults.protocol);
         match execute(ctx, &state, &nl, &plan.ops, header).await {
-            Ok(added) => break (plan, added),
+            Ok(()) => break plan,
             Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
-                eprintln!("roce-route: the host changed while applying ({e}); reading it again");
+                tell!("roce-route: the host changed while applying ({e}); reading it again");
                 attempt += 1;
                 nl.refresh_links().await.context("cannot read the links")?;
             }
@@ -129,7 +132,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(),
         }
     };
     if let Some(seconds) = args.confirm {
-        confirm_or_revert(ctx, &state, &nl, &plan.ops, seconds, &added).await?;
+        confirm_or_revert(ctx, &state, &nl, &plan.ops, seconds).await?;
     }
     if args.json {
         print_json(&ApplyReport::new(&plan, false));
@@ -174,24 +177,47 @@ pub async fn execute(
     nl: &Netlink,
     ops: &[Op],
     mut header: JournalHeader,
-) -> Result<Vec<(String, SysctlKey)>, Error> {
+) -> Result<(), Error> {
     let known = state.settle_sysctl_origins()?;
-    let mut origins: Vec<(String, SysctlKey, u32)> = Vec::new();
+    let (mut origins, mut released) = (Vec::new(), Vec::new());
     for op in ops {
-        if let Op::SetSysctl { iface, key, old, .. } = op
-            && !known.contains_key(&(iface.clone(), *key))
-        {
-            origins.push((iface.clone(), *key, *old));
+        if let Op::SetSysctl { iface, key, old, new } = op {
+            match known.get(&(iface.clone(), *key)) {
+                None => origins.push((iface.clone(), *key, *old)),
+                Some(original) if original == new => released.push((iface.clone(), *key, *new)),
+                Some(_) => {}
+            }
         }
     }
     header.sysctl_origins = origins.clone();
+    header.tables = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::AddRoute { route } | Op::DelRoute { route, .. } => Some(route.table),
+            Op::ReplaceRoute { new, .. } => Some(new.table),
+            _ => None,
+        })
+        .collect::<BTreeSet<u32>>()
+        .into_iter()
+        .collect();
+    header.released_origins = released.clone();
     let mut journal = PlannedJournal { state, header: Some(header), writer: None };
     match executor::run(&mut Kernel::new(nl), ops, &ctx.stop, &mut journal).await {
         Ok(_) => {
-            if let Some(writer) = journal.writer {
-                writer.commit()?;
+            // Every step is made: bookkeeping trouble from here on is a
+            // warning, not a failure (the host is not "as it was").
+            let finish = || -> Result<(), StateError> {
+                if let Some(writer) = journal.writer {
+                    writer.commit()?;
+                }
+                state.record_sysctl_origins(&origins)?;
+                let released: Vec<_> = released.into_iter().map(|(iface, key, _)| (iface, key)).collect();
+                state.forget_sysctl_origins(&released)
+            };
+            if let Err(e) = finish() {
+                tell!("roce-route: warning: the change is made, but its record is incomplete: {e}");
             }
-            Ok(state.record_sysctl_origins(&origins)?)
+            Ok(())
         }
         Err(e) => {
             // Cleanly rolled back: as if this run never happened (its
@@ -233,10 +259,10 @@ impl Recorder for PlannedJournal<'_> {
 
 /// The recorded sysctl values, where this user may read them (a dry run
 /// as root shows exactly what apply would do; without root there are none).
-pub fn readable_origins(ctx: &Ctx) -> Result<Origins, Error> {
+pub fn readable_record(ctx: &Ctx) -> Result<Recorded, Error> {
     match ctx.existing_state()? {
-        Some(state) => Ok(state.sysctl_origins()?),
-        None => Ok(Origins::new()),
+        Some(state) => Ok(Recorded::read(&state)?),
+        None => Ok(Recorded::default()),
     }
 }
 
@@ -249,12 +275,11 @@ async fn confirm_or_revert(
     nl: &Netlink,
     ops: &[Op],
     seconds: u64,
-    added_origins: &[(String, SysctlKey)],
 ) -> Result<(), Error> {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     state.set_pending(&Pending { pid: std::process::id(), deadline_unix: now_unix() + seconds })?;
     let enter = watch_enter_key();
-    eprintln!(
+    tell!(
         "roce-route: applied; keeping it only if confirmed within {seconds} s: run `roce-route{} confirm`{}",
         ctx.netns.as_ref().map_or(String::new(), |n| format!(" --netns {n}")),
         if enter.is_some() { " or press Enter" } else { "" }
@@ -270,7 +295,7 @@ async fn confirm_or_revert(
     };
     state.clear_pending()?;
     if confirmed {
-        eprintln!("roce-route: confirmed, keeping the change");
+        tell!("roce-route: confirmed, keeping the change");
         return Ok(());
     }
     let undo: Vec<Op> = ops.iter().map(Op::inverse).collect();
@@ -280,13 +305,13 @@ async fn confirm_or_revert(
         None => format!("not confirmed within {seconds} s"),
     };
     if !failures.is_empty() {
-        let cause = Box::new(executor::TxError::Interrupted { signal: 0, undone: undo.len() });
-        return Err(executor::TxError::RollbackFailed { cause, undo_failures: failures }.into());
+        let what = format!("{why}: undoing the change");
+        return Err(executor::TxError::UndoFailed { what, undo_failures: failures }.into());
     }
     if let Some(j) = state.latest_journal()? {
         state.discard(&j)?;
+        super::rollback::update_origins(state, &j)?;
     }
-    state.forget_sysctl_origins(added_origins)?;
     Err(Error::NotConfirmed(format!(
         "{why}: rolled back the {} change(s); the host is as it was before",
         ops.len()

@@ -11,11 +11,13 @@ use crate::behaviour::{self, Verdict};
 use crate::cli::CheckArgs;
 use crate::diff::Plan;
 use crate::error::Error;
+use crate::host::Recorded;
 use crate::managers;
 use crate::model::Op;
 use crate::netlink::Netlink;
 use crate::plan::Desired;
 use crate::say;
+use crate::tell;
 use crate::{render, sysctl};
 
 /// The JSON document of `check --json`.
@@ -44,12 +46,12 @@ pub async fn run(ctx: &Ctx, args: &CheckArgs, cfg: crate::config::Config) -> Res
     // half-made state; without root (no state dir access) read as is.
     let state = ctx.existing_state()?;
     let _lock = state.as_ref().map(|s| s.lock(ctx.lock_timeout)).transpose()?;
-    let origins = match &state {
-        Some(s) => s.sysctl_origins()?,
-        None => Default::default(),
+    let recorded = match &state {
+        Some(s) => Recorded::read(s)?,
+        None => Recorded::default(),
     };
     let nl = connect().await?;
-    let (desired, plan) = apply::make_plan(&nl, &cfg, false, &origins).await?;
+    let (desired, plan) = apply::make_plan(&nl, &cfg, false, &recorded).await?;
     let traffic = probe_all(&nl, &desired).await?;
     let fix_all = format!("roce-route apply {}", cfg.file);
     let report = build_report(&plan, traffic, managers::warnings(&managers::scan()), &fix_all);
@@ -142,7 +144,7 @@ async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<Vec<Verdict>, Erro
 
 fn print_human(r: &CheckReport) {
     for w in &r.warnings {
-        eprintln!("roce-route: warning: {w}");
+        tell!("roce-route: warning: {w}");
     }
     let ok = r.traffic.iter().filter(|v| v.ok).count();
     if r.in_sync {

@@ -35,6 +35,15 @@ macro_rules! say {
     }};
 }
 
+/// `eprintln!` that never panics (a terminal that went away answers EIO).
+#[macro_export]
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// What every command shares: global options and the stop flag that the
 /// signal handlers set.
 pub struct Ctx {
@@ -130,7 +139,7 @@ fn netns_cookie() -> Option<u64> {
 pub fn print_json<T: Serialize>(doc: &T) {
     match serde_json::to_string_pretty(doc) {
         Ok(text) => crate::say!("{text}"),
-        Err(e) => eprintln!("roce-route: error: cannot write the JSON report: {e}"),
+        Err(e) => tell!("roce-route: error: cannot write the JSON report: {e}"),
     }
 }
 

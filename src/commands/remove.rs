@@ -2,6 +2,8 @@
 //! protocol number, so it works without a journal) and put the sysctls
 //! back to the values recorded before roce-route first changed them.
 
+use std::collections::BTreeSet;
+
 use anyhow::Context;
 
 use super::{Ctx, apply, connect};
@@ -16,9 +18,17 @@ pub async fn run(ctx: &Ctx, protocol: u8) -> Result<(), Error> {
     let state = ctx.state()?;
     let _lock = state.lock(ctx.lock_timeout)?;
     let nl = connect().await?;
-    let ops = plan_removal(&nl, &state, protocol).await?;
+    // The protocol given, and any a journal here was made with (a config
+    // may set its own): remove must not leave half of roce-route behind.
+    let mut protocols = BTreeSet::from([protocol]);
+    protocols.extend(state.journals()?.iter().map(|j| j.header.protocol).filter(|p| *p != 0));
+    let ops = plan_removal(&nl, &state, &protocols).await?;
+    let names: Vec<String> = protocols.iter().map(u8::to_string).collect();
     if ops.is_empty() {
-        say!("roce-route: nothing to remove (no route or rule with proto {protocol}, sysctls as recorded)");
+        say!(
+            "roce-route: nothing to remove (no route or rule with proto {}, sysctls as recorded)",
+            names.join(" or ")
+        );
     } else {
         let header = JournalHeader::new("remove", None, protocol);
         apply::execute(ctx, &state, &nl, &ops, header).await?;
@@ -33,17 +43,19 @@ pub async fn run(ctx: &Ctx, protocol: u8) -> Result<(), Error> {
 }
 
 /// Rules first (traffic falls back to main), then routes, then sysctls.
-async fn plan_removal(nl: &Netlink, state: &StateDir, protocol: u8) -> Result<Vec<Op>, Error> {
+async fn plan_removal(nl: &Netlink, state: &StateDir, protocols: &BTreeSet<u8>) -> Result<Vec<Op>, Error> {
     let mut ops = Vec::new();
     for r in nl.rules().await.context("cannot read the policy rules")? {
-        if r.item.protocol == protocol {
+        if protocols.contains(&r.item.protocol) {
             ops.push(Op::DelRule { rule: r.item, raw: Some(RawBytes(r.raw)) });
         }
     }
     for family in [Family::V4, Family::V6] {
-        let routes = nl.routes(family, None, Some(protocol)).await.context("cannot read the routes")?;
-        for r in routes {
-            ops.push(Op::DelRoute { route: r.item, raw: Some(RawBytes(r.raw)) });
+        for protocol in protocols {
+            let routes = nl.routes(family, None, Some(*protocol)).await.context("cannot read the routes")?;
+            ops.extend(
+                routes.into_iter().map(|r| Op::DelRoute { route: r.item, raw: Some(RawBytes(r.raw)) }),
+            );
         }
     }
     for ((iface, key), origin) in state.sysctl_origins()? {

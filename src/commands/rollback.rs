@@ -7,11 +7,9 @@ use super::{Ctx, connect, op_kind, print_json};
 use crate::error::Error;
 use crate::executor::{self, TxError};
 use crate::host::Kernel;
-use std::collections::BTreeSet;
-
 use crate::model::{Op, SysctlKey};
 use crate::say;
-use crate::state::StateDir;
+use crate::state::{Journal, StateDir};
 
 #[derive(Debug, Serialize)]
 pub struct RollbackReport {
@@ -46,11 +44,11 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<(), Error> {
     let nl = connect().await?;
     let failures = executor::undo_all(&mut Kernel::new(&nl), &undo).await;
     if !failures.is_empty() {
-        let cause = Box::new(TxError::Interrupted { signal: 0, undone: undo.len() - failures.len() });
-        return Err(TxError::RollbackFailed { cause, undo_failures: failures }.into());
+        let what = format!("rolling back the {} of journal {}", journal.header.kind, journal.path.display());
+        return Err(TxError::UndoFailed { what, undo_failures: failures }.into());
     }
     state.discard(&journal)?;
-    forget_undone_origins(&state, &undo)?;
+    update_origins(&state, &journal)?;
     let steps: Vec<super::Change> = undo
         .iter()
         .rev()
@@ -80,20 +78,24 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<(), Error> {
     Ok(())
 }
 
-/// Once no remaining journal touches a sysctl, roce-route's changes to it
-/// are all undone: forget its recorded value, so that a later change by
-/// the admin is what the next "first change" records.
-fn forget_undone_origins(state: &StateDir, undone: &[Op]) -> Result<(), Error> {
-    let still_touched: BTreeSet<(String, SysctlKey)> =
-        state.journals()?.iter().flat_map(|j| sysctl_keys(j.undo.iter().map(|(_, op)| op))).collect();
-    let forget: Vec<(String, SysctlKey)> =
-        sysctl_keys(undone.iter()).filter(|k| !still_touched.contains(k)).collect();
-    Ok(state.forget_sysctl_origins(&forget)?)
-}
-
-fn sysctl_keys<'a>(ops: impl Iterator<Item = &'a Op>) -> impl Iterator<Item = (String, SysctlKey)> {
-    ops.filter_map(|op| match op {
-        Op::SetSysctl { iface, key, .. } => Some((iface.clone(), *key)),
-        _ => None,
-    })
+/// Keeps the record of original sysctl values right after undoing a run:
+/// a value the undo wrote back to its recorded original is roce-route's no
+/// longer (forgotten: the admin's next change is what a later first change
+/// records), and the originals the run had released (it had restored
+/// them) are roce-route's again.
+pub fn update_origins(state: &StateDir, journal: &Journal) -> Result<(), Error> {
+    let stored = state.sysctl_origins()?;
+    let back_to_original: Vec<(String, SysctlKey)> = journal
+        .undo
+        .iter()
+        .filter_map(|(_, op)| match op {
+            Op::SetSysctl { iface, key, new, .. } => Some(((iface.clone(), *key), *new)),
+            _ => None,
+        })
+        .filter(|(k, value)| stored.get(k) == Some(value))
+        .map(|(k, _)| k)
+        .collect();
+    state.forget_sysctl_origins(&back_to_original)?;
+    state.record_sysctl_origins(&journal.header.released_origins)?;
+    Ok(())
 }
