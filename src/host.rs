@@ -93,7 +93,7 @@ impl Effects for Kernel<'_> {
         }
         match op {
             Op::SetSysctl { iface, key, new, .. } => sysctl::write(iface, *key, *new)
-                .map_err(|e| StepFailure { errno: e.raw_os_error(), message: e.to_string() }),
+                .map_err(|e| StepFailure { errno: errno_of(&e), message: e.to_string() }),
             _ => self
                 .nl
                 .execute(op)
@@ -101,4 +101,15 @@ impl Effects for Kernel<'_> {
                 .map_err(|e| StepFailure { errno: Some(e.errno), message: e.to_string() }),
         }
     }
+}
+
+/// The errno of a /proc/sys error (kept as the kind when the message was
+/// rewritten to name the path).
+fn errno_of(e: &std::io::Error) -> Option<i32> {
+    e.raw_os_error().or(match e.kind() {
+        std::io::ErrorKind::NotFound => Some(2),
+        std::io::ErrorKind::PermissionDenied => Some(13),
+        std::io::ErrorKind::InvalidInput => Some(22),
+        _ => None,
+    })
 }

@@ -807,6 +807,14 @@ impl Run {
     }
 
     /// Panics unless stderr contains every one of `needles`.
+    pub fn expect_stdout(&self, needles: &[&str]) -> &Run {
+        let stdout = self.stdout();
+        for n in needles {
+            assert!(stdout.contains(n), "stdout lacks {n:?}:\n{}", self.report());
+        }
+        self
+    }
+
     pub fn expect_stderr(&self, needles: &[&str]) -> &Run {
         let stderr = self.stderr();
         for n in needles {
@@ -862,6 +870,14 @@ impl Background {
     }
 
     /// Waits for it to exit.
+    /// Kills the process now (SIGKILL, as a crash would) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     pub fn wait(mut self) -> Run {
         let child = self.child.take().expect("already waited for");
         let out = child.wait_with_output().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what));
