@@ -30,7 +30,7 @@ untimed just before the timed run.
     e  a, on the testbed with 100k foreign routes in the main table
     f  b, on the testbed with 100k foreign routes in the main table
 
-roce-route keeps an undo journal (one fsync per step) in its state
+roce-route keeps an undo journal (two syncs per transaction) in its state
 directory, /run/roce-route by default, which is tmpfs on systemd hosts. The
 bench gives it a private state directory, by default in /dev/shm (tmpfs) to
 match; `--state-in DIR` puts it elsewhere (e.g. on disk, to see what the

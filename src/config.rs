@@ -846,6 +846,11 @@ fn ifname_problem(n: &str) -> Option<(String, &'static str)> {
         let hint = "\".\" and \"..\" are refused by the kernel";
         return Some((format!("\"{n}\" is not allowed"), hint));
     }
+    if n == "all" || n == "default" {
+        let hint = "the kernel keeps these names for /proc/sys/net/ipv4/conf/{all,default} and \
+                    refuses them for interfaces; roce-route never writes conf/all or conf/default";
+        return Some((format!("\"{n}\" is reserved"), hint));
+    }
     if n.len() > MAX_IFNAME_BYTES {
         let hint = "Linux interface names are at most 15 bytes; `ip link` shows the real name";
         let what = format!("\"{n}\" is {} bytes long, more than {MAX_IFNAME_BYTES}", n.len());
@@ -1350,6 +1355,8 @@ mod tests {
             ("", "is empty"),
             (".", "\".\" is not allowed"),
             ("..", "\"..\" is not allowed"),
+            ("all", "\"all\" is reserved"),
+            ("default", "\"default\" is reserved"),
             ("abcdefghijklmnop", "16 bytes long"),
             ("ééééééééé", "18 bytes long"),
             ("ib/0", "contains '/'"),

@@ -61,3 +61,26 @@ impl Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::FailedStep;
+
+    fn step() -> FailedStep {
+        FailedStep { index: 0, command: "ip -4 rule del ...".into(), reason: "EPERM".into(), errno: Some(1) }
+    }
+
+    #[test]
+    fn exit_codes_follow_the_documented_table() {
+        let failed = TxError::Failed { step: step(), undone: 2 };
+        assert_eq!(Error::Transaction(failed.clone()).exit_code(), exit::FAILED);
+        let both = TxError::RollbackFailed { cause: Box::new(failed), undo_failures: vec![step()] };
+        assert_eq!(Error::Transaction(both).exit_code(), exit::ROLLBACK_FAILED);
+        let undo = TxError::UndoFailed { what: "rollback".into(), undo_failures: vec![step()] };
+        assert_eq!(Error::Transaction(undo).exit_code(), exit::ROLLBACK_FAILED);
+        assert_eq!(Error::Usage("x".into()).exit_code(), exit::INVALID);
+        assert_eq!(Error::NotPermitted("x".into()).exit_code(), exit::FAILED);
+        assert_eq!(Error::Conflicts("x".into()).exit_code(), exit::FAILED);
+    }
+}

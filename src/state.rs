@@ -41,6 +41,7 @@ pub const MAX_JOURNALS: usize = 32;
 
 const LOCK_FILE: &str = "lock";
 const ORIGINS_FILE: &str = "sysctl-origins.json";
+const TABLES_FILE: &str = "tables.json";
 const PENDING_FILE: &str = "pending";
 const CONFIRMED_FILE: &str = "confirmed";
 const JOURNAL_PREFIX: &str = "journal-";
@@ -90,6 +91,10 @@ pub struct JournalHeader {
     /// in case this one was killed half-way).
     #[serde(default)]
     pub tables: Vec<u32>,
+    /// How many step lines follow (journals written with the whole plan);
+    /// fewer, or a damaged one, is corruption rather than a torn append.
+    #[serde(default)]
+    pub steps: Option<usize>,
 }
 
 impl JournalHeader {
@@ -105,6 +110,7 @@ impl JournalHeader {
             sysctl_origins: Vec::new(),
             released_origins: Vec::new(),
             tables: Vec::new(),
+            steps: None,
         }
     }
 }
@@ -232,9 +238,10 @@ impl StateDir {
     /// whole plan can be made durable up front.
     pub fn begin_journal_with_undo(
         &self,
-        header: JournalHeader,
+        mut header: JournalHeader,
         undo: &[Op],
     ) -> Result<JournalWriter, StateError> {
+        header.steps = Some(undo.len());
         let (name, path) = self.next_journal()?;
         let mut bytes = json_line(&path, &header)?;
         for (step, op) in undo.iter().enumerate() {
@@ -299,6 +306,14 @@ impl StateDir {
         self.remove_files(paths)
     }
 
+    /// Deletes every journal but the newest (after `remove`: its own, so
+    /// that `rollback` can undo the remove).
+    pub fn clear_older_journals(&self) -> Result<(), StateError> {
+        let mut files = self.journal_files()?;
+        files.pop();
+        self.remove_files(files.into_iter().map(|(_, path)| path))
+    }
+
     /// Sysctl values before roce-route first changed them.
     ///
     /// The values recorded by the newest journal's header are merged in: a
@@ -331,8 +346,29 @@ impl StateDir {
     }
 
     /// The tables the newest journal's run changed.
+    /// The tables roce-route has put routes in since the last `remove`:
+    /// the tables file, and the newest journal's tables (durable with it;
+    /// the file is written after a run, without a sync).
     pub fn recorded_tables(&self) -> Result<BTreeSet<u32>, StateError> {
-        Ok(self.latest_header()?.map(|h| h.tables.into_iter().collect()).unwrap_or_default())
+        let mut tables: BTreeSet<u32> = self.read_json(TABLES_FILE)?.unwrap_or_default();
+        if let Some(header) = self.latest_header()? {
+            tables.extend(header.tables);
+        }
+        Ok(tables)
+    }
+
+    /// Adds tables to the tables file (no sync: see `recorded_tables`).
+    pub fn record_tables(&self, tables: &[u32]) -> Result<(), StateError> {
+        let mut known: BTreeSet<u32> = self.read_json(TABLES_FILE)?.unwrap_or_default();
+        let before = known.len();
+        known.extend(tables);
+        if known.len() == before {
+            return Ok(());
+        }
+        let path = self.file(TABLES_FILE);
+        let mut text = serde_json::to_vec(&known).map_err(|e| io_error(&path, e.into()))?;
+        text.push(b'\n');
+        atomic_write(&self.dir, TABLES_FILE, &text, Durable::No)
     }
 
     /// The newest journal's header: its first line only.
@@ -403,8 +439,9 @@ impl StateDir {
         atomic_write(&self.dir, ORIGINS_FILE, &text, durable)
     }
 
+    /// Forgets the recorded sysctl values and tables (after `remove`).
     pub fn clear_sysctl_origins(&self) -> Result<(), StateError> {
-        self.remove_files([self.file(ORIGINS_FILE)])
+        self.remove_files([self.file(ORIGINS_FILE), self.file(TABLES_FILE)])
     }
 
     /// Announces a waiting `apply --confirm`, dropping any confirmation
@@ -669,6 +706,18 @@ fn parse_journal(path: &Path, bytes: &[u8]) -> Result<Journal, StateError> {
             Ok(line) => journal.push(line)?,
             Err(_) if is_last => {}
             Err(e) => return Err(corrupt(path, format!("line {}: {e}", n + 2))),
+        }
+    }
+    // Written in one piece, a journal holds all its steps: only the commit
+    // line, appended later, may be torn by a crash.
+    if let Some(expected) = journal.header.steps {
+        let in_order = journal.undo.iter().enumerate().all(|(i, (step, _))| i == *step);
+        if journal.undo.len() != expected || !in_order {
+            let found = journal.undo.len();
+            return Err(corrupt(
+                path,
+                format!("holds {found} of its {expected} steps: a step line is damaged"),
+            ));
         }
     }
     Ok(journal)
@@ -968,6 +1017,26 @@ mod tests {
         assert!(!journal.committed);
         dir.discard(&journal).unwrap();
         assert!(dir.sysctl_origins().unwrap().is_empty(), "gone with its journal");
+    }
+
+    #[test]
+    fn a_damaged_step_of_a_whole_plan_journal_is_corrupt_but_a_torn_commit_is_not() {
+        let scratch = Scratch::new("whole-plan");
+        let dir = scratch.open().unwrap();
+        let undo: Vec<Op> = (0..3)
+            .map(|i| Op::SetSysctl { iface: format!("rail{i}"), key: SysctlKey::ArpIgnore, old: 1, new: 0 })
+            .collect();
+        let path = dir.begin_journal_with_undo(header("apply"), &undo).unwrap().path().to_path_buf();
+        let whole = fs::read(&path).unwrap();
+        // A torn commit line: the run may have finished, the journal is fine.
+        fs::write(&path, [whole.as_slice(), b"{\"commi"].concat()).unwrap();
+        assert_eq!(dir.latest_journal().unwrap().unwrap().undo.len(), 3);
+        // The last step line damaged: corruption, not "two steps to undo".
+        let mut damaged = whole.clone();
+        let cut = damaged.len() - 10;
+        damaged[cut] = b'#';
+        fs::write(&path, &damaged).unwrap();
+        assert_corrupt(dir.latest_journal(), "2 of its 3 steps");
     }
 
     #[test]

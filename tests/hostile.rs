@@ -161,22 +161,18 @@ fn names_that_would_escape_proc_sys_are_refused_and_nothing_is_written() {
         "../../../../proc/sys/kernel",
         "rail0/../all",
         "../rail1",
+        // /proc/sys directories, not interfaces: the kernel refuses them
+        // as interface names, and they must never be written.
+        "all",
+        "default",
     ];
-    // Kernel-valid names that are not interfaces here: `all` and `default`
-    // are /proc/sys directories, not interfaces, and must not be written.
-    let absent = ["all", "default"];
-    for name in hostile.iter().chain(&absent) {
+    for name in hostile.iter() {
         let config = tb.write_config(&config_named(name));
         for cmd in [&["apply"][..], &["apply", "--dry-run"], &["check"]] {
             let mut args = cmd.to_vec();
             args.push(path_str(&config));
             let run = rr(&tb, &args).expect_code(2);
-            run.expect_stderr(&[path_str(&config), name]);
-            if absent.contains(name) {
-                run.expect_stderr(&["does not exist"]);
-            } else {
-                run.expect_stderr(&["interface name"]);
-            }
+            run.expect_stderr(&[path_str(&config), name, "interface name"]);
             assert!(run.stdout().is_empty(), "a refused config printed:\n{}", run.report());
         }
     }

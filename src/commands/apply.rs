@@ -190,7 +190,7 @@ pub async fn execute(
         }
     }
     header.sysctl_origins = origins.clone();
-    header.tables = ops
+    let tables: Vec<u32> = ops
         .iter()
         .filter_map(|op| match op {
             Op::AddRoute { route } | Op::DelRoute { route, .. } => Some(route.table),
@@ -200,6 +200,7 @@ pub async fn execute(
         .collect::<BTreeSet<u32>>()
         .into_iter()
         .collect();
+    header.tables = tables.clone();
     header.released_origins = released.clone();
     let mut journal = PlannedJournal { state, header: Some(header), writer: None };
     match executor::run(&mut Kernel::new(nl), ops, &ctx.stop, &mut journal).await {
@@ -211,6 +212,7 @@ pub async fn execute(
                     writer.commit()?;
                 }
                 state.record_sysctl_origins(&origins)?;
+                state.record_tables(&tables)?;
                 let released: Vec<_> = released.into_iter().map(|(iface, key, _)| (iface, key)).collect();
                 state.forget_sysctl_origins(&released)
             };

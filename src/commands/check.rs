@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::{Ctx, apply, ask, connect, local_addresses, print_json};
 use crate::behaviour::{self, Verdict};
 use crate::cli::CheckArgs;
+use crate::config::ConfigError;
 use crate::diff::Plan;
 use crate::error::Error;
 use crate::host::Recorded;
@@ -34,7 +35,7 @@ pub struct CheckReport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Difference {
     /// missing_route, changed_route, extra_route, missing_rule, extra_rule,
-    /// sysctl, sysctl_overridden, conflict, traffic.
+    /// sysctl, sysctl_overridden, conflict, traffic, host_mismatch.
     pub kind: &'static str,
     pub description: String,
     /// The command that fixes it.
@@ -51,10 +52,19 @@ pub async fn run(ctx: &Ctx, args: &CheckArgs, cfg: crate::config::Config) -> Res
         None => Recorded::default(),
     };
     let nl = connect().await?;
-    let (desired, plan) = apply::make_plan(&nl, &cfg, false, &recorded).await?;
-    let traffic = probe_all(&nl, &desired).await?;
     let fix_all = format!("roce-route apply {}", cfg.file);
-    let report = build_report(&plan, traffic, managers::warnings(&managers::scan()), &fix_all);
+    let warnings = managers::warnings(&managers::scan());
+    let report = match apply::make_plan(&nl, &cfg, false, &recorded).await {
+        Ok((desired, plan)) => {
+            let traffic = probe_all(&nl, &desired).await?;
+            build_report(&plan, traffic, warnings, &fix_all)
+        }
+        // The config is valid (it parsed) but the host no longer matches it:
+        // an interface or address is gone (e.g. IPv6 addresses flushed by a
+        // link flap). That is drift, not a bad command line.
+        Err(Error::Config(e)) => mismatch_report(&e, warnings, &fix_all),
+        Err(e) => return Err(e),
+    };
     if args.json {
         print_json(&report);
     } else {
@@ -93,6 +103,14 @@ pub fn build_report(
             .cloned(),
     );
     CheckReport { command: "check", in_sync: differences.is_empty(), differences, traffic, warnings }
+}
+
+/// The report when the host lacks what the config names.
+fn mismatch_report(e: &ConfigError, warnings: Vec<String>, fix_all: &str) -> CheckReport {
+    let description = format!("the host does not match the config: {e}");
+    let fix = format!("restore the interface or address the config names, then {fix_all}");
+    let differences = vec![Difference { kind: "host_mismatch", description, fix }];
+    CheckReport { command: "check", in_sync: false, differences, traffic: Vec::new(), warnings }
 }
 
 /// A state difference in plain words, with its fix.

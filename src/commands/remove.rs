@@ -29,6 +29,7 @@ pub async fn run(ctx: &Ctx, protocol: u8) -> Result<(), Error> {
             "roce-route: nothing to remove (no route or rule with proto {}, sysctls as recorded)",
             names.join(" or ")
         );
+        state.clear_journals()?;
     } else {
         let header = JournalHeader::new("remove", None, protocol);
         apply::execute(ctx, &state, &nl, &ops, header).await?;
@@ -36,8 +37,9 @@ pub async fn run(ctx: &Ctx, protocol: u8) -> Result<(), Error> {
         for op in &ops {
             say!("  {}", render::command(op));
         }
+        // Only the remove's own journal stays: `rollback` undoes the remove.
+        state.clear_older_journals()?;
     }
-    state.clear_journals()?;
     state.clear_sysctl_origins()?;
     Ok(())
 }
