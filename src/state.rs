@@ -328,9 +328,6 @@ impl StateDir {
             for (iface, key, value) in header.sysctl_origins {
                 origins.entry((iface, key)).or_insert(value);
             }
-            for (iface, key, _) in header.released_origins {
-                origins.remove(&(iface, key));
-            }
         }
         Ok(origins)
     }

@@ -183,3 +183,52 @@ fn a_corrupt_journal_is_refused_and_the_host_untouched() {
     assert_dump_eq(&applied, &tb.dump(), "after rollback of a corrupt journal");
     assert!(journal.exists(), "the corrupt journal must be kept for inspection");
 }
+
+/// SIGKILL at every step of a CHANGE (replaces, deletes and sysctl
+/// restores, not only adds): from an applied 6-rail host to a config that
+/// moves the gateway, drops two rails and overrides a sysctl. Rollback
+/// always gives the applied host back, and a new apply always completes.
+#[test]
+fn a_crash_at_any_point_of_a_change_is_rolled_back_or_completed() {
+    let tb = Testbed::builder().rails(6).ipv6(true).build();
+    let before = tb.write_config(&tb.render_config(|_| vec![format!("gateway = \"{GATEWAY_V4}\"")]));
+    let before = path_str(&before).to_string();
+    rr_expect(&tb, &["apply", &before], EXIT_OK, "the starting apply");
+    let start = tb.dump();
+    let kept = |r: &common::Rail| r.table < common::FIRST_TABLE + 4;
+    let after = tb.render_config_for(kept, |r| {
+        let mut keys = vec![format!("gateway = \"{PEER_V4}\"")];
+        if r.table == common::FIRST_TABLE + 1 {
+            keys.push("arp_ignore = 2".into());
+        }
+        keys
+    });
+    let after = path_str(&tb.write_config(&after)).to_string();
+    let steps = dry_run_steps(&tb, &after);
+    for kind in ["replace", "del", "sysctl"] {
+        assert!(steps.iter().any(|s| s.contains(kind)), "the change has no {kind} step: {steps:#?}");
+    }
+    rr_expect(&tb, &["apply", &after], EXIT_OK, "the clean change");
+    let changed = tb.dump();
+    rr_expect(&tb, &["rollback"], EXIT_OK, "rollback of the clean change");
+    assert_dump_eq(&start, &tb.dump(), "rollback of the clean change");
+
+    for (k, step) in steps.iter().enumerate() {
+        for point in [format!("record:{k}"), format!("step:{k}")] {
+            let what = format!("crash at {point} ({step})");
+            apply_crashing(&tb, &after, &point);
+            rr_expect(&tb, &["rollback"], EXIT_OK, &what);
+            assert_dump_eq(&start, &tb.dump(), &format!("{what}, then rollback"));
+            apply_crashing(&tb, &after, &point);
+            let completing = rr_expect(&tb, &["apply", &after], EXIT_OK, &what);
+            assert_dump_eq(&changed, &tb.dump(), &format!("{what}, then apply"));
+            // A crash after the last step leaves nothing to complete: that
+            // apply is in sync and pushes no journal of its own.
+            let journals = if completing.stdout().contains("in sync") { 1 } else { 2 };
+            for _ in 0..journals {
+                rr_expect(&tb, &["rollback"], EXIT_OK, &what);
+            }
+            assert_dump_eq(&start, &tb.dump(), &format!("{what}, then apply and rollbacks"));
+        }
+    }
+}

@@ -236,3 +236,43 @@ fn stale_routes_of_a_table_without_rule_are_removed() {
     assert!(!left.contains("proto 234"), "stale routes survived: {left}");
     rr(&tb, &["check", &two]).expect_code(EXIT_OK);
 }
+
+/// On a terminal, Enter confirms a waiting `apply --confirm` (the change
+/// stays, exit 0). `script` gives the apply a pseudo-terminal.
+#[test]
+fn enter_on_a_terminal_confirms() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let tb = Testbed::builder().rails(1).ipv6(false).build();
+    let cfg = config_for(&tb, 1, &[]);
+    let line =
+        format!("{} --netns {} apply --confirm 20 {cfg}", env!("CARGO_BIN_EXE_roce-route"), tb.host_ns());
+    let mut child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("ROCE_ROUTE_STATE_DIR", tb.state_base())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (bsdutils) runs");
+    poll_until("the apply to wait for Enter", Duration::from_secs(10), || {
+        walk(&tb.state_base()).iter().any(|p| p.ends_with("pending"))
+    });
+    assert!(!owned_entries(&tb).is_empty(), "nothing applied while waiting");
+    child.stdin.as_mut().unwrap().write_all(b"\n").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("Enter did not end the wait");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    assert!(status.success(), "exit {status}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(!owned_entries(&tb).is_empty(), "the confirmed change was rolled back");
+    assert!(!walk(&tb.state_base()).iter().any(|p| p.ends_with("pending")), "pending left behind");
+}
