@@ -25,7 +25,7 @@ const ROUNDS: usize = 100;
 /// Rounds compared at each end of the run.
 const WINDOW: usize = 10;
 const GNU_TIME: &str = "/usr/bin/time";
-/// Allowed growth of the peak RSS of apply between the first and the last
+/// Allowed growth of the peak RSS of each command between the first and the last
 /// rounds: 10% plus 512 KiB.
 const RSS_GROWTH_PERCENT: u64 = 10;
 const RSS_SLACK_KIB: u64 = 512;
@@ -173,11 +173,6 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
         assert_eq!(state_files(&base), idle_files, "round {round}: state dir files");
     }
 
-    let first = &apply_rss[..WINDOW];
-    let last = &apply_rss[ROUNDS - WINDOW..];
-    let first_peak = *first.iter().max().unwrap();
-    let last_peak = *last.iter().max().unwrap();
-    let allowed = first_peak + first_peak * RSS_GROWTH_PERCENT / 100 + RSS_SLACK_KIB;
     eprintln!(
         "endurance: {RAILS} rails, {ROUNDS} rounds; setup {setup:.1?}, total {:.1?}",
         started.elapsed()
@@ -190,16 +185,23 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
         median(&apply_wall[..WINDOW]),
         median(&apply_wall[ROUNDS - WINDOW..]),
     );
-    eprintln!(
-        "  peak RSS KiB, first/last {WINDOW} rounds: apply {first_peak}/{last_peak}, check {}/{}, rollback {}/{}",
-        check_rss[..WINDOW].iter().max().unwrap(),
-        check_rss[ROUNDS - WINDOW..].iter().max().unwrap(),
-        rollback_rss[..WINDOW].iter().max().unwrap(),
-        rollback_rss[ROUNDS - WINDOW..].iter().max().unwrap(),
-    );
+    for (name, rss) in [("apply", &apply_rss), ("check", &check_rss), ("rollback", &rollback_rss)] {
+        assert_peak_flat(name, rss);
+    }
+}
+
+/// The peak RSS of the last WINDOW rounds stays within the allowed growth
+/// of the first WINDOW rounds'.
+fn assert_peak_flat(name: &str, rss: &[u64]) {
+    let first = &rss[..WINDOW];
+    let last = &rss[ROUNDS - WINDOW..];
+    let first_peak = *first.iter().max().unwrap();
+    let last_peak = *last.iter().max().unwrap();
+    let allowed = first_peak + first_peak * RSS_GROWTH_PERCENT / 100 + RSS_SLACK_KIB;
+    eprintln!("  peak RSS of {name}, first/last {WINDOW} rounds: {first_peak}/{last_peak} KiB");
     assert!(
         last_peak <= allowed,
-        "the peak RSS of apply grew: rounds 1-{WINDOW} {first:?} KiB, rounds {}-{ROUNDS} {last:?} KiB \
+        "the peak RSS of {name} grew: rounds 1-{WINDOW} {first:?} KiB, rounds {}-{ROUNDS} {last:?} KiB \
          (allowed up to {allowed} KiB)",
         ROUNDS - WINDOW + 1
     );

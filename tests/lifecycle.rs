@@ -610,7 +610,10 @@ fn unconfirmed_apply_rolls_back_after_its_timeout() {
     let (tb, before) = host_with_foreign_state(true);
     let config = standard_config(&tb);
     let start = Instant::now();
-    let out = rr(&tb, &["apply", "--confirm", "2", path_str(&config)]);
+    // The change must really be in place during the wait, then undone.
+    let waiting = start_waiting_apply(&tb, &config, 2);
+    assert_ne!(tb.dump(), before, "nothing was applied while waiting");
+    let out = waiting.wait_timeout(CONFIRM_WAIT);
     let took = start.elapsed();
     let out = out.expect_code(EXIT_FAILED);
     assert!(took >= Duration::from_secs(2) && took < CONFIRM_WAIT, "exited after {took:?}\n{}", out.report());
