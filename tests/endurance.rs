@@ -121,8 +121,8 @@ fn median(values: &[Duration]) -> Duration {
 
 /// 100 rounds of apply -> check -> rollback on 64 rails with two addresses
 /// each: every round ends with the original host and the same state files,
-/// and the peak RSS of apply does not grow from the first rounds to the
-/// last.
+/// and the peak RSS of apply, check and rollback does not grow from the first
+/// rounds to the last.
 #[test]
 fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
     assert!(
