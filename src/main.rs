@@ -19,10 +19,7 @@ fn main() -> ExitCode {
         Err(e) => {
             tell!("roce-route: error: {e}");
             if json {
-                let doc = serde_json::json!({
-                    "command": name, "ok": false, "exit_code": e.exit_code(), "error": e.to_string()
-                });
-                say!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                say!("{}", serde_json::to_string_pretty(&e.json(name)).unwrap_or_default());
             }
             ExitCode::from(e.exit_code() as u8)
         }

@@ -114,7 +114,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: config::Config) -> Result<(),
             }
         }
         if !plan.conflicts.is_empty() && !args.adopt {
-            return Err(Error::Conflicts(conflict_report(&plan)));
+            return Err(conflicts(&plan));
         }
         if plan.ops.is_empty() {
             report_in_sync(args, &plan);
@@ -155,7 +155,7 @@ fn report_in_sync(args: &ApplyArgs, plan: &Plan) {
 
 fn report_dry_run(args: &ApplyArgs, plan: &Plan) -> Result<(), Error> {
     if !plan.conflicts.is_empty() && !args.adopt {
-        return Err(Error::Conflicts(conflict_report(plan)));
+        return Err(conflicts(plan));
     }
     if args.json {
         print_json(&ApplyReport::new(plan, true));
@@ -346,6 +346,11 @@ fn dry_run_script(plan: &Plan) -> String {
     comments.extend(plan.warnings.iter().map(|w| format!("warning: {w}")));
     comments.extend(plan.conflicts.iter().map(|c| format!("adopting: {} ({})", c.entry, c.why)));
     render::script(&comments, &plan.ops)
+}
+
+fn conflicts(plan: &Plan) -> Error {
+    let entries = plan.conflicts.iter().map(|c| (c.entry.clone(), c.why.clone())).collect();
+    Error::Conflicts { report: conflict_report(plan), entries }
 }
 
 fn conflict_report(plan: &Plan) -> String {
