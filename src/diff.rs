@@ -257,24 +257,13 @@ mod tests {
         }
     }
     fn kinds(p: &Plan) -> Vec<&'static str> {
-        p.ops
-            .iter()
-            .map(|op| match op {
-                Op::AddRoute { .. } => "add-route",
-                Op::ReplaceRoute { .. } => "replace-route",
-                Op::RestoreRoute { .. } => "restore-route",
-                Op::DelRoute { .. } => "del-route",
-                Op::AddRule { .. } => "add-rule",
-                Op::DelRule { .. } => "del-rule",
-                Op::SetSysctl { .. } => "sysctl",
-            })
-            .collect()
+        p.ops.iter().map(Op::kind).collect()
     }
 
     #[test]
     fn from_scratch_adds_routes_then_rules_then_sysctls() {
         let p = diff(&desired(2), &Observed::default(), false);
-        assert_eq!(kinds(&p), ["add-route", "add-route", "add-rule", "add-rule", "sysctl", "sysctl"]);
+        assert_eq!(kinds(&p), ["add_route", "add_route", "add_rule", "add_rule", "set_sysctl", "set_sysctl"]);
         assert!(p.conflicts.is_empty());
     }
 
@@ -291,7 +280,7 @@ mod tests {
         let mut live = applied(&d);
         live.routes[0].item.prefsrc = Some("198.51.100.99".parse().unwrap());
         let p = diff(&d, &live, false);
-        assert_eq!(kinds(&p), ["replace-route"]);
+        assert_eq!(kinds(&p), ["replace_route"]);
     }
 
     #[test]
@@ -300,7 +289,7 @@ mod tests {
         let live = applied(&d4);
         let d3 = desired(3);
         let p = diff(&d3, &live, false);
-        assert_eq!(kinds(&p), ["del-rule", "del-route"]);
+        assert_eq!(kinds(&p), ["del_rule", "del_route"]);
         assert!(p.conflicts.is_empty());
         // The deletes use the dumped bytes, so they delete exactly that entry.
         assert!(matches!(&p.ops[1], Op::DelRoute { raw: Some(r), .. } if r.0 == vec![7]));
@@ -315,7 +304,7 @@ mod tests {
         d2.routes[0].table = 200;
         d2.rules[0].table = 200;
         let p = diff(&d2, &live, false);
-        assert_eq!(kinds(&p), ["add-route", "add-rule", "del-rule", "del-route"]);
+        assert_eq!(kinds(&p), ["add_route", "add_rule", "del_rule", "del_route"]);
     }
 
     #[test]
@@ -342,7 +331,7 @@ mod tests {
                 .any(|o| matches!(o, Op::DelRule { .. } | Op::DelRoute { .. } | Op::ReplaceRoute { .. }))
         );
         let p = diff(&d, &live, true);
-        assert_eq!(kinds(&p), ["replace-route", "add-rule", "del-rule", "del-route", "sysctl"]);
+        assert_eq!(kinds(&p), ["replace_route", "add_rule", "del_rule", "del_route", "set_sysctl"]);
     }
 
     #[test]
@@ -365,7 +354,7 @@ mod tests {
         let mut live = applied(&d4);
         live.origins = d4.sysctls.iter().map(|s| ((s.iface.clone(), s.key), 0)).collect();
         let p = diff(&desired(3), &live, false);
-        assert_eq!(kinds(&p), ["del-rule", "del-route", "sysctl"]);
+        assert_eq!(kinds(&p), ["del_rule", "del_route", "set_sysctl"]);
         assert!(matches!(&p.ops[2], Op::SetSysctl { iface, old: 1, new: 0, .. } if iface == "rail3"));
         assert!(diff(&d4, &live, false).in_sync(), "recorded values of configured interfaces change nothing");
     }

@@ -444,6 +444,19 @@ pub enum Op {
 pub struct RawBytes(#[serde(with = "hex_bytes")] pub Vec<u8>);
 
 impl Op {
+    /// The operation's name in reports and journals (its serde tag).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::AddRoute { .. } => "add_route",
+            Op::ReplaceRoute { .. } => "replace_route",
+            Op::RestoreRoute { .. } => "restore_route",
+            Op::DelRoute { .. } => "del_route",
+            Op::AddRule { .. } => "add_rule",
+            Op::DelRule { .. } => "del_rule",
+            Op::SetSysctl { .. } => "set_sysctl",
+        }
+    }
+
     /// The operation that undoes this one.
     pub fn inverse(&self) -> Op {
         match self {
@@ -539,6 +552,27 @@ mod tests {
         }
         let r: RawBytes = serde_json::from_str("\"00ff\"").unwrap();
         assert_eq!(r.0, vec![0, 255]);
+    }
+
+    #[test]
+    fn op_kind_is_its_journal_tag() {
+        let r =
+            Route::connected(100, prefix("198.51.100.0/24"), "rail0", "198.51.100.10".parse().unwrap(), 234);
+        let rule = Rule::source(1000, "198.51.100.10".parse().unwrap(), 100, 234);
+        let live = Live { item: r.clone(), raw: vec![] };
+        let ops = [
+            Op::AddRoute { route: r.clone() },
+            Op::ReplaceRoute { old: live.clone(), new: r.clone() },
+            Op::RestoreRoute { current: r.clone(), old: live },
+            Op::DelRoute { route: r, raw: None },
+            Op::AddRule { rule: rule.clone(), raw: None },
+            Op::DelRule { rule, raw: None },
+            Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 },
+        ];
+        for op in ops {
+            let json = serde_json::to_value(&op).unwrap();
+            assert_eq!(json["op"], op.kind(), "{json}");
+        }
     }
 
     #[test]

@@ -16,8 +16,8 @@ use crate::diff::{self, Plan};
 use crate::error::Error;
 use crate::executor;
 use crate::executor::Recorder;
-use crate::host::{self, Kernel, Recorded};
-use crate::model::Op;
+use crate::host::{self, Kernel, Origins, Recorded};
+use crate::model::{Op, SysctlKey};
 use crate::netlink::Netlink;
 use crate::plan::{self, Desired};
 use crate::render;
@@ -178,30 +178,10 @@ pub async fn execute(
     ops: &[Op],
     mut header: JournalHeader,
 ) -> Result<(), Error> {
-    let known = state.settle_sysctl_origins()?;
-    let (mut origins, mut released) = (Vec::new(), Vec::new());
-    for op in ops {
-        if let Op::SetSysctl { iface, key, old, new } = op {
-            match known.get(&(iface.clone(), *key)) {
-                None => origins.push((iface.clone(), *key, *old)),
-                Some(original) if original == new => released.push((iface.clone(), *key, *new)),
-                Some(_) => {}
-            }
-        }
-    }
-    header.sysctl_origins = origins.clone();
-    let tables: Vec<u32> = ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::AddRoute { route } | Op::DelRoute { route, .. } => Some(route.table),
-            Op::ReplaceRoute { new, .. } => Some(new.table),
-            _ => None,
-        })
-        .collect::<BTreeSet<u32>>()
-        .into_iter()
-        .collect();
-    header.tables = tables.clone();
-    header.released_origins = released.clone();
+    let record = RunRecord::of(ops, &state.settle_sysctl_origins()?);
+    header.sysctl_origins = record.origins.clone();
+    header.released_origins = record.released.clone();
+    header.tables = record.tables.clone();
     let mut journal = PlannedJournal { state, header: Some(header), writer: None };
     match executor::run(&mut Kernel::new(nl), ops, &ctx.stop, &mut journal).await {
         Ok(_) => {
@@ -211,9 +191,10 @@ pub async fn execute(
                 if let Some(writer) = journal.writer {
                     writer.commit()?;
                 }
-                state.record_sysctl_origins(&origins)?;
-                state.record_tables(&tables)?;
-                let released: Vec<_> = released.into_iter().map(|(iface, key, _)| (iface, key)).collect();
+                state.record_sysctl_origins(&record.origins)?;
+                state.record_tables(&record.tables)?;
+                let released: Vec<_> =
+                    record.released.into_iter().map(|(iface, key, _)| (iface, key)).collect();
                 state.forget_sysctl_origins(&released)
             };
             if let Err(e) = finish() {
@@ -232,6 +213,46 @@ pub async fn execute(
             }
             Err(e.into())
         }
+    }
+}
+
+/// What a run records about itself, from its operations and the sysctl
+/// values recorded before it. Pure.
+#[derive(Debug, Default, PartialEq)]
+struct RunRecord {
+    /// Sysctls it changes first: their values before any change.
+    origins: Vec<(String, SysctlKey, u32)>,
+    /// Sysctls it writes back to their recorded original values.
+    released: Vec<(String, SysctlKey, u32)>,
+    /// Tables whose routes it changes.
+    tables: Vec<u32>,
+}
+
+impl RunRecord {
+    fn of(ops: &[Op], known: &Origins) -> RunRecord {
+        let mut record = RunRecord::default();
+        let mut tables = BTreeSet::new();
+        for op in ops {
+            match op {
+                Op::SetSysctl { iface, key, old, new } => match known.get(&(iface.clone(), *key)) {
+                    None => record.origins.push((iface.clone(), *key, *old)),
+                    Some(original) if original == new => record.released.push((iface.clone(), *key, *new)),
+                    Some(_) => {}
+                },
+                Op::AddRoute { route } | Op::DelRoute { route, .. } => {
+                    tables.insert(route.table);
+                }
+                Op::ReplaceRoute { new, .. } => {
+                    tables.insert(new.table);
+                }
+                Op::RestoreRoute { current, .. } => {
+                    tables.insert(current.table);
+                }
+                Op::AddRule { .. } | Op::DelRule { .. } => {}
+            }
+        }
+        record.tables = tables.into_iter().collect();
+        record
     }
 }
 
@@ -363,4 +384,36 @@ fn conflict_report(plan: &Plan) -> String {
     }
     s.push_str("re-run with --adopt to take them over (replaced or deleted in the same transaction), or remove them yourself");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Route, prefix};
+
+    #[test]
+    fn a_run_records_first_changes_releases_and_tables() {
+        let set = |iface: &str, old, new| Op::SetSysctl {
+            iface: iface.into(),
+            key: SysctlKey::ArpIgnore,
+            old,
+            new,
+        };
+        let route =
+            Route::connected(103, prefix("198.51.100.0/24"), "rail3", "198.51.100.13".parse().unwrap(), 234);
+        let ops = vec![
+            Op::DelRoute { route, raw: None },
+            set("rail0", 0, 1), // never changed before: its original is 0
+            set("rail3", 1, 0), // back to its recorded original: released
+            set("rail1", 1, 2), // changed before, not to its original
+        ];
+        let known = Origins::from([
+            (("rail3".to_string(), SysctlKey::ArpIgnore), 0),
+            (("rail1".to_string(), SysctlKey::ArpIgnore), 0),
+        ]);
+        let r = RunRecord::of(&ops, &known);
+        assert_eq!(r.origins, [("rail0".to_string(), SysctlKey::ArpIgnore, 0)]);
+        assert_eq!(r.released, [("rail3".to_string(), SysctlKey::ArpIgnore, 0)]);
+        assert_eq!(r.tables, [103]);
+    }
 }

@@ -143,19 +143,6 @@ pub fn print_json<T: Serialize>(doc: &T) {
     }
 }
 
-/// The name of an operation in reports (the same as in the journal).
-pub fn op_kind(op: &Op) -> &'static str {
-    match op {
-        Op::AddRoute { .. } => "add_route",
-        Op::ReplaceRoute { .. } => "replace_route",
-        Op::RestoreRoute { .. } => "restore_route",
-        Op::DelRoute { .. } => "del_route",
-        Op::AddRule { .. } => "add_rule",
-        Op::DelRule { .. } => "del_rule",
-        Op::SetSysctl { .. } => "set_sysctl",
-    }
-}
-
 /// One change in a report: its kind and the equivalent command.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Change {
@@ -165,7 +152,7 @@ pub struct Change {
 
 impl Change {
     pub fn of(op: &Op) -> Change {
-        Change { kind: op_kind(op), command: crate::render::command(op) }
+        Change { kind: op.kind(), command: crate::render::command(op) }
     }
 }
 

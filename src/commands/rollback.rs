@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{Ctx, connect, op_kind, print_json};
+use super::{Ctx, connect, print_json};
 use crate::error::Error;
 use crate::executor::{self, TxError};
 use crate::host::Kernel;
@@ -52,7 +52,7 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<(), Error> {
     let steps: Vec<super::Change> = undo
         .iter()
         .rev()
-        .map(|op| super::Change { kind: op_kind(op), command: crate::render::command(op) })
+        .map(|op| super::Change { kind: op.kind(), command: crate::render::command(op) })
         .collect();
     if json {
         print_json(&RollbackReport {
