@@ -18,6 +18,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::{self, Family, Prefix, SysctlKey};
+use crate::sysctl::{self, MAX_IFNAME_BYTES, NameProblem};
 
 /// Route and rule protocol number roce-route stamps on what it installs.
 pub const DEFAULT_PROTOCOL: u8 = 234;
@@ -29,8 +30,6 @@ pub const DEFAULT_SYSCTLS: [(SysctlKey, u32); 2] = [(SysctlKey::ArpIgnore, 1), (
 /// Highest rule priority allowed: 32766 and 32767 are the kernel's `main`
 /// and `default` rules, and ours must come before them.
 const MAX_PRIORITY: u32 = 32765;
-/// IFNAMSIZ (16) less the terminating NUL.
-const MAX_IFNAME_BYTES: usize = 15;
 /// Protocol numbers 0..=4 belong to the kernel (`rtnetlink.h`).
 const KERNEL_PROTOCOLS: [&str; 5] = ["unspec", "redirect", "kernel", "boot", "static"];
 
@@ -838,38 +837,32 @@ fn toml_hint(message: &str) -> &'static str {
 /// Why Linux would refuse `n` as an interface name (`dev_valid_name()`),
 /// plus ':', which only alias labels carry: (what, hint).
 fn ifname_problem(n: &str) -> Option<(String, &'static str)> {
-    if n.is_empty() {
-        let hint = "give the kernel's name of the NIC, e.g. \"ib0\"";
-        return Some(("is empty".to_string(), hint));
-    }
-    if n == "." || n == ".." {
-        let hint = "\".\" and \"..\" are refused by the kernel";
-        return Some((format!("\"{n}\" is not allowed"), hint));
-    }
     if n == "all" || n == "default" {
         let hint = "the kernel keeps these names for /proc/sys/net/ipv4/conf/{all,default} and \
                     refuses them for interfaces; roce-route never writes conf/all or conf/default";
         return Some((format!("\"{n}\" is reserved"), hint));
     }
-    if n.len() > MAX_IFNAME_BYTES {
-        let hint = "Linux interface names are at most 15 bytes; `ip link` shows the real name";
-        let what = format!("\"{n}\" is {} bytes long, more than {MAX_IFNAME_BYTES}", n.len());
-        return Some((what, hint));
-    }
-    if n.contains('/') {
-        let hint = "Linux interface names cannot contain '/'";
-        return Some((format!("\"{n}\" contains '/'"), hint));
-    }
-    if n.contains(':') {
-        let hint = "a name with ':' is an address alias label, not an interface: name the \
-                    interface itself and list the alias's address in its `addresses`";
-        return Some((format!("\"{n}\" contains ':'"), hint));
-    }
-    if n.chars().any(|c| c.is_whitespace() || c == '\0') {
-        let hint = "Linux interface names cannot contain spaces, tabs, newlines or NUL";
-        return Some((format!("{n:?} contains whitespace or NUL"), hint));
-    }
-    None
+    let (what, hint) = match sysctl::ifname_problem(n)? {
+        NameProblem::Empty => ("is empty".to_string(), "give the kernel's name of the NIC, e.g. \"ib0\""),
+        NameProblem::Dots => {
+            (format!("\"{n}\" is not allowed"), "\".\" and \"..\" are refused by the kernel")
+        }
+        NameProblem::TooLong => (
+            format!("\"{n}\" is {} bytes long, more than {MAX_IFNAME_BYTES}", n.len()),
+            "Linux interface names are at most 15 bytes; `ip link` shows the real name",
+        ),
+        NameProblem::Slash => (format!("\"{n}\" contains '/'"), "Linux interface names cannot contain '/'"),
+        NameProblem::Colon => (
+            format!("\"{n}\" contains ':'"),
+            "a name with ':' is an address alias label, not an interface: name the \
+             interface itself and list the alias's address in its `addresses`",
+        ),
+        NameProblem::Blank => (
+            format!("{n:?} contains whitespace or NUL"),
+            "Linux interface names cannot contain spaces, tabs, newlines or NUL",
+        ),
+    };
+    Some((what, hint))
 }
 
 fn reserved_table(t: u32) -> Option<&'static str> {

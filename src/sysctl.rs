@@ -14,21 +14,51 @@ use crate::model::SysctlKey;
 
 const ROOT: &str = "/proc/sys/net/ipv4/conf";
 
-/// Why Linux would refuse `name` as an interface name, if it would
-/// (`dev_valid_name()` in net/core/dev.c), or why roce-route refuses it.
-pub fn ifname_problem(name: &str) -> Option<&'static str> {
+/// Why Linux would refuse a name as an interface name (`dev_valid_name()`
+/// in net/core/dev.c), or why roce-route refuses it (':' only labels an
+/// address alias). The one definition the config and the sysctl paths use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameProblem {
+    Empty,
+    /// Longer than IFNAMSIZ - 1 bytes.
+    TooLong,
+    /// `.` or `..`.
+    Dots,
+    Slash,
+    Colon,
+    /// Whitespace or NUL.
+    Blank,
+}
+
+/// The most that fits in IFNAMSIZ (16) with the terminating NUL.
+pub const MAX_IFNAME_BYTES: usize = 15;
+
+impl NameProblem {
+    pub fn why(self) -> &'static str {
+        match self {
+            NameProblem::Empty => "is empty",
+            NameProblem::TooLong => "is longer than 15 bytes (IFNAMSIZ)",
+            NameProblem::Dots => "is '.' or '..'",
+            NameProblem::Slash => "contains '/'",
+            NameProblem::Colon => "contains ':' (an address label, not an interface)",
+            NameProblem::Blank => "contains whitespace or NUL",
+        }
+    }
+}
+
+pub fn ifname_problem(name: &str) -> Option<NameProblem> {
     if name.is_empty() {
-        Some("is empty")
-    } else if name.len() > 15 {
-        Some("is longer than 15 bytes (IFNAMSIZ)")
+        Some(NameProblem::Empty)
     } else if name == "." || name == ".." {
-        Some("is '.' or '..'")
+        Some(NameProblem::Dots)
+    } else if name.len() > MAX_IFNAME_BYTES {
+        Some(NameProblem::TooLong)
     } else if name.contains('/') {
-        Some("contains '/'")
+        Some(NameProblem::Slash)
     } else if name.contains(':') {
-        Some("contains ':' (an address label, not an interface)")
+        Some(NameProblem::Colon)
     } else if name.chars().any(|c| c.is_whitespace() || c == '\0') {
-        Some("contains whitespace or NUL")
+        Some(NameProblem::Blank)
     } else {
         None
     }
@@ -36,7 +66,8 @@ pub fn ifname_problem(name: &str) -> Option<&'static str> {
 
 /// The /proc/sys path of a sysctl; `iface` may also be `all` or `default`.
 pub fn path(iface: &str, key: SysctlKey) -> io::Result<PathBuf> {
-    if let Some(why) = ifname_problem(iface) {
+    if let Some(problem) = ifname_problem(iface) {
+        let why = problem.why();
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("refusing interface name {iface:?}: it {why}"),
