@@ -120,15 +120,13 @@ fn routes_left_by_a_killed_run_are_removed_by_the_next() {
 #[test]
 fn remove_restores_an_original_value_recorded_by_a_pruned_journal() {
     let tb = Testbed::builder().rails(1).ipv6(false).build();
-    let cfg = tb.render_config(|_| vec![format!("gateway = \"{GATEWAY_V4}\"")]);
-    let cfg = tb.write_config(&cfg).to_string_lossy().into_owned();
+    let cfg = config_for(&tb, 1, &[&format!("gateway = \"{GATEWAY_V4}\"")]);
     rr(&tb, &["apply", &cfg]).expect_code(EXIT_OK);
     for _ in 0..33 {
         tb.ip_host("route del default table 100");
         rr(&tb, &["apply", &cfg]).expect_code(EXIT_OK);
     }
-    let two = tb.render_config(|_| vec![format!("gateway = \"{GATEWAY_V4}\""), "arp_ignore = 2".into()]);
-    let two = tb.write_config(&two).to_string_lossy().into_owned();
+    let two = config_for(&tb, 1, &[&format!("gateway = \"{GATEWAY_V4}\""), "arp_ignore = 2"]);
     rr(&tb, &["apply", &two]).expect_code(EXIT_OK);
     rr(&tb, &["rollback"]).expect_code(EXIT_OK);
     assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 1);
@@ -224,8 +222,7 @@ fn check_reports_a_vanished_address_as_drift() {
 #[test]
 fn stale_routes_of_a_table_without_rule_are_removed() {
     let tb = Testbed::builder().rails(3).ipv6(false).build();
-    let cfg = tb.render_config(|_| vec![format!("gateway = \"{GATEWAY_V4}\"")]);
-    let cfg = tb.write_config(&cfg).to_string_lossy().into_owned();
+    let cfg = config_for(&tb, 3, &[&format!("gateway = \"{GATEWAY_V4}\"")]);
     rr(&tb, &["apply", &cfg]).expect_code(EXIT_OK);
     tb.ip_host("route del default table 100");
     rr(&tb, &["apply", &cfg]).expect_code(EXIT_OK);

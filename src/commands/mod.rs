@@ -62,10 +62,14 @@ impl Ctx {
     /// The state directory if this user may use it and it exists already:
     /// commands that only read (dry run, check) never create it.
     pub fn existing_state(&self) -> Result<Option<StateDir>, Error> {
-        if !crate::netns::can_admin_network() || !self.state_base.join(netns_id()?).is_dir() {
+        if !crate::netns::can_admin_network() {
             return Ok(None);
         }
-        self.state().map(Some)
+        let id = netns_id()?;
+        if !self.state_base.join(&id).is_dir() {
+            return Ok(None);
+        }
+        Ok(Some(StateDir::open(&self.state_base, &id)?))
     }
 }
 
