@@ -55,6 +55,12 @@ pub struct Prefix {
     pub len: u8,
 }
 
+impl Default for Prefix {
+    fn default() -> Prefix {
+        Prefix::default_route(Family::V4)
+    }
+}
+
 impl Prefix {
     pub fn new(addr: IpAddr, len: u8) -> Prefix {
         Prefix { addr, len }
@@ -74,25 +80,16 @@ impl Prefix {
     }
     /// The network this prefix belongs to (host bits cleared).
     pub fn network(&self) -> Prefix {
-        Prefix { addr: mask(self.addr, self.len), len: self.len }
+        let net = self.ipnet();
+        Prefix { addr: net.network(), len: self.len }
     }
     pub fn contains(&self, ip: &IpAddr) -> bool {
-        Family::of(ip) == self.family() && mask(*ip, self.len) == mask(self.addr, self.len)
+        Family::of(ip) == self.family() && self.ipnet().contains(ip)
     }
-}
-
-fn mask(ip: IpAddr, len: u8) -> IpAddr {
-    match ip {
-        IpAddr::V4(a) => {
-            let bits = u32::from(a);
-            let m = if len == 0 { 0 } else { u32::MAX << (32 - len.min(32) as u32) };
-            IpAddr::V4(Ipv4Addr::from(bits & m))
-        }
-        IpAddr::V6(a) => {
-            let bits = u128::from(a);
-            let m = if len == 0 { 0 } else { u128::MAX << (128 - len.min(128) as u32) };
-            IpAddr::V6(Ipv6Addr::from(bits & m))
-        }
+    /// The same prefix as an `ipnet::IpNet` (the length clamped to the family).
+    pub fn ipnet(&self) -> ipnet::IpNet {
+        let len = self.len.min(self.family().max_len());
+        ipnet::IpNet::new(self.addr, len).expect("length clamped to the family's maximum")
     }
 }
 
@@ -391,13 +388,36 @@ pub struct Link {
 }
 
 /// An address configured on an interface.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Address {
     pub ifname: String,
+    /// The interface's own address (IFA_LOCAL, or IFA_ADDRESS when there is
+    /// no IFA_LOCAL, as for IPv6) with the address's prefix length.
     pub addr: Prefix,
+    /// The peer of a point-to-point address (`ip addr add A peer P/LEN`):
+    /// IFA_ADDRESS when it differs from IFA_LOCAL. The prefix length then
+    /// belongs to the peer, and the subnet is the peer's (`subnet()`).
+    pub peer: Option<IpAddr>,
     pub scope: u8,
     /// IFA_F_TENTATIVE (IPv6 duplicate address detection still running).
     pub tentative: bool,
+    /// IFA_F_DEPRECATED: preferred lifetime over; not picked as a source.
+    pub deprecated: bool,
+    /// IFA_F_TEMPORARY: an IPv6 privacy address (RFC 8981), short-lived.
+    pub temporary: bool,
+    /// IFA_F_DADFAILED: duplicate address detection found a duplicate.
+    pub dad_failed: bool,
+}
+
+impl Address {
+    /// The subnet the address reaches on-link: the peer's prefix for a
+    /// point-to-point address, otherwise the address's own network.
+    pub fn subnet(&self) -> Prefix {
+        match self.peer {
+            Some(peer) => Prefix::new(peer, self.addr.len).network(),
+            None => self.addr.network(),
+        }
+    }
 }
 
 /// One change to the host. Every operation carries what is needed to undo

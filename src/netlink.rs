@@ -306,6 +306,7 @@ impl Netlink {
             addr: Prefix::new(ip, m.header.prefix_len),
             scope: u8::from(m.header.scope),
             tentative,
+            ..Address::default()
         })
     }
 

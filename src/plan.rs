@@ -248,7 +248,7 @@ mod tests {
             ifname: ifname.into(),
             addr: Prefix::new(ip.parse().unwrap(), len.parse().unwrap()),
             scope: 0,
-            tentative: false,
+            ..Address::default()
         }
     }
     fn host() -> (Vec<Link>, Vec<Address>) {
