@@ -4,8 +4,6 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::DEFAULT_PROTOCOL;
-
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success (or already in sync)
@@ -32,6 +30,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30)]
     pub lock_timeout: u64,
 
+    /// Print one JSON document on stdout: {"command", "ok", "exit_code",
+    /// "changed", "warnings", "error", ...the command's own fields}.
+    #[arg(long, global = true)]
+    pub json: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -44,11 +47,11 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Undo the most recent apply (or remove) exactly.
     #[command(after_help = EXIT_CODES)]
-    Rollback(JsonArg),
+    Rollback(RollbackArgs),
     /// Take out every route and rule roce-route owns and restore the sysctls
     /// it changed.
     #[command(after_help = EXIT_CODES)]
-    Remove(ProtocolArg),
+    Remove(RemoveArgs),
     /// Exit 0 when the host is as CONFIG asks (state and traffic), 3 when not.
     #[command(after_help = EXIT_CODES)]
     Check(CheckArgs),
@@ -58,6 +61,10 @@ pub enum Command {
     /// Keep the change of a waiting `apply --confirm`.
     #[command(after_help = EXIT_CODES)]
     Confirm,
+    /// (internal) The guard `apply --confirm` starts: reverts the change
+    /// at the deadline unless it is confirmed.
+    #[command(hide = true)]
+    ConfirmGuard(GuardArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -74,10 +81,6 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub adopt: bool,
 
-    /// Print one JSON document on stdout (with "changed": true|false).
-    #[arg(long)]
-    pub json: bool,
-
     /// Keep the change only if `roce-route confirm` runs (or Enter is
     /// pressed) within SECONDS; otherwise roll it back.
     #[arg(long, value_name = "SECONDS", conflicts_with = "dry_run", value_parser = clap::value_parser!(u64).range(1..=86400))]
@@ -88,46 +91,46 @@ pub struct ApplyArgs {
 pub struct CheckArgs {
     /// The TOML configuration.
     pub config: PathBuf,
-    /// Print one JSON document on stdout.
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// Print one JSON document on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// The protocol number that marks roce-route's routes and rules.
-    #[arg(long, default_value_t = DEFAULT_PROTOCOL)]
-    pub protocol: u8,
+    /// Also take routes and rules with this protocol number as roce-route's
+    /// (besides 234 and the ones it recorded); 5..=255, not a daemon's.
+    #[arg(long, value_name = "N")]
+    pub protocol: Option<i64>,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct JsonArg {
-    /// Print one JSON document on stdout.
+pub struct RollbackArgs {
+    /// Print the commands the rollback would run and change nothing.
     #[arg(long)]
-    pub json: bool,
+    pub dry_run: bool,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ProtocolArg {
-    /// The protocol number that marks roce-route's routes and rules.
-    #[arg(long, default_value_t = DEFAULT_PROTOCOL)]
-    pub protocol: u8,
+pub struct RemoveArgs {
+    /// Also take out routes and rules with this protocol number (this run
+    /// only, never recorded); 5..=255, not a daemon's.
+    #[arg(long, value_name = "N")]
+    pub protocol: Option<i64>,
+    /// Print the commands the removal would run and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GuardArgs {
+    #[arg(long)]
+    pub seconds: u64,
+    /// The journal file name of the change it guards.
+    #[arg(long)]
+    pub journal: String,
+    #[arg(long)]
+    pub apply_pid: u32,
 }
 
 impl Command {
-    /// Whether errors should be reported as a JSON document too.
-    pub fn json(&self) -> bool {
-        match self {
-            Command::Apply(a) => a.json,
-            Command::Check(c) => c.json,
-            Command::Show(s) => s.json,
-            Command::Rollback(r) => r.json,
-            Command::Remove(_) | Command::Confirm => false,
-        }
-    }
     pub fn name(&self) -> &'static str {
         match self {
             Command::Apply(_) => "apply",
@@ -136,6 +139,18 @@ impl Command {
             Command::Check(_) => "check",
             Command::Show(_) => "show",
             Command::Confirm => "confirm",
+            Command::ConfirmGuard(_) => "confirm-guard",
+        }
+    }
+
+    /// Whether the command changes the network (and needs root).
+    pub fn changes_network(&self) -> bool {
+        match self {
+            Command::Apply(a) => !a.dry_run,
+            Command::Rollback(r) => !r.dry_run,
+            Command::Remove(r) => !r.dry_run,
+            Command::Confirm | Command::ConfirmGuard(_) => true,
+            Command::Check(_) | Command::Show(_) => false,
         }
     }
 }

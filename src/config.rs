@@ -53,6 +53,30 @@ const DAEMON_PROTOCOLS: [(u8, u8, &str); 14] = [
     (186, 198, "FRR (bgp, isis, ospf, rip, eigrp, ...)"),
 ];
 
+/// Validates a protocol number for roce-route's own entries, wherever it
+/// is given (`[defaults] protocol`, `--protocol`): `Err((what, hint))`.
+pub fn check_protocol(n: i64) -> Result<u8, (String, &'static str)> {
+    match u8::try_from(n) {
+        Ok(p) if usize::from(p) >= KERNEL_PROTOCOLS.len() => match protocol_owner(p) {
+            None => Ok(p),
+            Some(daemon) => Err((
+                format!("protocol = {p} is used by {daemon}"),
+                "roce-route treats every route and rule with its protocol as its own; pick a \
+                 number no routing daemon uses (default 234)",
+            )),
+        },
+        Ok(p) => Err((
+            format!("protocol = {p} is the kernel's own protocol `{}`", KERNEL_PROTOCOLS[usize::from(p)]),
+            "protocols 0..=4 mark routes the kernel or an administrator made; roce-route \
+             must tell its own routes apart, so pick 5..=255 (default 234)",
+        )),
+        Err(_) => Err((
+            format!("protocol = {n} is out of range"),
+            "the route protocol is one byte: pick 5..=255 (default 234)",
+        )),
+    }
+}
+
 /// The daemon that uses protocol number `p`, if one does.
 pub fn protocol_owner(p: u8) -> Option<&'static str> {
     DAEMON_PROTOCOLS.iter().find(|(lo, hi, _)| (*lo..=*hi).contains(&p)).map(|(_, _, name)| *name)
@@ -412,30 +436,8 @@ impl Ctx<'_> {
     }
 
     fn protocol(&self, v: &Int) -> Res<u8> {
-        let n = *v.get_ref();
-        let (what, hint) = match u8::try_from(n) {
-            Ok(p) if usize::from(p) >= KERNEL_PROTOCOLS.len() => match protocol_owner(p) {
-                None => return Ok(p),
-                Some(daemon) => (
-                    format!("[defaults]: protocol = {p} is used by {daemon}"),
-                    "roce-route treats every route and rule with its protocol as its own; pick a \
-                     number no routing daemon uses (default 234)",
-                ),
-            },
-            Ok(p) => (
-                format!(
-                    "[defaults]: protocol = {p} is the kernel's own protocol `{}`",
-                    KERNEL_PROTOCOLS[usize::from(p)]
-                ),
-                "protocols 0..=4 mark routes the kernel or an administrator made; roce-route \
-                 must tell its own routes apart, so pick 5..=255 (default 234)",
-            ),
-            Err(_) => (
-                format!("[defaults]: protocol = {n} is out of range"),
-                "the route protocol is one byte: pick 5..=255 (default 234)",
-            ),
-        };
-        Err(self.err(self.loc(v), what, hint))
+        check_protocol(*v.get_ref())
+            .map_err(|(what, hint)| self.err(self.loc(v), format!("[defaults]: {what}"), hint))
     }
 
     /// `base` overlaid by the keys set in `raw`, each checked against the

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::model::{Live, Op, RawBytes, Route, RouteKey, Rule, Sysctl, SysctlKey};
 use crate::plan::Desired;
 use crate::render;
+use crate::state::Origins;
 
 /// What was read from the host, limited to what roce-route needs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -29,7 +30,17 @@ pub struct Observed {
     /// `conf/all/<key>`.
     pub all: BTreeMap<SysctlKey, u32>,
     /// Values recorded before roce-route first changed a sysctl.
-    pub origins: BTreeMap<(String, SysctlKey), u32>,
+    pub origins: Origins,
+    /// Protocol numbers roce-route recorded as its own besides the
+    /// config's (an earlier `[defaults] protocol`).
+    pub owned_protocols: BTreeSet<u8>,
+}
+
+impl Observed {
+    /// Whether an entry with protocol `p` is roce-route's own.
+    pub fn owns(&self, desired: &Desired, p: u8) -> bool {
+        p == desired.protocol || self.owned_protocols.contains(&p)
+    }
 }
 
 /// An entry roce-route does not own that stands in its way.
@@ -74,6 +85,19 @@ impl Override {
     }
 }
 
+impl Override {
+    /// How to accept the value in `config` (roce-route never writes
+    /// conf/all, so suggesting that would be a fix it cannot check).
+    pub fn accept_hint(&self, config: &str) -> String {
+        format!(
+            "to accept it, set `{} = {}` for interface {:?} in {config} (or lower conf/all yourself)",
+            self.key.name(),
+            self.effective,
+            self.iface
+        )
+    }
+}
+
 impl Plan {
     pub fn in_sync(&self) -> bool {
         self.ops.is_empty() && self.conflicts.is_empty()
@@ -83,9 +107,10 @@ impl Plan {
 /// Tables whose routes must be read: the configured ones and those our own
 /// live rules point to (to find stale routes of interfaces dropped from the
 /// config). Reading only these keeps a large main table out of the dump.
-pub fn tables_to_read(desired: &Desired, rules: &[Live<Rule>]) -> BTreeSet<u32> {
+pub fn tables_to_read(desired: &Desired, owned: &BTreeSet<u8>, rules: &[Live<Rule>]) -> BTreeSet<u32> {
     let mut t = desired.tables();
-    t.extend(rules.iter().filter(|r| r.item.protocol == desired.protocol).map(|r| r.item.table));
+    let ours = |p: u8| p == desired.protocol || owned.contains(&p);
+    t.extend(rules.iter().filter(|r| ours(r.item.protocol)).map(|r| r.item.table));
     t.retain(|t| !crate::model::RESERVED_TABLES.contains(t));
     t
 }
@@ -101,7 +126,7 @@ pub fn diff(desired: &Desired, live: &Observed, adopt: bool) -> Plan {
 }
 
 fn diff_routes(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan, dels: &mut Vec<Op>) {
-    let ours = desired.protocol;
+    let ours = |p: u8| live.owns(desired, p);
     let tables = desired.tables();
     let mut by_key: BTreeMap<RouteKey, Vec<&Live<Route>>> = BTreeMap::new();
     for r in &live.routes {
@@ -111,12 +136,12 @@ fn diff_routes(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan,
     for want in &desired.routes {
         let same_key = by_key.get(&want.key()).map(Vec::as_slice).unwrap_or(&[]);
         // Prefer our own entry under this key, then any.
-        let current = same_key.iter().find(|r| r.item.protocol == ours).or(same_key.first());
+        let current = same_key.iter().find(|r| ours(r.item.protocol)).or(same_key.first());
         match current {
             None => plan.ops.push(Op::AddRoute { route: want.clone() }),
             Some(cur) => {
                 matched.insert(*cur as *const _);
-                if cur.item.protocol != ours {
+                if !ours(cur.item.protocol) {
                     plan.conflicts.push(Conflict {
                         entry: render::route_line(&cur.item),
                         why: format!(
@@ -138,21 +163,21 @@ fn diff_routes(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan,
         if matched.contains(&(r as *const _)) {
             continue;
         }
-        let foreign_in_ours = r.item.protocol != ours && tables.contains(&r.item.table);
+        let foreign_in_ours = !ours(r.item.protocol) && tables.contains(&r.item.table);
         if foreign_in_ours {
             plan.conflicts.push(Conflict {
                 entry: render::route_line(&r.item),
                 why: format!("table {} belongs to roce-route for this config", r.item.table),
             });
         }
-        if r.item.protocol == ours || (foreign_in_ours && adopt) {
+        if ours(r.item.protocol) || (foreign_in_ours && adopt) {
             dels.push(Op::DelRoute { route: r.item.clone(), raw: Some(RawBytes(r.raw.clone())) });
         }
     }
 }
 
 fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) {
-    let ours = desired.protocol;
+    let ours = |p: u8| live.owns(desired, p);
     let sources = desired.source_addresses();
     let present: BTreeSet<&Rule> = live.rules.iter().map(|r| &r.item).collect();
     for want in &desired.rules {
@@ -166,7 +191,7 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
             continue;
         }
         let raw = Some(RawBytes(r.raw.clone()));
-        if r.item.protocol == ours {
+        if ours(r.item.protocol) {
             plan.ops.push(Op::DelRule { rule: r.item.clone(), raw });
             continue;
         }
@@ -196,14 +221,14 @@ fn diff_sysctls(desired: &Desired, live: &Observed, plan: &mut Plan) {
         let effective = key.effective(all, *value);
         if effective != *value {
             let o = Override { iface: iface.clone(), key: *key, all, value: *value, effective };
-            plan.warnings.push(format!("{}; lower conf/all or accept it", o.describe()));
+            plan.warnings.push(format!("{}; {}", o.describe(), o.accept_hint("the config")));
             plan.overrides.push(o);
         }
     }
     // A sysctl roce-route changed on an interface the config no longer
     // lists goes back to the value it had before.
     let wanted: BTreeSet<(&String, SysctlKey)> = desired.sysctls.iter().map(|s| (&s.iface, s.key)).collect();
-    for ((iface, key), origin) in &live.origins {
+    for ((iface, key), origin) in live.origins.iter() {
         if wanted.contains(&(iface, *key)) {
             continue;
         }
@@ -381,6 +406,7 @@ mod tests {
             live(rule(0, "198.51.100.51", 254, P)),
             live(rule(1, "198.51.100.52", 300, 4)),
         ];
-        assert_eq!(tables_to_read(&d, &rules), BTreeSet::from([100, 107]));
+        assert_eq!(tables_to_read(&d, &BTreeSet::new(), &rules), BTreeSet::from([100, 107]));
+        assert_eq!(tables_to_read(&d, &BTreeSet::from([4]), &rules), BTreeSet::from([100, 107, 300]));
     }
 }

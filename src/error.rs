@@ -40,18 +40,25 @@ pub enum Error {
     /// `confirm` with no apply waiting.
     #[error("{0}")]
     NothingToConfirm(String),
+    /// Another run's work stands in the way (an `apply --confirm` waiting).
+    #[error("{0}")]
+    Busy(String),
+    /// The host changed under a run (an interface vanished mid-apply).
+    #[error("{0}")]
+    HostChanged(String),
+    /// Reverting an unconfirmed change failed: the host is not as before.
+    #[error("{0}")]
+    RevertFailed(String),
     /// Anything else (reading the host failed, ...), with context.
     #[error("{0:#}")]
     Other(#[from] anyhow::Error),
 }
 
 impl Error {
-    /// The JSON error document of `--json` runs: what failed, the exit
-    /// code, and for conflicts each entry in the way.
-    pub fn json(&self, command: &str) -> serde_json::Value {
-        let mut doc = serde_json::json!({
-            "command": command, "ok": false, "exit_code": self.exit_code(), "error": self.to_string()
-        });
+    /// The `error` member of the JSON document: the message, and for
+    /// conflicts each entry in the way.
+    pub fn json(&self) -> serde_json::Value {
+        let mut doc = serde_json::json!({ "message": self.to_string(), "kind": self.kind() });
         if let Error::Conflicts { entries, .. } = self {
             let list: Vec<_> =
                 entries.iter().map(|(entry, why)| serde_json::json!({"entry": entry, "why": why})).collect();
@@ -60,18 +67,50 @@ impl Error {
         doc
     }
 
+    /// A stable name of the error for automation.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Usage(_) => "usage",
+            Error::NotPermitted(_) => "not_permitted",
+            Error::Conflicts { .. } => "conflicts",
+            Error::Transaction(TxError::Interrupted { .. })
+            | Error::State(StateError::LockInterrupted { .. }) => "interrupted",
+            Error::Transaction(TxError::RollbackFailed { .. } | TxError::UndoFailed { .. }) => {
+                "rollback_failed"
+            }
+            Error::Transaction(_) => "step_failed",
+            Error::State(StateError::Locked { .. } | StateError::LockSquatted { .. }) => "locked",
+            Error::State(_) => "state",
+            Error::NotConfirmed(_) => "not_confirmed",
+            Error::NothingToConfirm(_) => "nothing_to_confirm",
+            Error::Busy(_) => "busy",
+            Error::HostChanged(_) => "host_changed",
+            Error::RevertFailed(_) => "revert_failed",
+            Error::Other(_) => "other",
+        }
+    }
+
+    /// Whether the host was left changed by the failed command: only when
+    /// an undo failed (a failed run is otherwise rolled back, and the
+    /// other errors happen before anything is changed).
+    pub fn changed(&self) -> bool {
+        self.exit_code() == exit::ROLLBACK_FAILED
+    }
+
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Config(_) | Error::Usage(_) => exit::INVALID,
-            Error::Transaction(TxError::RollbackFailed { .. } | TxError::UndoFailed { .. }) => {
-                exit::ROLLBACK_FAILED
-            }
+            Error::Transaction(TxError::RollbackFailed { .. } | TxError::UndoFailed { .. })
+            | Error::RevertFailed(_) => exit::ROLLBACK_FAILED,
             Error::NotPermitted(_)
             | Error::Conflicts { .. }
             | Error::Transaction(_)
             | Error::State(_)
             | Error::NotConfirmed(_)
             | Error::NothingToConfirm(_)
+            | Error::Busy(_)
+            | Error::HostChanged(_)
             | Error::Other(_) => exit::FAILED,
         }
     }
@@ -83,7 +122,12 @@ mod tests {
     use crate::executor::FailedStep;
 
     fn step() -> FailedStep {
-        FailedStep { index: 0, command: "ip -4 rule del ...".into(), reason: "EPERM".into(), errno: Some(1) }
+        FailedStep {
+            index: 0,
+            command: "ip -4 rule del ...".into(),
+            reason: "EPERM".into(),
+            errno: Some(nix::errno::Errno::EPERM),
+        }
     }
 
     #[test]
@@ -92,11 +136,10 @@ mod tests {
             report: "1 entries ...".into(),
             entries: vec![("ip -4 rule: priority 5 from 198.51.100.11 lookup main".into(), "why".into())],
         };
-        let doc = e.json("apply");
-        assert_eq!(doc["ok"], false);
-        assert_eq!(doc["exit_code"], 1);
+        let doc = e.json();
+        assert_eq!(doc["kind"], "conflicts");
         assert_eq!(doc["conflicts"][0]["entry"], "ip -4 rule: priority 5 from 198.51.100.11 lookup main");
-        assert!(Error::Usage("x".into()).json("show").get("conflicts").is_none());
+        assert!(Error::Usage("x".into()).json().get("conflicts").is_none());
     }
 
     #[test]
@@ -111,5 +154,9 @@ mod tests {
         assert_eq!(Error::NotPermitted("x".into()).exit_code(), exit::FAILED);
         let conflicts = Error::Conflicts { report: "x".into(), entries: vec![] };
         assert_eq!(conflicts.exit_code(), exit::FAILED);
+        assert!(!conflicts.changed());
+        assert_eq!(Error::RevertFailed("x".into()).exit_code(), exit::ROLLBACK_FAILED);
+        assert!(Error::RevertFailed("x".into()).changed());
+        assert_eq!(Error::HostChanged("x".into()).exit_code(), exit::FAILED);
     }
 }

@@ -6,15 +6,16 @@
 //! reverse order. The effects themselves (netlink, /proc/sys) sit behind
 //! the `Effects` trait so that the rollback logic is tested without a kernel.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use nix::errno::Errno;
 
 use crate::model::Op;
 use crate::render;
+pub use crate::signals::StopFlag;
 
 /// Why a step failed: the errno when there is one, and the text to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepFailure {
-    pub errno: Option<i32>,
+    pub errno: Option<Errno>,
     pub message: String,
 }
 
@@ -55,11 +56,6 @@ impl Recorder for () {
     }
 }
 
-const ENOENT: i32 = 2;
-const ENODEV: i32 = 19;
-const ESRCH: i32 = 3;
-const EEXIST: i32 = 17;
-
 impl TxError {
     /// A failure that another actor changing the host between our read
     /// and our write explains (an entry appeared or vanished, an interface
@@ -67,7 +63,7 @@ impl TxError {
     /// converge.
     pub fn is_race(&self) -> bool {
         matches!(self, TxError::Failed { step, .. }
-            if matches!(step.errno, Some(EEXIST | ESRCH | ENOENT | ENODEV)))
+            if matches!(step.errno, Some(Errno::EEXIST | Errno::ESRCH | Errno::ENOENT | Errno::ENODEV)))
     }
 }
 
@@ -76,7 +72,8 @@ impl TxError {
 /// kernel removed its routes and its sysctls with it). Undo steps are
 /// replayed after a crash, when the step they undo may never have been
 /// sent, so these count as done.
-pub fn already_undone(undo: &Op, errno: Option<i32>) -> bool {
+pub fn already_undone(undo: &Op, errno: Option<Errno>) -> bool {
+    use Errno::{EEXIST, ENODEV, ENOENT, ESRCH};
     matches!(
         (undo, errno),
         (Op::DelRoute { .. } | Op::DelRule { .. }, Some(ENOENT | ESRCH))
@@ -89,30 +86,13 @@ pub fn already_undone(undo: &Op, errno: Option<i32>) -> bool {
     )
 }
 
-/// Set from a signal handler; checked before every step.
-#[derive(Default)]
-pub struct StopFlag {
-    stop: AtomicBool,
-    signal: AtomicI32,
-}
-
-impl StopFlag {
-    pub fn request(&self, signal: i32) {
-        self.signal.store(signal, Ordering::SeqCst);
-        self.stop.store(true, Ordering::SeqCst);
-    }
-    pub fn requested(&self) -> Option<i32> {
-        self.stop.load(Ordering::SeqCst).then(|| self.signal.load(Ordering::SeqCst))
-    }
-}
-
 /// A step that failed, as the equivalent command and the reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FailedStep {
     pub index: usize,
     pub command: String,
     pub reason: String,
-    pub errno: Option<i32>,
+    pub errno: Option<Errno>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,15 +112,15 @@ impl std::fmt::Display for TxError {
         match self {
             TxError::Failed { step, undone } => write!(
                 f,
-                "step {} failed: `{}`: {}\nrolled back the {undone} step(s) already made: the host is as it was before",
+                "step {} failed: `{}`: {}\n{}",
                 step.index + 1,
                 step.command,
-                step.reason
+                step.reason,
+                rolled_back(*undone)
             ),
-            TxError::Interrupted { signal, undone } => write!(
-                f,
-                "stopped by signal {signal}; rolled back the {undone} step(s) already made: the host is as it was before"
-            ),
+            TxError::Interrupted { signal, undone } => {
+                write!(f, "stopped by {}; {}", crate::signals::name(*signal), rolled_back(*undone))
+            }
             TxError::RollbackFailed { cause, undo_failures } => {
                 let cause = cause.to_string();
                 let cause = cause.split("\nrolled back").next().unwrap_or(&cause);
@@ -153,6 +133,17 @@ impl std::fmt::Display for TxError {
 }
 
 impl std::error::Error for TxError {}
+
+/// "rolled back the 3 steps already made: ..." or "nothing had been changed".
+fn rolled_back(undone: usize) -> String {
+    match undone {
+        0 => "no step had been made: the host is as it was before".to_string(),
+        n => format!(
+            "rolled back the {}: the host is as it was before",
+            crate::render::count(n, "step already made", "steps already made")
+        ),
+    }
+}
 
 fn write_undo_failures(
     f: &mut std::fmt::Formatter<'_>,
@@ -197,6 +188,11 @@ pub async fn run<E: Effects, R: Recorder>(
         }
         journal.push(inverse);
         recorder.step_done(index);
+    }
+    // A signal during the last step still stops the run: nothing is
+    // committed after a stop was asked for.
+    if let Some(signal) = stop.requested() {
+        return Err(rollback(effects, journal, TxError::Interrupted { signal, undone: 0 }).await);
     }
     Ok(ops.len())
 }
@@ -308,6 +304,16 @@ mod tests {
     }
 
     #[test]
+    fn stop_during_the_last_step_rolls_everything_back() {
+        static FLAG: std::sync::OnceLock<StopFlag> = std::sync::OnceLock::new();
+        let flag = FLAG.get_or_init(StopFlag::default);
+        let mut f = Fake { stop_after: Some((3, flag)), ..fake(3) };
+        let err = block_on(run(&mut f, &ops(3), flag, &mut ())).unwrap_err();
+        assert_eq!(err, TxError::Interrupted { signal: 15, undone: 3 });
+        assert_eq!(f.values, [0; 3]);
+    }
+
+    #[test]
     fn stop_request_rolls_back_before_the_next_step() {
         static FLAG: std::sync::OnceLock<StopFlag> = std::sync::OnceLock::new();
         let flag = FLAG.get_or_init(StopFlag::default);
@@ -353,11 +359,11 @@ mod tests {
     fn undoing_what_is_already_undone_is_fine() {
         use crate::model::Rule;
         let rule = Rule::source(1, "198.51.100.1".parse().unwrap(), 100, 234);
-        assert!(already_undone(&Op::DelRule { rule: rule.clone(), raw: None }, Some(ENOENT)));
-        assert!(already_undone(&Op::AddRule { rule: rule.clone(), raw: None }, Some(EEXIST)));
-        assert!(!already_undone(&Op::AddRule { rule, raw: None }, Some(1)));
+        assert!(already_undone(&Op::DelRule { rule: rule.clone(), raw: None }, Some(Errno::ENOENT)));
+        assert!(already_undone(&Op::AddRule { rule: rule.clone(), raw: None }, Some(Errno::EEXIST)));
+        assert!(!already_undone(&Op::AddRule { rule, raw: None }, Some(Errno::EPERM)));
         let gone = Op::SetSysctl { iface: "rail9".into(), key: SysctlKey::ArpIgnore, old: 1, new: 0 };
-        assert!(already_undone(&gone, Some(ENOENT)), "the interface and its sysctls are gone");
+        assert!(already_undone(&gone, Some(Errno::ENOENT)), "the interface and its sysctls are gone");
         let route = crate::model::Route::connected(
             100,
             crate::model::prefix("198.51.100.0/24"),
@@ -365,7 +371,7 @@ mod tests {
             "198.51.100.19".parse().unwrap(),
             234,
         );
-        assert!(already_undone(&Op::DelRoute { route, raw: None }, Some(ENODEV)));
+        assert!(already_undone(&Op::DelRoute { route, raw: None }, Some(Errno::ENODEV)));
     }
 
     #[test]

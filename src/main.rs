@@ -1,89 +1,126 @@
-//! The thin binary: parse the command line, enter the namespace, run.
+//! The thin binary: parse the command line, validate, enter the
+//! namespace, run one command, report (the JSON envelope with --json) and
+//! map errors to exit codes.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use roce_route::cli::{Cli, Command};
-use roce_route::commands::{self, Ctx};
-use roce_route::error::{Error, exit};
-use roce_route::executor::StopFlag;
-use roce_route::{netns, say, tell};
+use roce_route::commands::{self, Ctx, Done};
+use roce_route::error::Error;
+use roce_route::signals::StopFlag;
+use roce_route::{config, netns, say, tell};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (json, name) = (cli.command.json(), cli.command.name());
-    match run(cli) {
-        Ok(code) => ExitCode::from(code as u8),
+    let name = cli.command.name();
+    let json = cli.json;
+    let mut ctx = None;
+    let result = run(cli, &mut ctx);
+    let warnings = ctx.as_ref().map(Ctx::warnings).unwrap_or_default();
+    let code = match &result {
+        Ok(done) => done.code,
+        Err(e) => e.exit_code(),
+    };
+    match result {
+        Ok(done) if json => {
+            print_envelope(name, code, done.changed, warnings, serde_json::Value::Null, done.doc)
+        }
+        Ok(_) => {}
         Err(e) => {
             tell!("roce-route: error: {e}");
             if json {
-                say!("{}", serde_json::to_string_pretty(&e.json(name)).unwrap_or_default());
+                print_envelope(name, code, e.changed(), warnings, e.json(), serde_json::json!({}));
             }
-            ExitCode::from(e.exit_code() as u8)
         }
+    }
+    ExitCode::from(code as u8)
+}
+
+/// The one JSON document every command prints with --json.
+fn print_envelope(
+    command: &str,
+    code: i32,
+    changed: bool,
+    warnings: Vec<String>,
+    error: serde_json::Value,
+    body: serde_json::Value,
+) {
+    let mut doc = serde_json::json!({
+        "command": command,
+        "ok": code == 0,
+        "exit_code": code,
+        "changed": changed,
+        "warnings": warnings,
+        "error": error,
+    });
+    if let (Some(doc), serde_json::Value::Object(fields)) = (doc.as_object_mut(), body) {
+        for (k, v) in fields {
+            doc.entry(k).or_insert(v);
+        }
+    }
+    match serde_json::to_string_pretty(&doc) {
+        Ok(text) => say!("{text}"),
+        Err(e) => tell!("roce-route: error: cannot write the JSON report: {e}"),
     }
 }
 
-fn run(cli: Cli) -> Result<i32, Error> {
-    // A bad config is exit 2 whoever runs it: validate before anything else.
+fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
+    // A bad config or argument is exit 2 whoever runs it: validate first.
     let config = match &cli.command {
         Command::Apply(a) => Some(commands::apply::load_config(&a.config)?),
         Command::Check(c) => Some(commands::apply::load_config(&c.config)?),
         _ => None,
     };
-    let changes_network = match &cli.command {
-        Command::Apply(a) => !a.dry_run,
-        Command::Rollback(_) | Command::Remove(_) | Command::Confirm => true,
-        Command::Check(_) | Command::Show(_) => false,
-    };
-    if changes_network {
-        netns::require_admin(cli.command.name())?;
+    let protocol = match &cli.command {
+        Command::Remove(r) => r.protocol,
+        Command::Show(s) => s.protocol,
+        _ => None,
     }
+    .map(|p| {
+        config::check_protocol(p).map_err(|(what, hint)| Error::Usage(format!("--protocol: {what}; {hint}")))
+    })
+    .transpose()?;
+    if cli.command.changes_network() {
+        netns::require_admin(&cli.command)?;
+    }
+    // The handlers only set a flag: every wait and every step checks it.
+    // `confirm` keeps the default (a Ctrl-C simply ends it).
+    let stop = match &cli.command {
+        Command::Confirm => StopFlag::default(),
+        _ => StopFlag::on_signals()
+            .map_err(|e| Error::Other(anyhow::anyhow!("cannot install signal handlers: {e}")))?,
+    };
     if let Some(name) = &cli.netns {
         netns::enter(name)?;
     }
+    let state_base_given = std::env::var_os("ROCE_ROUTE_STATE_DIR").is_some()
+        || cli.state_dir != std::path::Path::new(roce_route::state::DEFAULT_BASE);
+    let ctx = ctx_out.insert(Ctx::new(
+        cli.netns.clone(),
+        cli.state_dir.clone(),
+        state_base_given,
+        Duration::from_secs(cli.lock_timeout),
+        stop,
+        cli.json,
+    ));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::Other(anyhow::anyhow!("cannot start the runtime: {e}")))?;
     runtime.block_on(async {
-        let ctx = Ctx {
-            netns: cli.netns.clone(),
-            state_base: cli.state_dir.clone(),
-            lock_timeout: Duration::from_secs(cli.lock_timeout),
-            stop: Arc::new(StopFlag::default()),
-        };
-        watch_signals(ctx.stop.clone())?;
         match (&cli.command, config) {
-            (Command::Apply(a), Some(cfg)) => commands::apply::run(&ctx, a, cfg).await.map(|()| exit::OK),
-            (Command::Check(c), Some(cfg)) => commands::check::run(&ctx, c, cfg)
+            (Command::Apply(a), Some(cfg)) => commands::apply::run(ctx, a, cfg).await,
+            (Command::Check(_), Some(cfg)) => commands::check::run(ctx, cfg).await,
+            (Command::Rollback(r), _) => commands::rollback::run(ctx, r.dry_run).await,
+            (Command::Remove(r), _) => commands::remove::run(ctx, protocol, r.dry_run).await,
+            (Command::Show(_), _) => commands::show::run(ctx, protocol).await,
+            (Command::Confirm, _) => commands::confirm::run(ctx),
+            (Command::ConfirmGuard(g), _) => commands::guard::run(ctx, g)
                 .await
-                .map(|in_sync| if in_sync { exit::OK } else { exit::DRIFT }),
-            (Command::Rollback(r), _) => commands::rollback::run(&ctx, r.json).await.map(|()| exit::OK),
-            (Command::Remove(p), _) => commands::remove::run(&ctx, p.protocol).await.map(|()| exit::OK),
-            (Command::Show(s), _) => commands::show::run(s.json, s.protocol).await.map(|()| exit::OK),
-            (Command::Confirm, _) => commands::confirm::run(&ctx).map(|()| exit::OK),
+                .map(|code| Done::new(code, code != 0, serde_json::json!({}))),
             _ => unreachable!("apply and check always carry a config"),
         }
     })
-}
-
-/// SIGINT, SIGTERM and SIGHUP do not kill a run half-way: they ask the
-/// executor to stop before its next step and roll back.
-fn watch_signals(stop: Arc<StopFlag>) -> Result<(), Error> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let kinds = [(SignalKind::interrupt(), 2), (SignalKind::terminate(), 15), (SignalKind::hangup(), 1)];
-    for (kind, number) in kinds {
-        let mut s =
-            signal(kind).map_err(|e| Error::Other(anyhow::anyhow!("cannot watch signal {number}: {e}")))?;
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            while s.recv().await.is_some() {
-                stop.request(number);
-            }
-        });
-    }
-    Ok(())
 }

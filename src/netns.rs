@@ -39,12 +39,19 @@ pub fn can_admin_network() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_NET_ADMIN) != 0)
 }
 
-pub fn require_admin(what: &str) -> Result<(), Error> {
+pub fn require_admin(command: &crate::cli::Command) -> Result<(), Error> {
+    use crate::cli::Command;
     if can_admin_network() {
-        Ok(())
-    } else {
-        Err(Error::NotPermitted(format!(
-            "{what} changes the network and needs root (CAP_NET_ADMIN); run it with sudo, or use --dry-run to only see the changes"
-        )))
+        return Ok(());
     }
+    let preview = match command {
+        Command::Apply(_) | Command::Rollback(_) | Command::Remove(_) => {
+            ", or add --dry-run to only see the commands it would run"
+        }
+        _ => "",
+    };
+    Err(Error::NotPermitted(format!(
+        "{} changes the network and needs root (CAP_NET_ADMIN); run it with sudo{preview}",
+        command.name()
+    )))
 }

@@ -25,6 +25,32 @@ pub fn command(op: &Op) -> String {
     }
 }
 
+/// An operation in words, as `check` reports the difference it fixes.
+pub fn describe(op: &Op) -> String {
+    match op {
+        Op::AddRoute { route } => format!("route missing: {}", route_line(route)),
+        Op::ReplaceRoute { old, new } => {
+            format!("route differs: is `{}`, should be `{}`", route_line(&old.item), route_line(new))
+        }
+        Op::RestoreRoute { old, .. } => format!("route differs: {}", route_line(&old.item)),
+        Op::DelRoute { route, .. } => {
+            format!("route owned by roce-route but not in the config: {}", route_line(route))
+        }
+        Op::AddRule { rule, .. } => format!("rule missing: {}", rule_line(rule)),
+        Op::DelRule { rule, .. } => {
+            format!("rule owned by roce-route but not in the config: {}", rule_line(rule))
+        }
+        Op::SetSysctl { iface, key, old, new } => {
+            format!("{} is {old}, should be {new}", sysctl::dotted_name(iface, *key))
+        }
+    }
+}
+
+/// "1 step", "3 steps": a count with the right form of its noun.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A script: optional comment lines, then one command per line.
 pub fn script(comments: &[String], ops: &[Op]) -> String {
     let mut out = String::new();

@@ -1,78 +1,106 @@
-//! Fault injection for tests, from environment variables. They exist so
-//! that tests can stop roce-route at an exact point of a transaction, the
-//! way a crash or an impatient admin would; they are documented in the
-//! README and do nothing unless set.
+//! Fault injection for tests, compiled only with the `fault-injection`
+//! cargo feature (the test command enables it; the binary users install
+//! has none of it: a root tool must not SIGKILL itself because an
+//! environment variable says so). Without the feature every hook is an
+//! empty inline function.
 //!
-//! - `ROCE_ROUTE_STEP_DELAY_MS=N`: pause N ms before each step.
+//! - `ROCE_ROUTE_STEP_DELAY_MS=N`: block N ms before each step. The delay
+//!   is a plain blocking sleep, not an await point, so it does not change
+//!   how the run is scheduled: a signal is seen only through the flag its
+//!   handler sets.
 //! - `ROCE_ROUTE_CRASH_AT=record:K` / `step:K`: SIGKILL this process right
-//!   before step K is sent (its undo record is durable: the whole plan's
-//!   undo is written before step 0) / right after step K was made (steps
-//!   count from 0).
+//!   before step K is sent (its undo is recorded: the whole plan's undo is
+//!   written before step 0) / right after step K was made (from 0).
 
-use std::sync::OnceLock;
-use std::time::Duration;
+#[cfg(feature = "fault-injection")]
+mod hooks {
+    use std::sync::OnceLock;
+    use std::time::Duration;
 
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Hooks {
-    pub step_delay: Option<Duration>,
-    pub crash_after_record: Option<usize>,
-    pub crash_after_step: Option<usize>,
-}
+    #[derive(Debug, Default, PartialEq, Eq)]
+    pub struct Hooks {
+        pub step_delay: Option<Duration>,
+        pub crash_after_record: Option<usize>,
+        pub crash_after_step: Option<usize>,
+    }
 
-/// Parses the two variables. Pure.
-pub fn parse(delay: Option<&str>, crash: Option<&str>) -> Hooks {
-    let mut h = Hooks {
-        step_delay: delay.and_then(|v| v.parse().ok()).map(Duration::from_millis),
-        ..Hooks::default()
-    };
-    if let Some((point, k)) = crash.and_then(|c| c.split_once(':')) {
-        let k = k.parse().ok();
-        match point {
-            "record" => h.crash_after_record = k,
-            "step" => h.crash_after_step = k,
-            _ => {}
+    /// Parses the two variables. Pure.
+    pub fn parse(delay: Option<&str>, crash: Option<&str>) -> Hooks {
+        let mut h = Hooks {
+            step_delay: delay.and_then(|v| v.parse().ok()).map(Duration::from_millis),
+            ..Hooks::default()
+        };
+        if let Some((point, k)) = crash.and_then(|c| c.split_once(':')) {
+            let k = k.parse().ok();
+            match point {
+                "record" => h.crash_after_record = k,
+                "step" => h.crash_after_step = k,
+                _ => {}
+            }
+        }
+        h
+    }
+
+    pub fn hooks() -> &'static Hooks {
+        static HOOKS: OnceLock<Hooks> = OnceLock::new();
+        HOOKS.get_or_init(|| {
+            let delay = std::env::var("ROCE_ROUTE_STEP_DELAY_MS").ok();
+            let crash = std::env::var("ROCE_ROUTE_CRASH_AT").ok();
+            parse(delay.as_deref(), crash.as_deref())
+        })
+    }
+
+    fn die() -> ! {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        unreachable!("SIGKILL cannot be caught")
+    }
+
+    pub fn before_step(step: usize) {
+        if hooks().crash_after_record == Some(step) {
+            die();
         }
     }
-    h
-}
 
-pub fn hooks() -> &'static Hooks {
-    static HOOKS: OnceLock<Hooks> = OnceLock::new();
-    HOOKS.get_or_init(|| {
-        let delay = std::env::var("ROCE_ROUTE_STEP_DELAY_MS").ok();
-        let crash = std::env::var("ROCE_ROUTE_CRASH_AT").ok();
-        parse(delay.as_deref(), crash.as_deref())
-    })
-}
+    pub fn after_step(step: usize) {
+        if hooks().crash_after_step == Some(step) {
+            die();
+        }
+    }
 
-fn die() -> ! {
-    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-    unreachable!("SIGKILL cannot be caught")
-}
+    pub fn step_delay() {
+        if let Some(d) = hooks().step_delay {
+            std::thread::sleep(d);
+        }
+    }
 
-pub fn before_step(step: usize) {
-    if hooks().crash_after_record == Some(step) {
-        die();
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn parses_the_crash_points() {
+            assert_eq!(parse(None, None), Hooks::default());
+            let h = parse(Some("25"), Some("step:7"));
+            assert_eq!(h.step_delay, Some(Duration::from_millis(25)));
+            assert_eq!(h.crash_after_step, Some(7));
+            assert_eq!(parse(None, Some("record:0")).crash_after_record, Some(0));
+            assert_eq!(parse(None, Some("nonsense")), Hooks::default());
+        }
     }
 }
 
-pub fn after_step(step: usize) {
-    if hooks().crash_after_step == Some(step) {
-        die();
-    }
+#[cfg(feature = "fault-injection")]
+pub use hooks::{after_step, before_step, step_delay};
+
+#[cfg(not(feature = "fault-injection"))]
+mod hooks {
+    #[inline(always)]
+    pub fn before_step(_: usize) {}
+    #[inline(always)]
+    pub fn after_step(_: usize) {}
+    #[inline(always)]
+    pub fn step_delay() {}
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_the_crash_points() {
-        assert_eq!(parse(None, None), Hooks::default());
-        let h = parse(Some("25"), Some("step:7"));
-        assert_eq!(h.step_delay, Some(Duration::from_millis(25)));
-        assert_eq!(h.crash_after_step, Some(7));
-        assert_eq!(parse(None, Some("record:0")).crash_after_record, Some(0));
-        assert_eq!(parse(None, Some("nonsense")), Hooks::default());
-    }
-}
+#[cfg(not(feature = "fault-injection"))]
+pub use hooks::{after_step, before_step, step_delay};

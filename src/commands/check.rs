@@ -6,80 +6,98 @@
 
 use serde::Serialize;
 
-use super::{Ctx, apply, ask, connect, local_addresses, print_json};
+use super::{Ctx, Done, connect, run_notes};
 use crate::behaviour::{self, Verdict};
-use crate::cli::CheckArgs;
-use crate::config::ConfigError;
+use crate::config::{Config, ConfigError};
 use crate::diff::Plan;
-use crate::error::Error;
-use crate::host::Recorded;
+use crate::error::{Error, exit};
 use crate::managers;
 use crate::model::Op;
 use crate::netlink::Netlink;
 use crate::plan::Desired;
+use crate::reconcile;
+use crate::render::{self, count};
 use crate::say;
-use crate::tell;
-use crate::{render, sysctl};
+use crate::state::Record;
 
-/// The JSON document of `check --json`.
+/// The fields of `check --json`.
 #[derive(Debug, Serialize)]
 pub struct CheckReport {
-    pub command: &'static str,
     pub in_sync: bool,
     pub differences: Vec<Difference>,
     pub traffic: Vec<Verdict>,
-    pub warnings: Vec<String>,
 }
 
 /// One way the host differs from the config.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Difference {
     /// missing_route, changed_route, extra_route, missing_rule, extra_rule,
-    /// sysctl, sysctl_overridden, conflict, traffic, host_mismatch.
+    /// sysctl, sysctl_overridden, conflict, traffic, host_mismatch,
+    /// interrupted_run.
     pub kind: &'static str,
     pub description: String,
-    /// The command that fixes it.
+    /// What fixes it: a command, or what to change.
     pub fix: String,
 }
 
-pub async fn run(ctx: &Ctx, args: &CheckArgs, cfg: crate::config::Config) -> Result<bool, Error> {
+pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     // As root, wait for a running apply/rollback so as not to report its
-    // half-made state; without root (no state dir access) read as is.
+    // half-made state; without root the record of earlier runs cannot be
+    // read, and the report says what that leaves unchecked.
     let state = ctx.existing_state()?;
-    let _lock = state.as_ref().map(|s| s.lock(ctx.lock_timeout)).transpose()?;
-    let recorded = match &state {
-        Some(s) => Recorded::read(s)?,
-        None => Recorded::default(),
+    let _lock = if state.is_some() { Some(ctx.lock()?) } else { None };
+    let record = match &state {
+        Some(s) => s.record()?,
+        None if !crate::netns::can_admin_network() => {
+            ctx.warn(format!(
+                "not run as root: the record of earlier runs under {} cannot be read, so routes and sysctls                  left by interfaces dropped from the config, and interrupted runs, are not checked",
+                ctx.state_base.display()
+            ));
+            Record::default()
+        }
+        None => Record::default(),
     };
+    let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
-    let fix_all = format!("roce-route apply {}", cfg.file);
-    let warnings = managers::warnings(&managers::scan());
-    let report = match apply::make_plan(&nl, &cfg, false, &recorded).await {
+    let fix_all = ctx.suggest(&["apply", &cfg.file]);
+    for w in managers::warnings(&managers::scan()) {
+        ctx.warn(w);
+    }
+    let mut report = match reconcile::reconcile(&nl, &cfg, false, &record).await {
         Ok((desired, plan)) => {
+            plan.warnings
+                .iter()
+                .filter(|w| !plan.overrides.iter().any(|o| w.starts_with(&o.describe())))
+                .for_each(|w| ctx.warn(w.clone()));
             let traffic = probe_all(&nl, &desired).await?;
-            build_report(&plan, traffic, warnings, &fix_all)
+            build_report(&plan, traffic, &fix_all, &cfg.file)
         }
         // The config is valid (it parsed) but the host no longer matches it:
         // an interface or address is gone (e.g. IPv6 addresses flushed by a
         // link flap). That is drift, not a bad command line.
-        Err(Error::Config(e)) => mismatch_report(&e, warnings, &fix_all),
+        Err(Error::Config(e)) => mismatch_report(&e, &fix_all),
         Err(e) => return Err(e),
     };
-    if args.json {
-        print_json(&report);
-    } else {
+    for note in notes {
+        if note.starts_with("the last") {
+            report.differences.push(Difference {
+                kind: "interrupted_run",
+                fix: ctx.suggest(&["rollback"]),
+                description: note,
+            });
+            report.in_sync = false;
+        } else {
+            ctx.warn(note);
+        }
+    }
+    if !ctx.json {
         print_human(&report);
     }
-    Ok(report.in_sync)
+    Ok(Done::new(if report.in_sync { exit::OK } else { exit::DRIFT }, false, report))
 }
 
 /// Pure: the report from the plan (state differences) and the verdicts.
-pub fn build_report(
-    plan: &Plan,
-    traffic: Vec<Verdict>,
-    mut warnings: Vec<String>,
-    fix_all: &str,
-) -> CheckReport {
+pub fn build_report(plan: &Plan, traffic: Vec<Verdict>, fix_all: &str, config_file: &str) -> CheckReport {
     let mut differences: Vec<Difference> = plan.ops.iter().map(difference).collect();
     differences.extend(plan.conflicts.iter().map(|c| Difference {
         kind: "conflict",
@@ -89,65 +107,40 @@ pub fn build_report(
     differences.extend(plan.overrides.iter().map(|o| Difference {
         kind: "sysctl_overridden",
         description: o.describe(),
-        fix: format!("sysctl -w {}={}", sysctl::dotted_name("all", o.key), o.value),
+        fix: o.accept_hint(config_file),
     }));
     differences.extend(traffic.iter().filter(|v| !v.ok).map(|v| Difference {
         kind: "traffic",
         description: v.describe(),
         fix: fix_all.to_string(),
     }));
-    warnings.extend(
-        plan.warnings
-            .iter()
-            .filter(|w| !plan.overrides.iter().any(|o| w.starts_with(&o.describe())))
-            .cloned(),
-    );
-    CheckReport { command: "check", in_sync: differences.is_empty(), differences, traffic, warnings }
+    CheckReport { in_sync: differences.is_empty(), differences, traffic }
 }
 
 /// The report when the host lacks what the config names.
-fn mismatch_report(e: &ConfigError, warnings: Vec<String>, fix_all: &str) -> CheckReport {
+fn mismatch_report(e: &ConfigError, fix_all: &str) -> CheckReport {
     let description = format!("the host does not match the config: {e}");
     let fix = format!("restore the interface or address the config names, then {fix_all}");
     let differences = vec![Difference { kind: "host_mismatch", description, fix }];
-    CheckReport { command: "check", in_sync: false, differences, traffic: Vec::new(), warnings }
+    CheckReport { in_sync: false, differences, traffic: Vec::new() }
 }
 
-/// A state difference in plain words, with its fix.
+/// A state difference in plain words, with the command that fixes it.
 fn difference(op: &Op) -> Difference {
-    let fix = render::command(op);
-    let (kind, description) = match op {
-        Op::AddRoute { route } => ("missing_route", format!("route missing: {}", render::route_line(route))),
-        Op::ReplaceRoute { old, new } => (
-            "changed_route",
-            format!(
-                "route differs: is `{}`, should be `{}`",
-                render::route_line(&old.item),
-                render::route_line(new)
-            ),
-        ),
-        Op::RestoreRoute { old, .. } => {
-            ("changed_route", format!("route differs: {}", render::route_line(&old.item)))
-        }
-        Op::DelRoute { route, .. } => (
-            "extra_route",
-            format!("route owned by roce-route but not in the config: {}", render::route_line(route)),
-        ),
-        Op::AddRule { rule, .. } => ("missing_rule", format!("rule missing: {}", render::rule_line(rule))),
-        Op::DelRule { rule, .. } => (
-            "extra_rule",
-            format!("rule owned by roce-route but not in the config: {}", render::rule_line(rule)),
-        ),
-        Op::SetSysctl { iface, key, old, new } => {
-            ("sysctl", format!("{} is {old}, should be {new}", sysctl::dotted_name(iface, *key)))
-        }
+    let kind = match op {
+        Op::AddRoute { .. } => "missing_route",
+        Op::ReplaceRoute { .. } | Op::RestoreRoute { .. } => "changed_route",
+        Op::DelRoute { .. } => "extra_route",
+        Op::AddRule { .. } => "missing_rule",
+        Op::DelRule { .. } => "extra_rule",
+        Op::SetSysctl { .. } => "sysctl",
     };
-    Difference { kind, description, fix }
+    Difference { kind, description: render::describe(op), fix: render::command(op) }
 }
 
 /// Asks the kernel, for every configured address, which way its traffic goes.
 async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<Vec<Verdict>, Error> {
-    let local = local_addresses(nl).await?;
+    let local = reconcile::local_addresses(nl).await?;
     let probes: Vec<_> = desired
         .interfaces
         .iter()
@@ -157,21 +150,23 @@ async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<Vec<Verdict>, Erro
             })
         })
         .collect();
-    Ok(ask(nl, &probes).await)
+    Ok(reconcile::ask(nl, &probes).await)
 }
 
 fn print_human(r: &CheckReport) {
-    for w in &r.warnings {
-        tell!("roce-route: warning: {w}");
-    }
     let ok = r.traffic.iter().filter(|v| v.ok).count();
     if r.in_sync {
-        say!(
-            "roce-route check: in sync; traffic from every address leaves by its own interface ({ok} lookups)"
-        );
+        if ok == 0 {
+            say!("roce-route check: in sync (state only: no traffic lookup could be made)");
+        } else {
+            say!(
+                "roce-route check: in sync; traffic from every address leaves by its own interface ({})",
+                count(ok, "lookup", "lookups")
+            );
+        }
         return;
     }
-    say!("roce-route check: {} difference(s)", r.differences.len());
+    say!("roce-route check: {}", count(r.differences.len(), "difference", "differences"));
     for d in &r.differences {
         say!("  {}\n    fix: {}", d.description, d.fix);
     }
@@ -204,9 +199,9 @@ mod tests {
 
     #[test]
     fn in_sync_needs_no_difference_and_good_traffic() {
-        let r = build_report(&Plan::default(), vec![verdict(true)], vec![], "fix");
+        let r = build_report(&Plan::default(), vec![verdict(true)], "fix", "c.toml");
         assert!(r.in_sync);
-        let r = build_report(&Plan::default(), vec![verdict(false)], vec![], "fix");
+        let r = build_report(&Plan::default(), vec![verdict(false)], "fix", "c.toml");
         assert!(!r.in_sync);
         assert_eq!(r.differences[0].kind, "traffic");
     }
@@ -228,19 +223,23 @@ mod tests {
                 effective: 2,
             }],
         };
-        let r = build_report(&plan, vec![verdict(false)], vec!["networkd".into()], "roce-route apply c.toml");
+        let r = build_report(&plan, vec![verdict(false)], "roce-route apply c.toml", "c.toml");
         let v: serde_json::Value = serde_json::to_value(&r).unwrap();
-        assert_eq!(v["command"], "check");
         assert_eq!(v["in_sync"], false);
         let kinds: Vec<&str> =
             v["differences"].as_array().unwrap().iter().map(|d| d["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["sysctl", "conflict", "sysctl_overridden", "traffic"]);
         assert_eq!(v["differences"][0]["fix"], "sysctl -w net.ipv4.conf.ib0/100.arp_ignore=1");
         assert_eq!(v["differences"][1]["fix"], "roce-route apply c.toml --adopt");
+        let accept = v["differences"][2]["fix"].as_str().unwrap();
+        assert!(
+            accept.contains("set `arp_announce = 2` for interface \"rail1\"") && accept.contains("in c.toml"),
+            "{accept}"
+        );
+        assert!(!accept.starts_with("sysctl"), "roce-route never writes conf/all: {accept}");
         let t = &v["traffic"][0];
         for field in ["interface", "from", "to", "expected_dev", "expected_table", "dev", "table", "ok"] {
             assert!(t.get(field).is_some(), "traffic entry lacks {field}: {t}");
         }
-        assert_eq!(v["warnings"][0], "networkd");
     }
 }

@@ -1,37 +1,60 @@
 //! `roce-route confirm`: keep the change of a waiting `apply --confirm`.
+//! The answer comes from the confirmation guard itself, so what this
+//! prints is what happens: "kept", or "too late, it was reverted".
 
-use nix::sys::signal::kill;
-use nix::unistd::Pid;
+use serde::Serialize;
 
-use super::Ctx;
-use crate::error::Error;
+use super::{Ctx, Done};
+use crate::error::{Error, exit};
 use crate::say;
+use crate::state::confirm::{self, Answer};
 
-pub fn run(ctx: &Ctx) -> Result<(), Error> {
-    let state = ctx.state()?;
-    let nothing = || {
-        Error::NothingToConfirm(
-            "no `apply --confirm` is waiting in this network namespace (it may have rolled back already)"
-                .into(),
-        )
-    };
-    let pending = state.pending()?.ok_or_else(nothing)?;
-    // A waiting apply that was killed can no longer roll back by itself.
-    if !alive(pending.pid) {
-        state.clear_pending()?;
-        return Err(Error::NothingToConfirm(format!(
-            "the `apply --confirm` (pid {}) is no longer running: its change stayed in place, unconfirmed; \
-             keep it, or undo it with `roce-route rollback`",
-            pending.pid
-        )));
-    }
-    if !state.confirm()? {
-        return Err(nothing());
-    }
-    say!("roce-route: confirmed; the waiting apply keeps its change");
-    Ok(())
+#[derive(Serialize)]
+struct ConfirmReport {
+    outcome: &'static str,
 }
 
-fn alive(pid: u32) -> bool {
-    i32::try_from(pid).is_ok_and(|pid| kill(Pid::from_raw(pid), None).is_ok())
+pub fn run(ctx: &Ctx) -> Result<Done, Error> {
+    let answer = confirm::ask("confirm", Some(std::time::Duration::from_secs(120)))
+        .map_err(|e| Error::Other(anyhow::anyhow!("cannot reach the confirmation guard: {e}")))?;
+    match answer {
+        Answer::Kept => {
+            if !ctx.json {
+                say!("roce-route: confirmed; the change stays");
+            }
+            Ok(Done::new(exit::OK, true, ConfirmReport { outcome: "kept" }))
+        }
+        Answer::Reverted => Err(Error::NotConfirmed(
+            "too late: the deadline passed (or the apply was interrupted) before this confirmation, and the \
+             change was rolled back; the host is as it was before the apply"
+                .into(),
+        )),
+        Answer::RevertFailed(why) => Err(Error::RevertFailed(format!(
+            "too late: the change was being reverted, and the revert failed: {why}; run `{}`",
+            ctx.suggest(&["rollback"])
+        ))),
+        Answer::Waiting { .. } => {
+            Err(Error::Other(anyhow::anyhow!("the confirmation guard did not take the confirmation")))
+        }
+        Answer::NoGuard => Err(nothing_waiting(ctx)),
+    }
+}
+
+/// No guard listens: nothing waits, or the guard died with the change in place.
+fn nothing_waiting(ctx: &Ctx) -> Error {
+    let stale = ctx.existing_state().ok().flatten().and_then(|s| s.pending().ok().flatten());
+    match stale {
+        Some(p) => Error::NothingToConfirm(format!(
+            "the guard (pid {}) of the `apply --confirm` (pid {}) is gone without reverting: its change stayed in \
+             place, unconfirmed; keep it, or undo it with `{}`",
+            p.guard_pid,
+            p.pid,
+            ctx.suggest(&["rollback"])
+        )),
+        None => Error::NothingToConfirm(
+            "no `apply --confirm` is waiting in this network namespace (it may have been confirmed or rolled back \
+             already)"
+                .into(),
+        ),
+    }
 }

@@ -1,29 +1,31 @@
-//! One file per command. Each builds its report from the pure core and the
-//! two effect modules; `Ctx` carries what every command shares.
+//! One thin file per command: each reads its arguments, calls `reconcile`
+//! and `transaction`, and reports. No command calls another. `Ctx` carries
+//! what every command shares: the global options, the stop flag that the
+//! signal handlers set, and the warnings of the run (which reach the JSON
+//! document whether the command succeeds or fails).
 
 pub mod apply;
 pub mod check;
 pub mod confirm;
+pub mod guard;
 pub mod remove;
 pub mod rollback;
 pub mod show;
 
-use std::collections::BTreeSet;
-use std::net::IpAddr;
+use std::cell::RefCell;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::behaviour::{self, Probe, Verdict};
 use crate::error::Error;
-use crate::executor::StopFlag;
 use crate::model::Op;
 use crate::netlink::Netlink;
-use crate::state::StateDir;
+use crate::render::quote;
+use crate::signals::StopFlag;
+use crate::state::{NetnsLock, Record, StateDir};
 
 /// `println!` that never panics: a closed stdout (`| head`) must not abort
 /// a command after its work is done; the exit code still tells the outcome.
@@ -44,23 +46,92 @@ macro_rules! tell {
     }};
 }
 
-/// What every command shares: global options and the stop flag that the
-/// signal handlers set.
+/// What every command shares.
 pub struct Ctx {
     pub netns: Option<String>,
     pub state_base: PathBuf,
+    /// Whether the state base was chosen (option or environment) rather
+    /// than the default: suggested commands then carry it.
+    pub state_base_given: bool,
     pub lock_timeout: Duration,
-    pub stop: Arc<StopFlag>,
+    pub stop: StopFlag,
+    pub json: bool,
+    warnings: RefCell<Vec<String>>,
+}
+
+/// What a command that finished reports: its exit code, whether it
+/// changed the host, and its JSON fields (inside the common envelope).
+pub struct Done {
+    pub code: i32,
+    pub changed: bool,
+    pub doc: serde_json::Value,
+}
+
+impl Done {
+    pub fn new(code: i32, changed: bool, doc: impl Serialize) -> Done {
+        Done { code, changed, doc: serde_json::to_value(doc).unwrap_or_default() }
+    }
 }
 
 impl Ctx {
+    pub fn new(
+        netns: Option<String>,
+        state_base: PathBuf,
+        state_base_given: bool,
+        lock_timeout: Duration,
+        stop: StopFlag,
+        json: bool,
+    ) -> Ctx {
+        Ctx {
+            netns,
+            state_base,
+            state_base_given,
+            lock_timeout,
+            stop,
+            json,
+            warnings: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// A warning: printed at once (not with --json) and kept for the JSON
+    /// document.
+    pub fn warn(&self, warning: impl Into<String>) {
+        let warning = warning.into();
+        if !self.json {
+            tell!("roce-route: warning: {warning}");
+        }
+        let mut all = self.warnings.borrow_mut();
+        if !all.contains(&warning) {
+            all.push(warning);
+        }
+    }
+
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.borrow().clone()
+    }
+
+    /// A roce-route command line to suggest, carrying the global options
+    /// this run was given, every word shell-quoted: copied as printed, it
+    /// acts on the same namespace and state.
+    pub fn suggest(&self, args: &[&str]) -> String {
+        let mut words = vec!["roce-route".to_string()];
+        if let Some(n) = &self.netns {
+            words.extend(["--netns".to_string(), quote(n).into_owned()]);
+        }
+        if self.state_base_given {
+            words.extend(["--state-dir".to_string(), quote(&self.state_base.to_string_lossy()).into_owned()]);
+        }
+        words.extend(args.iter().map(|a| quote(a).into_owned()));
+        words.join(" ")
+    }
+
     /// The state directory of the current network namespace.
     pub fn state(&self) -> Result<StateDir, Error> {
         Ok(StateDir::open(&self.state_base, &netns_id()?)?)
     }
 
     /// The state directory if this user may use it and it exists already:
-    /// commands that only read (dry run, check) never create it.
+    /// commands that only read (dry run, check, show) never create it.
     pub fn existing_state(&self) -> Result<Option<StateDir>, Error> {
         if !crate::netns::can_admin_network() {
             return Ok(None);
@@ -71,26 +142,38 @@ impl Ctx {
         }
         Ok(Some(StateDir::open(&self.state_base, &id)?))
     }
+
+    /// The record of earlier runs, where this user may read it.
+    pub fn readable_record(&self) -> Result<Record, Error> {
+        match self.existing_state()? {
+            Some(state) => Ok(state.record()?),
+            None => Ok(Record::default()),
+        }
+    }
+
+    /// The lock of this network namespace; a signal ends the wait.
+    pub fn lock(&self) -> Result<NetnsLock, Error> {
+        Ok(NetnsLock::acquire(self.lock_timeout, &self.stop)?)
+    }
+
+    /// Refuses to change the host while an `apply --confirm` waits for its
+    /// confirmation (its guard would revert on top of the new change).
+    pub fn refuse_during_confirmation(&self, what: &str) -> Result<(), Error> {
+        match crate::state::confirm::ask("status", Some(Duration::from_secs(1))) {
+            Ok(crate::state::confirm::Answer::Waiting { seconds_left, apply_pid }) => {
+                Err(Error::Busy(format!(
+                    "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation ({seconds_left} s left); \
+                 {what} would be undone by its revert: run `{}` to keep that change, or wait for it to revert",
+                    self.suggest(&["confirm"])
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 pub async fn connect() -> Result<Netlink, Error> {
     Ok(Netlink::connect().await.context("cannot talk to the kernel over rtnetlink")?)
-}
-
-/// Every address configured on this host (to keep probes off them).
-pub async fn local_addresses(nl: &Netlink) -> Result<BTreeSet<IpAddr>, Error> {
-    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
-    Ok(addrs.iter().map(|a| a.addr.addr).collect())
-}
-
-/// Asks the kernel where each probe's traffic goes and judges the answers.
-pub async fn ask(nl: &Netlink, probes: &[Probe]) -> Vec<Verdict> {
-    let mut verdicts = Vec::with_capacity(probes.len());
-    for probe in probes {
-        let answer = nl.route_get(probe.from, probe.to).await.map_err(|e| e.to_string());
-        verdicts.push(behaviour::judge(probe, answer.as_ref().map_err(Clone::clone)));
-    }
-    verdicts
 }
 
 /// Identifies the current network namespace for the state directory, so
@@ -119,10 +202,6 @@ pub fn netns_id() -> Result<String, Error> {
 fn netns_cookie() -> Option<u64> {
     use nix::libc;
     use std::os::fd::AsRawFd;
-    #[cfg(target_arch = "sparc64")]
-    const SO_NETNS_COOKIE: libc::c_int = 0x50;
-    #[cfg(not(target_arch = "sparc64"))]
-    const SO_NETNS_COOKIE: libc::c_int = 71;
     let sock = std::os::unix::net::UnixDatagram::unbound().ok()?;
     let mut cookie: u64 = 0;
     let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
@@ -131,7 +210,7 @@ fn netns_cookie() -> Option<u64> {
         libc::getsockopt(
             sock.as_raw_fd(),
             libc::SOL_SOCKET,
-            SO_NETNS_COOKIE,
+            libc::SO_NETNS_COOKIE,
             (&mut cookie as *mut u64).cast(),
             &mut len,
         )
@@ -147,19 +226,50 @@ pub fn print_json<T: Serialize>(doc: &T) {
     }
 }
 
-/// One change in a report: its kind and the equivalent command.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One change in a report: its kind, the equivalent command, and the
+/// entry it is about as structured fields.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Change {
     pub kind: &'static str,
     pub command: String,
+    pub op: Op,
 }
 
 impl Change {
     pub fn of(op: &Op) -> Change {
-        Change { kind: op.kind(), command: crate::render::command(op) }
+        Change { kind: op.kind(), command: crate::render::command(op), op: op.clone() }
     }
 }
 
-pub fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+/// What check and show say about the state of roce-route's runs: an
+/// interrupted run, an apply waiting for its confirmation.
+pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<String>, Error> {
+    let mut notes = Vec::new();
+    if let Ok(crate::state::confirm::Answer::Waiting { seconds_left, apply_pid }) =
+        crate::state::confirm::ask("status", Some(Duration::from_secs(1)))
+    {
+        notes.push(format!(
+            "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation: it is reverted in \
+             {seconds_left} s unless `{}` runs",
+            ctx.suggest(&["confirm"])
+        ));
+    }
+    if let Some(state) = state
+        && let Some((header, false)) = state.latest_committed()?
+    {
+        let ago = crate::state::unix_now().saturating_sub(header.started_unix);
+        let of = header.config.as_deref().map_or(String::new(), |c| format!(" of {c}"));
+        let finish = match &header.config {
+            Some(c) if header.kind == "apply" => format!(" or `{}` to finish it", ctx.suggest(&["apply", c])),
+            _ => String::new(),
+        };
+        notes.push(format!(
+            "the last {}{of} (pid {}, {ago} s ago) did not finish (killed or crashed): run `{}` to undo \
+             what it made{finish}",
+            header.kind,
+            header.pid,
+            ctx.suggest(&["rollback"])
+        ));
+    }
+    Ok(notes)
 }

@@ -1,73 +1,147 @@
-//! `roce-route remove`: take out everything roce-route owns (found by its
-//! protocol number, so it works without a journal) and put the sysctls
-//! back to the values recorded before roce-route first changed them.
+//! `roce-route remove`: take out every route and rule roce-route owns (by
+//! the protocols it recorded, in the tables it recorded or its rules point
+//! to) and put the sysctls back to the values recorded before roce-route
+//! first changed them. `rollback` undoes a remove.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context;
+use serde::Serialize;
 
-use super::{Ctx, apply, connect};
-use crate::error::Error;
-use crate::model::{Family, Op, RawBytes};
+use super::{Change, Ctx, Done, connect};
+use crate::config::DEFAULT_PROTOCOL;
+use crate::error::{Error, exit};
+use crate::model::{Op, RESERVED_TABLES, RawBytes, SysctlKey};
 use crate::netlink::Netlink;
+use crate::reconcile;
+use crate::render::{self, count};
 use crate::say;
-use crate::state::{JournalHeader, StateDir};
-use crate::{render, sysctl};
+use crate::state::Record;
+use crate::sysctl;
+use crate::transaction::{self, Env};
 
-pub async fn run(ctx: &Ctx, protocol: u8) -> Result<(), Error> {
+#[derive(Debug, Serialize)]
+pub struct RemoveReport {
+    pub dry_run: bool,
+    pub changes: Vec<Change>,
+    /// Sysctls left as they are: roce-route never recorded their values
+    /// from before its change.
+    pub not_restored: Vec<String>,
+}
+
+/// `protocol`: an extra protocol given with `--protocol` (validated like
+/// `[defaults] protocol`), used for this run only and never recorded.
+pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done, Error> {
     let state = ctx.state()?;
-    let _lock = state.lock(ctx.lock_timeout)?;
+    let _lock = ctx.lock()?;
+    if !dry_run {
+        ctx.refuse_during_confirmation("a remove")?;
+    }
     let nl = connect().await?;
-    // The protocol given, and any a journal here was made with (a config
-    // may set its own): remove must not leave half of roce-route behind.
-    let mut protocols = BTreeSet::from([protocol]);
-    protocols.extend(state.journals()?.iter().map(|j| j.header.protocol).filter(|p| *p != 0));
-    let ops = plan_removal(&nl, &state, &protocols).await?;
-    let names: Vec<String> = protocols.iter().map(u8::to_string).collect();
+    let record = state.record()?;
+    let mut protocols = record.protocols.clone();
+    protocols.insert(DEFAULT_PROTOCOL);
+    protocols.extend(protocol);
+    let ops = plan_removal(&nl, &record, &protocols).await?;
+    let not_restored = unrecorded_sysctls(&ops, &record);
+    if !not_restored.is_empty() {
+        ctx.warn(format!(
+            "not restored: {} (roce-route never recorded their values from before the change: the host was set up \
+             by hand or with the --dry-run script); set them back yourself if they should change",
+            not_restored.join(", ")
+        ));
+    }
+    let report = |changes: Vec<Change>| RemoveReport { dry_run, changes, not_restored: not_restored.clone() };
+    if dry_run {
+        if !ctx.json {
+            let head = format!(
+                "roce-route remove --dry-run: {}; nothing was changed",
+                count(ops.len(), "change", "changes")
+            );
+            use std::io::Write as _;
+            let _ = write!(std::io::stdout(), "{}", render::script(&[head], &ops));
+        }
+        // With --dry-run, "changed" says whether remove would change the host.
+        return Ok(Done::new(exit::OK, !ops.is_empty(), report(ops.iter().map(Change::of).collect())));
+    }
     if ops.is_empty() {
-        say!(
-            "roce-route: nothing to remove (no route or rule with proto {}, sysctls as recorded)",
-            names.join(" or ")
-        );
-        state.clear_journals()?;
-    } else {
-        let header = JournalHeader::new("remove", None, protocol);
-        apply::execute(ctx, &state, &nl, &ops, header).await?;
-        say!("roce-route: removed {} item(s):", ops.len());
+        if !ctx.json {
+            say!("roce-route: nothing to remove (no route or rule of roce-route's, sysctls as recorded)");
+        }
+        // Nothing of roce-route's is left: older journals describe changes
+        // no longer on the host.
+        if let Some(j) = state.latest_journal()? {
+            state.discard(&j)?;
+        }
+        state.clear_older_journals()?;
+        state.write_record(&Record::default())?;
+        return Ok(Done::new(exit::OK, false, report(vec![])));
+    }
+    let mut header = transaction::header_for("remove", None, 0, &ops, &record);
+    header.protocols = record.protocols.iter().copied().collect();
+    let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
+    transaction::begin(&env, &ops, header).await?.commit()?;
+    // Only the remove's own journal stays: `rollback` undoes the remove.
+    state.clear_older_journals()?;
+    if !ctx.json {
+        say!("roce-route: removed {}:", count(ops.len(), "item", "items"));
         for op in &ops {
             say!("  {}", render::command(op));
         }
-        // Only the remove's own journal stays: `rollback` undoes the remove.
-        state.clear_older_journals()?;
     }
-    state.clear_sysctl_origins()?;
-    Ok(())
+    Ok(Done::new(exit::OK, true, report(ops.iter().map(Change::of).collect())))
 }
 
 /// Rules first (traffic falls back to main), then routes, then sysctls.
-async fn plan_removal(nl: &Netlink, state: &StateDir, protocols: &BTreeSet<u8>) -> Result<Vec<Op>, Error> {
+async fn plan_removal(nl: &Netlink, record: &Record, protocols: &BTreeSet<u8>) -> Result<Vec<Op>, Error> {
     let mut ops = Vec::new();
+    let mut tables: BTreeSet<u32> = record.tables.clone();
     for r in nl.rules().await.context("cannot read the policy rules")? {
         if protocols.contains(&r.item.protocol) {
+            tables.insert(r.item.table);
             ops.push(Op::DelRule { rule: r.item, raw: Some(RawBytes(r.raw)) });
         }
     }
-    for family in [Family::V4, Family::V6] {
-        for protocol in protocols {
-            let routes = nl.routes(family, None, Some(*protocol)).await.context("cannot read the routes")?;
-            ops.extend(
-                routes.into_iter().map(|r| Op::DelRoute { route: r.item, raw: Some(RawBytes(r.raw)) }),
-            );
+    tables.retain(|t| !RESERVED_TABLES.contains(t));
+    for r in reconcile::routes_of_tables(nl, &tables).await? {
+        if protocols.contains(&r.item.protocol) {
+            ops.push(Op::DelRoute { route: r.item, raw: Some(RawBytes(r.raw)) });
         }
     }
-    for ((iface, key), origin) in state.sysctl_origins()? {
+    for ((iface, key), origin) in record.origins.iter() {
         // An interface that is gone has no sysctl left to restore.
-        let Ok(current) = sysctl::read(&iface, key) else {
+        let Ok(current) = sysctl::read(iface, *key) else {
             continue;
         };
-        if current != origin {
-            ops.push(Op::SetSysctl { iface, key, old: current, new: origin });
+        if current != *origin {
+            ops.push(Op::SetSysctl { iface: iface.clone(), key: *key, old: current, new: *origin });
         }
     }
     Ok(ops)
+}
+
+/// The ARP sysctls of interfaces whose routes are removed that have no
+/// recorded original and are not at the kernel's default (0).
+fn unrecorded_sysctls(ops: &[Op], record: &Record) -> Vec<String> {
+    let ifaces: BTreeSet<&str> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::DelRoute { route, .. } => route.oif.as_deref(),
+            _ => None,
+        })
+        .collect();
+    let mut found: BTreeMap<String, u32> = BTreeMap::new();
+    for iface in ifaces {
+        for key in SysctlKey::ALL {
+            if record.origins.get(iface, key).is_some() {
+                continue;
+            }
+            if let Ok(value) = sysctl::read(iface, key)
+                && value != 0
+            {
+                found.insert(sysctl::dotted_name(iface, key), value);
+            }
+        }
+    }
+    found.into_iter().map(|(name, v)| format!("{name}={v}")).collect()
 }

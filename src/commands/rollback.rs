@@ -1,101 +1,101 @@
 //! `roce-route rollback`: undo the most recent apply (or remove) exactly,
-//! from its journal, also when that apply was killed half-way.
+//! from its journal, also when that run was killed half-way.
 
+use std::collections::BTreeSet;
+
+use anyhow::Context;
 use serde::Serialize;
 
-use super::{Ctx, connect, print_json};
-use crate::error::Error;
-use crate::executor::{self, TxError};
-use crate::host::Kernel;
-use crate::model::{Op, SysctlKey};
+use super::{Change, Ctx, Done, connect};
+use crate::config::DEFAULT_PROTOCOL;
+use crate::error::{Error, exit};
+use crate::model::Family;
+use crate::netlink::Netlink;
+use crate::render::count;
 use crate::say;
-use crate::state::{Journal, StateDir};
+use crate::transaction::{self, Env};
 
 #[derive(Debug, Serialize)]
 pub struct RollbackReport {
-    pub command: &'static str,
-    /// Whether anything was undone.
-    pub changed: bool,
+    pub dry_run: bool,
     /// What the journal was for: "apply" or "remove".
     pub undid: Option<String>,
     /// Whether that run had finished (false after a crash).
     pub finished: Option<bool>,
-    pub steps: Vec<super::Change>,
+    pub steps: Vec<Change>,
+    /// With no journal left: how many routes and rules roce-route still owns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub still_owned: Option<usize>,
 }
 
-pub async fn run(ctx: &Ctx, json: bool) -> Result<(), Error> {
+pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     let state = ctx.state()?;
-    let _lock = state.lock(ctx.lock_timeout)?;
-    let Some(journal) = state.latest_journal()? else {
-        if json {
-            print_json(&RollbackReport {
-                command: "rollback",
-                changed: false,
-                undid: None,
-                finished: None,
-                steps: vec![],
-            });
-        } else {
-            say!("roce-route: nothing to roll back");
-        }
-        return Ok(());
-    };
-    let undo: Vec<Op> = journal.undo.iter().map(|(_, op)| op.clone()).collect();
-    let nl = connect().await?;
-    let failures = executor::undo_all(&mut Kernel::new(&nl), &undo).await;
-    if !failures.is_empty() {
-        let what = format!("rolling back the {} of journal {}", journal.header.kind, journal.path.display());
-        return Err(TxError::UndoFailed { what, undo_failures: failures }.into());
+    let _lock = ctx.lock()?;
+    if !dry_run {
+        ctx.refuse_during_confirmation("a rollback")?;
     }
-    state.discard(&journal)?;
-    update_origins(&state, &journal)?;
-    let steps: Vec<super::Change> = undo
-        .iter()
-        .rev()
-        .map(|op| super::Change { kind: op.kind(), command: crate::render::command(op) })
-        .collect();
-    if json {
-        print_json(&RollbackReport {
-            command: "rollback",
-            changed: !steps.is_empty(),
-            undid: Some(journal.header.kind.clone()),
-            finished: Some(journal.committed),
-            steps,
-        });
-    } else {
+    let nl = connect().await?;
+    let Some(journal) = state.latest_journal()? else {
+        let mut protocols = state.record()?.protocols;
+        protocols.insert(DEFAULT_PROTOCOL);
+        let owned = owned_entries(&nl, &protocols).await?;
+        if !ctx.json {
+            if owned == 0 {
+                say!("roce-route: nothing to roll back");
+            } else {
+                say!(
+                    "roce-route: nothing to roll back (no journal is left), but roce-route still owns {} here; \
+                     run `{}` to take them out",
+                    count(owned, "route or rule", "routes and rules"),
+                    ctx.suggest(&["remove"])
+                );
+            }
+        }
+        let report =
+            RollbackReport { dry_run, undid: None, finished: None, steps: vec![], still_owned: Some(owned) };
+        return Ok(Done::new(exit::OK, false, report));
+    };
+    let steps: Vec<Change> = journal.undo_ops().iter().rev().map(Change::of).collect();
+    if !dry_run {
+        transaction::undo_journal(&Env { state: &state, nl: &nl, stop: &ctx.stop }, &journal).await?;
+    }
+    if !ctx.json {
         let how = if journal.committed { "" } else { " (it had not finished: killed or crashed)" };
         let of = journal.header.config.as_ref().map_or(String::new(), |c| format!(" of {c}"));
-        let ago = super::now_unix().saturating_sub(journal.header.started_unix);
-        say!(
-            "roce-route: rolled back the {}{of} made {ago} s ago{how}: {} step(s) undone",
-            journal.header.kind,
-            steps.len()
-        );
+        let ago = crate::state::unix_now().saturating_sub(journal.header.started_unix);
+        let n = count(steps.len(), "step", "steps");
+        if dry_run {
+            say!(
+                "# roce-route rollback --dry-run: would undo the {}{of} made {ago} s ago{how}: {n}",
+                journal.header.kind
+            );
+        } else {
+            say!("roce-route: rolled back the {}{of} made {ago} s ago{how}: {n} undone", journal.header.kind);
+        }
         for s in &steps {
-            say!("  {}", s.command);
+            say!("{}{}", if dry_run { "" } else { "  " }, s.command);
         }
     }
-    Ok(())
+    // With --dry-run, "changed" says whether the rollback would change the host.
+    let changed = !steps.is_empty();
+    let report = RollbackReport {
+        dry_run,
+        undid: Some(journal.header.kind.clone()),
+        finished: Some(journal.committed),
+        steps,
+        still_owned: None,
+    };
+    Ok(Done::new(exit::OK, changed, report))
 }
 
-/// Keeps the record of original sysctl values right after undoing a run:
-/// a value the undo wrote back to its recorded original is roce-route's no
-/// longer (forgotten: the admin's next change is what a later first change
-/// records), and the originals the run had released (it had restored
-/// them) are roce-route's again.
-pub fn update_origins(state: &StateDir, journal: &Journal) -> Result<(), Error> {
-    let stored = state.sysctl_origins()?;
-    let back_to_original: Vec<(String, SysctlKey)> = journal
-        .undo
-        .iter()
-        .filter_map(|(_, op)| match op {
-            Op::SetSysctl { iface, key, new, .. } => Some(((iface.clone(), *key), *new)),
-            _ => None,
-        })
-        .filter(|(k, value)| stored.get(k) == Some(value))
-        .map(|(k, _)| k)
-        .collect();
-    state.forget_sysctl_origins(&back_to_original)?;
-    state.record_sysctl_origins(&journal.header.released_origins)?;
-    Ok(())
+/// How many rules and routes carry one of `protocols`.
+async fn owned_entries(nl: &Netlink, protocols: &BTreeSet<u8>) -> Result<usize, Error> {
+    let rules = nl.rules().await.context("cannot read the policy rules")?;
+    let mut n = rules.iter().filter(|r| protocols.contains(&r.item.protocol)).count();
+    for family in [Family::V4, Family::V6] {
+        for p in protocols {
+            n += nl.routes(family, None, Some(*p)).await.context("cannot read the routes")?.len();
+        }
+    }
+    Ok(n)
 }

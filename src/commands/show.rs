@@ -8,30 +8,54 @@ use std::net::IpAddr;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{ask, connect, local_addresses, print_json};
+use super::{Ctx, Done, connect, run_notes};
 use crate::behaviour::{self, Verdict};
-use crate::error::Error;
+use crate::config::DEFAULT_PROTOCOL;
+use crate::error::{Error, exit};
 use crate::model::{Family, Prefix, Route, Rule, SysctlKey};
 use crate::netlink::Netlink;
+use crate::reconcile;
 use crate::say;
 use crate::{render, sysctl};
 
-/// The JSON document of `show --json`.
+/// The fields of `show --json`.
 #[derive(Debug, Serialize)]
 pub struct ShowReport {
-    pub command: &'static str,
-    pub protocol: u8,
+    /// The protocol numbers taken as roce-route's.
+    pub protocols: Vec<u8>,
     pub interfaces: Vec<ShownInterface>,
     /// Owned rules whose table has no owned route (e.g. after a link flap).
-    pub orphan_rules: Vec<String>,
+    pub orphan_rules: Vec<Shown<Rule>>,
+    /// An interrupted run, an apply waiting for its confirmation.
+    pub notes: Vec<String>,
+}
+
+/// An entry as structured fields plus the line `ip` prints for it.
+#[derive(Debug, Serialize)]
+pub struct Shown<T> {
+    #[serde(flatten)]
+    pub entry: T,
+    pub ip: String,
+}
+
+impl Shown<Route> {
+    fn of(r: &Route) -> Shown<Route> {
+        Shown { entry: r.clone(), ip: render::route_line(r) }
+    }
+}
+
+impl Shown<Rule> {
+    fn of(r: &Rule) -> Shown<Rule> {
+        Shown { entry: r.clone(), ip: render::rule_line(r) }
+    }
 }
 
 #[derive(Debug, Default, Serialize)]
 pub struct ShownInterface {
     pub name: String,
     pub tables: Vec<u32>,
-    pub routes: Vec<String>,
-    pub rules: Vec<String>,
+    pub routes: Vec<Shown<Route>>,
+    pub rules: Vec<Shown<Rule>>,
     pub sysctls: BTreeMap<&'static str, ShownSysctl>,
     pub traffic: Vec<Verdict>,
 }
@@ -43,7 +67,17 @@ pub struct ShownSysctl {
     pub effective: u32,
 }
 
-pub async fn run(json: bool, protocol: u8) -> Result<(), Error> {
+/// `protocol`: an extra protocol from `--protocol` (validated), this run only.
+pub async fn run(ctx: &Ctx, protocol: Option<u8>) -> Result<Done, Error> {
+    let state = ctx.existing_state()?;
+    let _lock = if state.is_some() { Some(ctx.lock()?) } else { None };
+    let mut protocols: BTreeSet<u8> = match &state {
+        Some(s) => s.record()?.protocols,
+        None => BTreeSet::new(),
+    };
+    protocols.insert(DEFAULT_PROTOCOL);
+    protocols.extend(protocol);
+    let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
     let rules: Vec<Rule> = nl
         .rules()
@@ -51,30 +85,30 @@ pub async fn run(json: bool, protocol: u8) -> Result<(), Error> {
         .context("cannot read the policy rules")?
         .into_iter()
         .map(|r| r.item)
-        .filter(|r| r.protocol == protocol)
+        .filter(|r| protocols.contains(&r.protocol))
         .collect();
     let mut routes = Vec::new();
     for family in [Family::V4, Family::V6] {
-        let owned = nl.routes(family, None, Some(protocol)).await.context("cannot read the routes")?;
-        routes.extend(owned.into_iter().map(|r| r.item));
+        for p in &protocols {
+            let owned = nl.routes(family, None, Some(*p)).await.context("cannot read the routes")?;
+            routes.extend(owned.into_iter().map(|r| r.item));
+        }
     }
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
-    let local = local_addresses(&nl).await?;
+    let local = reconcile::local_addresses(&nl).await?;
     for iface in &mut interfaces {
         iface.sysctls = read_sysctls(&iface.name);
         iface.traffic = probe(&nl, iface, &routes, &rules, &local).await;
     }
-    let report = ShowReport { command: "show", protocol, interfaces, orphan_rules };
-    if json {
-        print_json(&report);
-    } else {
+    let report = ShowReport { protocols: protocols.into_iter().collect(), interfaces, orphan_rules, notes };
+    if !ctx.json {
         print_human(&report);
     }
-    Ok(())
+    Ok(Done::new(exit::OK, false, report))
 }
 
 /// Pure: owned routes and rules grouped by the interface of each table.
-pub fn group(routes: &[Route], rules: &[Rule]) -> (Vec<ShownInterface>, Vec<String>) {
+pub fn group(routes: &[Route], rules: &[Rule]) -> (Vec<ShownInterface>, Vec<Shown<Rule>>) {
     let mut by_name: BTreeMap<String, ShownInterface> = BTreeMap::new();
     let mut table_owner: BTreeMap<u32, String> = BTreeMap::new();
     for r in routes {
@@ -85,13 +119,13 @@ pub fn group(routes: &[Route], rules: &[Rule]) -> (Vec<ShownInterface>, Vec<Stri
         if !entry.tables.contains(&r.table) {
             entry.tables.push(r.table);
         }
-        entry.routes.push(render::route_line(r));
+        entry.routes.push(Shown::<Route>::of(r));
     }
     let mut orphans = Vec::new();
     for rule in rules {
         match table_owner.get(&rule.table).and_then(|n| by_name.get_mut(n)) {
-            Some(iface) => iface.rules.push(render::rule_line(rule)),
-            None => orphans.push(render::rule_line(rule)),
+            Some(iface) => iface.rules.push(Shown::<Rule>::of(rule)),
+            None => orphans.push(Shown::<Rule>::of(rule)),
         }
     }
     (by_name.into_values().collect(), orphans)
@@ -128,23 +162,27 @@ async fn probe(
         let gateways: Vec<IpAddr> =
             in_table.iter().filter(|r| r.dst.is_default()).filter_map(|r| r.gateway).collect();
         let probes = behaviour::probes_for(&iface.name, rule.table, &subnet, &gateways, local);
-        out.extend(ask(nl, &probes).await);
+        out.extend(reconcile::ask(nl, &probes).await);
     }
     out
 }
 
 fn print_human(r: &ShowReport) {
+    for n in &r.notes {
+        say!("note: {n}");
+    }
     if r.interfaces.is_empty() && r.orphan_rules.is_empty() {
-        say!("roce-route owns nothing here (no route or rule with proto {})", r.protocol);
+        let protos: Vec<String> = r.protocols.iter().map(u8::to_string).collect();
+        say!("roce-route owns nothing here (no route or rule with proto {})", protos.join(" or "));
         return;
     }
     for i in &r.interfaces {
         let tables: Vec<String> = i.tables.iter().map(u32::to_string).collect();
         say!("{}  table {}", i.name, tables.join(", "));
         say!("  routes:");
-        i.routes.iter().for_each(|l| say!("    {l}"));
+        i.routes.iter().for_each(|l| say!("    {}", l.ip));
         say!("  rules:");
-        i.rules.iter().for_each(|l| say!("    {l}"));
+        i.rules.iter().for_each(|l| say!("    {}", l.ip));
         let sysctls: Vec<String> = i
             .sysctls
             .iter()
@@ -158,7 +196,7 @@ fn print_human(r: &ShowReport) {
         }
     }
     for o in &r.orphan_rules {
-        say!("rule without routes in its table (link flapped? re-apply): {o}");
+        say!("rule without routes in its table (link flapped? re-apply): {}", o.ip);
     }
 }
 
@@ -179,13 +217,18 @@ mod tests {
         assert_eq!(ifaces[0].rules.len(), 1);
         assert_eq!(orphans.len(), 1);
         let json = serde_json::to_value(ShowReport {
-            command: "show",
-            protocol: 234,
+            protocols: vec![234],
             interfaces: ifaces,
             orphan_rules: orphans,
+            notes: vec![],
         })
         .unwrap();
         assert_eq!(json["interfaces"][0]["name"], "rail0");
         assert!(json["interfaces"][0]["sysctls"].is_object());
+        let route = &json["interfaces"][0]["routes"][0];
+        assert_eq!(route["table"], 100, "structured fields: {route}");
+        assert_eq!(route["oif"], "rail0");
+        assert!(route["ip"].as_str().unwrap().contains("198.51.100.0/24 dev rail0"), "{route}");
+        assert_eq!(json["orphan_rules"][0]["priority"], 1000);
     }
 }

@@ -1,0 +1,120 @@
+//! observe -> plan -> diff: what `apply`, `apply --dry-run` and `check`
+//! share (and what `watch` will loop over).
+//!
+//! `plan` and `diff` are pure; this module reads what they need from the
+//! host (links, addresses, rules, the routes of the tables concerned,
+//! sysctls) and from the record of earlier runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use anyhow::{Context, Result};
+
+use crate::config::Config;
+use crate::diff::{self, Observed, Plan};
+use crate::error::Error;
+use crate::model::{Family, RESERVED_TABLES, SysctlKey};
+use crate::netlink::Netlink;
+use crate::plan::{self, Desired};
+use crate::state::Record;
+use crate::sysctl;
+
+/// Plans `cfg` against the live host and diffs it with what is there.
+pub async fn reconcile(
+    nl: &Netlink,
+    cfg: &Config,
+    adopt: bool,
+    record: &Record,
+) -> Result<(Desired, Plan), Error> {
+    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
+    let desired = plan::plan(cfg, nl.links(), &addrs)?;
+    let observed = observe(nl, &desired, record).await?;
+    let plan = diff::diff(&desired, &observed, adopt);
+    Ok((desired, plan))
+}
+
+/// Reads what the diff needs: every rule, the routes of the tables
+/// concerned (kernel-filtered by table), and the sysctls concerned: the
+/// desired ones and the recorded ones (interfaces that may have left the
+/// config; one that no longer exists has nothing left to restore).
+pub async fn observe(nl: &Netlink, desired: &Desired, record: &Record) -> Result<Observed> {
+    let rules = nl.rules().await.context("cannot read the policy rules")?;
+    let owned_protocols = record.protocols.clone();
+    let mut tables = diff::tables_to_read(desired, &owned_protocols, &rules);
+    tables.extend(record.tables.iter().filter(|t| !RESERVED_TABLES.contains(t)));
+    let routes = routes_of_tables(nl, &tables).await?;
+    let mut sysctls = BTreeMap::new();
+    for s in &desired.sysctls {
+        let value = sysctl::read(&s.iface, s.key)
+            .with_context(|| format!("cannot read {}", sysctl::dotted_name(&s.iface, s.key)))?;
+        sysctls.insert((s.iface.clone(), s.key), value);
+    }
+    for (iface, key) in record.origins.keys() {
+        if let Ok(value) = sysctl::read(iface, *key) {
+            sysctls.entry((iface.clone(), *key)).or_insert(value);
+        }
+    }
+    Ok(Observed {
+        rules,
+        routes,
+        sysctls,
+        all: all_sysctls(),
+        origins: record.origins.clone(),
+        owned_protocols,
+    })
+}
+
+/// The routes of both families in `tables`, one kernel-filtered dump each,
+/// all in flight at once.
+pub async fn routes_of_tables(
+    nl: &Netlink,
+    tables: &BTreeSet<u32>,
+) -> Result<Vec<crate::model::Live<crate::model::Route>>> {
+    let dumps =
+        tables.iter().flat_map(|t| [(Family::V4, *t), (Family::V6, *t)]).map(|(family, table)| async move {
+            nl.routes(family, Some(table), None)
+                .await
+                .with_context(|| format!("cannot read the routes of table {table}"))
+        });
+    let mut routes = Vec::new();
+    for dump in futures::future::join_all(dumps).await {
+        routes.extend(dump?);
+    }
+    Ok(routes)
+}
+
+/// `conf/all/<key>` for every managed key that can be read.
+pub fn all_sysctls() -> BTreeMap<SysctlKey, u32> {
+    SysctlKey::ALL.into_iter().filter_map(|key| Some((key, sysctl::read("all", key).ok()?))).collect()
+}
+
+/// Every address configured on this host (to keep probes off them).
+pub async fn local_addresses(nl: &Netlink) -> Result<BTreeSet<IpAddr>, Error> {
+    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
+    Ok(addrs.iter().map(|a| a.addr.addr).collect())
+}
+
+/// After a transaction: the host read back and diffed again against the
+/// same desired state. The kernel may have normalised an entry (a field it
+/// stores differently from how it was asked): then the diff is not empty.
+/// Returns the entries that still differ, in words.
+pub async fn verify(
+    nl: &Netlink,
+    desired: &Desired,
+    record: &Record,
+    adopt: bool,
+) -> Result<Vec<String>, Error> {
+    let observed = observe(nl, desired, record).await?;
+    let again = diff::diff(desired, &observed, adopt);
+    Ok(again.ops.iter().map(crate::render::describe).collect())
+}
+
+/// Asks the kernel where each probe's traffic goes and judges the answers.
+pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate::behaviour::Verdict> {
+    let mut verdicts = Vec::with_capacity(probes.len());
+    for probe in probes {
+        let answer = nl.route_get(probe.from, probe.to).await.map_err(|e| e.to_string());
+        verdicts.push(crate::behaviour::judge(probe, answer.as_ref().map_err(Clone::clone)));
+    }
+    verdicts
+}

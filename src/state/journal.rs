@@ -1,0 +1,219 @@
+//! Undo journals: `journal-<seq>.jsonl`, one per run that changed something.
+//!
+//! A journal is a header line, one line per step (the inverse of the
+//! operation, all written in one piece before the first step is sent),
+//! then a commit line once the transaction is complete. `parse` is the one
+//! reader; it is pure so that it can be fuzzed.
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::files::{Kind, corrupt, io_error, open_safe};
+use super::{StateError, unix_now};
+use crate::model::{Op, SysctlKey};
+
+pub const JOURNAL_VERSION: u32 = 1;
+pub(super) const PREFIX: &str = "journal-";
+pub(super) const SUFFIX: &str = ".jsonl";
+
+/// First line of a journal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JournalHeader {
+    pub version: u32,
+    /// "apply" or "remove".
+    pub kind: String,
+    pub started_unix: u64,
+    pub config: Option<String>,
+    pub protocol: u8,
+    pub pid: u32,
+    /// Sysctl values this run recorded first (iface, key, value before any
+    /// change by roce-route): forgotten again when the run is undone.
+    #[serde(default)]
+    pub sysctl_origins: Vec<(String, SysctlKey, u32)>,
+    /// Recorded values this run wrote back (a sysctl returned to its
+    /// original value): recorded again when the run is undone.
+    #[serde(default)]
+    pub released_origins: Vec<(String, SysctlKey, u32)>,
+    /// Tables whose routes this run changes.
+    #[serde(default)]
+    pub tables: Vec<u32>,
+    /// Protocols roce-route owned when this run started, besides
+    /// `protocol` (a remove records them so that its undo owns them again).
+    #[serde(default)]
+    pub protocols: Vec<u8>,
+    /// How many step lines follow; fewer, or a damaged one, is corruption
+    /// rather than a torn append.
+    #[serde(default)]
+    pub steps: Option<usize>,
+}
+
+impl JournalHeader {
+    /// A header for a journal this process starts now.
+    pub fn new(kind: &str, config: Option<String>, protocol: u8) -> JournalHeader {
+        JournalHeader {
+            version: JOURNAL_VERSION,
+            kind: kind.to_string(),
+            started_unix: unix_now(),
+            config,
+            protocol,
+            pid: std::process::id(),
+            sysctl_origins: Vec::new(),
+            released_origins: Vec::new(),
+            tables: Vec::new(),
+            protocols: Vec::new(),
+            steps: None,
+        }
+    }
+}
+
+/// A journal as read back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Journal {
+    pub path: PathBuf,
+    pub header: JournalHeader,
+    /// (step index, inverse op) in execution order; undo runs it reversed.
+    pub undo: Vec<(usize, Op)>,
+    pub committed: bool,
+}
+
+impl Journal {
+    /// The undo operations in execution order (undo runs them reversed).
+    pub fn undo_ops(&self) -> Vec<Op> {
+        self.undo.iter().map(|(_, op)| op.clone()).collect()
+    }
+}
+
+/// A journal line after the header: `{"step": i, "undo": <op>}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepLine {
+    step: usize,
+    undo: Op,
+}
+
+/// The last line of a complete journal: `{"committed": true}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitLine {
+    committed: bool,
+}
+
+// Parsed one line at a time and consumed at once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum BodyLine {
+    Step(StepLine),
+    Commit(CommitLine),
+}
+
+/// Just the version of a header, read before the rest so that a header of
+/// another version is reported as such rather than as unparsable.
+#[derive(Deserialize)]
+struct VersionProbe {
+    version: u32,
+}
+
+/// An open journal whose steps are being made; `commit` marks it complete.
+#[derive(Debug)]
+pub struct JournalWriter {
+    pub(super) path: PathBuf,
+}
+
+impl JournalWriter {
+    /// Marks the transaction complete (one appended line).
+    pub fn commit(self) -> Result<(), StateError> {
+        let mut file = open_safe(&self.path, OpenOptions::new().append(true), Kind::File)?;
+        let line = json_line(&self.path, &CommitLine { committed: true })?;
+        file.write_all(&line).map_err(|e| io_error(&self.path, e))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The whole journal of a plan: header and the undo of every step.
+pub(super) fn encode(path: &Path, mut header: JournalHeader, undo: &[Op]) -> Result<Vec<u8>, StateError> {
+    header.steps = Some(undo.len());
+    let mut bytes = json_line(path, &header)?;
+    for (step, op) in undo.iter().enumerate() {
+        bytes.extend(json_line(path, &StepLine { step, undo: op.clone() })?);
+    }
+    Ok(bytes)
+}
+
+/// Parses a journal. Its last line may be torn by a crash mid-append (the
+/// commit line): it is dropped if it lacks its '\n' or does not parse. Any
+/// other bad line is corruption. Never panics, whatever the bytes.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, StateError> {
+    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    // The piece after the last '\n': empty, or an unterminated torn line.
+    let unterminated = lines.pop().is_some_and(|tail| !tail.is_empty());
+    let (header, body) = lines.split_first().ok_or_else(|| corrupt(path, "no header line"))?;
+    let mut journal = Journal {
+        path: path.to_path_buf(),
+        header: parse_header(path, header)?,
+        undo: Vec::new(),
+        committed: false,
+    };
+    for (n, line) in body.iter().enumerate() {
+        let is_last = !unterminated && n + 1 == body.len();
+        match serde_json::from_slice(line) {
+            Ok(BodyLine::Step(_)) if journal.committed => {
+                return Err(corrupt(path, format!("line {}: step recorded after the commit line", n + 2)));
+            }
+            Ok(BodyLine::Step(StepLine { step, undo })) => journal.undo.push((step, undo)),
+            Ok(BodyLine::Commit(CommitLine { committed })) => journal.committed = committed,
+            Err(_) if is_last => {}
+            Err(e) => return Err(corrupt(path, format!("line {}: {e}", n + 2))),
+        }
+    }
+    // Written in one piece, a journal holds all its steps: only the commit
+    // line, appended later, may be torn by a crash.
+    let expected = journal.header.steps.unwrap_or(journal.undo.len());
+    let in_order = journal.undo.iter().enumerate().all(|(i, (step, _))| i == *step);
+    if journal.undo.len() != expected || !in_order {
+        let found = journal.undo.len();
+        return Err(corrupt(path, format!("holds {found} of its {expected} steps: a step line is damaged")));
+    }
+    Ok(journal)
+}
+
+pub(super) fn parse_header(path: &Path, line: &[u8]) -> Result<JournalHeader, StateError> {
+    let unreadable = |e: serde_json::Error| corrupt(path, format!("unreadable header: {e}"));
+    let VersionProbe { version } = serde_json::from_slice(line).map_err(unreadable)?;
+    if version != JOURNAL_VERSION {
+        return Err(corrupt(
+            path,
+            format!("journal version {version} is not supported (this build reads {JOURNAL_VERSION})"),
+        ));
+    }
+    serde_json::from_slice(line).map_err(unreadable)
+}
+
+/// The first line of a journal file, parsed.
+pub(super) fn read_header(path: &Path) -> Result<JournalHeader, StateError> {
+    let file = open_safe(path, OpenOptions::new().read(true), Kind::File)?;
+    let mut line = Vec::new();
+    std::io::BufReader::new(file).read_until(b'\n', &mut line).map_err(|e| io_error(path, e))?;
+    parse_header(path, line.strip_suffix(b"\n").unwrap_or(&line))
+}
+
+/// The sequence number of a file named `journal-<digits>.jsonl`.
+pub(super) fn seq(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+pub(super) fn json_line<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, StateError> {
+    let mut line = serde_json::to_vec(value).map_err(|e| io_error(path, e.into()))?;
+    line.push(b'\n');
+    Ok(line)
+}

@@ -1,0 +1,252 @@
+//! The state directory: what roce-route must remember between runs, one
+//! subdirectory of the base per network namespace:
+//!
+//! * `journal-<seq>.jsonl`, a stack of undo journals (`journal`);
+//! * `record.json`: original sysctl values, tables and protocols
+//!   roce-route used (`record`);
+//! * `pending`: an `apply --confirm` waiting for its confirmation
+//!   (`confirm`).
+//!
+//! The lock is not a file: it is an abstract unix socket of the network
+//! namespace (`lock`). Safe file access is in `files`.
+//!
+//! The default base lives on tmpfs: the routing state it describes does not
+//! survive a reboot either, and the per-namespace directory is keyed by the
+//! boot id, so a persistent /run is never read after a reboot.
+
+pub mod confirm;
+mod files;
+pub mod journal;
+pub mod lock;
+pub mod record;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use confirm::Pending;
+pub use journal::{JOURNAL_VERSION, Journal, JournalHeader, JournalWriter};
+pub use lock::{Holder, NetnsLock};
+pub use record::{Origins, Record, RunOrigins};
+
+use files::{atomic_write, corrupt, ensure_dir, read_json, remove_if_exists, unsafe_path};
+
+pub const DEFAULT_BASE: &str = "/run/roce-route";
+/// How many journals (runs that can be rolled back, newest first) are kept.
+pub const MAX_JOURNALS: usize = 32;
+
+const RECORD_FILE: &str = "record.json";
+const PENDING_FILE: &str = "pending";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// A symlink, a foreign owner, group/other write permission, or the
+    /// wrong file type.
+    #[error("{path}: {what}; {hint}")]
+    Unsafe { path: PathBuf, what: String, hint: String },
+    /// Unparsable content or an incompatible journal version.
+    #[error("{path}: {what}; move the file away (the host itself is not affected) and run the command again")]
+    Corrupt { path: PathBuf, what: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "another roce-route works in this network namespace ({}); waited {:.1} s (--lock-timeout); try again when it has finished",
+        holder.as_ref().map_or("holder unknown".to_string(), |h| h.to_string()),
+        waited.as_secs_f64()
+    )]
+    Locked { waited: Duration, holder: Option<Holder> },
+    #[error(
+        "the lock name @{name} of this network namespace is held by uid {} ({holder}), not by roce-route's user; stop that process",
+        holder.uid
+    )]
+    LockSquatted { name: String, holder: Holder },
+    #[error("stopped by {} while waiting for the lock; nothing was changed", crate::signals::name(*signal))]
+    LockInterrupted { signal: i32 },
+}
+
+/// The state of one network namespace.
+#[derive(Debug)]
+pub struct StateDir {
+    dir: PathBuf,
+}
+
+impl StateDir {
+    /// Creates `base` and `base/ns_id` (0700) if missing, and refuses either
+    /// if it is not a safe directory.
+    pub fn open(base: &Path, ns_id: &str) -> Result<StateDir, StateError> {
+        check_ns_id(base, ns_id)?;
+        // Rebuilt from its components to drop a trailing '/', which would
+        // make the kernel follow a symlink despite O_NOFOLLOW.
+        let base: PathBuf = base.components().collect();
+        ensure_dir(&base)?;
+        let dir = base.join(ns_id);
+        ensure_dir(&dir)?;
+        Ok(StateDir { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    // -- journals ---------------------------------------------------------
+
+    /// Starts a journal that holds the undo of every step of a plan, in
+    /// one atomic write before the first step is sent. Replaying an undo
+    /// whose step was never made is harmless (it deletes what is absent,
+    /// re-adds what is present, or writes a value already there), so the
+    /// whole plan is recorded up front.
+    pub fn begin_journal(&self, header: JournalHeader, undo: &[Op]) -> Result<JournalWriter, StateError> {
+        let seq = self.journal_files()?.last().map_or(1, |(seq, _)| seq + 1);
+        let name = format!("{}{seq:06}{}", journal::PREFIX, journal::SUFFIX);
+        let path = self.file(&name);
+        atomic_write(&self.dir, &name, &journal::encode(&path, header, undo)?)?;
+        Ok(JournalWriter { path })
+    }
+
+    /// Keeps the newest MAX_JOURNALS journals: rollback can undo that many
+    /// runs back. Called after a commit, so that a failed run never costs
+    /// the oldest rollback point.
+    pub fn prune_journals(&self) -> Result<(), StateError> {
+        let files = self.journal_files()?;
+        let excess = files.len().saturating_sub(MAX_JOURNALS);
+        for (_, path) in &files[..excess] {
+            remove_if_exists(path)?;
+        }
+        Ok(())
+    }
+
+    /// The newest journal, if any.
+    pub fn latest_journal(&self) -> Result<Option<Journal>, StateError> {
+        match self.journal_files()?.pop() {
+            Some((_, path)) => read_journal(&path).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest journal's header (its first line only), if any.
+    pub fn latest_header(&self) -> Result<Option<JournalHeader>, StateError> {
+        match self.journal_files()?.pop() {
+            Some((_, path)) => journal::read_header(&path).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the newest journal is complete; None without journals.
+    pub fn latest_committed(&self) -> Result<Option<(JournalHeader, bool)>, StateError> {
+        Ok(self.latest_journal()?.map(|j| (j.header, j.committed)))
+    }
+
+    /// All journals, oldest first.
+    pub fn journals(&self) -> Result<Vec<Journal>, StateError> {
+        self.journal_files()?.iter().map(|(_, path)| read_journal(path)).collect()
+    }
+
+    /// Deletes a journal once it has been undone.
+    pub fn discard(&self, j: &Journal) -> Result<(), StateError> {
+        remove_if_exists(&j.path)
+    }
+
+    /// Deletes every journal but the newest (after `remove`: its own, so
+    /// that `rollback` can undo the remove).
+    pub fn clear_older_journals(&self) -> Result<(), StateError> {
+        let mut files = self.journal_files()?;
+        files.pop();
+        files.iter().try_for_each(|(_, path)| remove_if_exists(path))
+    }
+
+    /// Journal files by sequence number, oldest first.
+    fn journal_files(&self) -> Result<Vec<(u64, PathBuf)>, StateError> {
+        files::list(&self.dir, journal::seq)
+    }
+
+    // -- record -----------------------------------------------------------
+
+    pub fn record(&self) -> Result<Record, StateError> {
+        Ok(read_json(&self.file(RECORD_FILE))?.unwrap_or_default())
+    }
+
+    pub fn write_record(&self, record: &Record) -> Result<(), StateError> {
+        if *record == self.record()? {
+            return Ok(());
+        }
+        files::write_json(&self.dir, RECORD_FILE, record)
+    }
+
+    /// Reads, changes and writes the record.
+    pub fn update_record(&self, change: impl FnOnce(&mut Record)) -> Result<(), StateError> {
+        let mut record = self.record()?;
+        change(&mut record);
+        self.write_record(&record)
+    }
+
+    // -- confirmation -----------------------------------------------------
+
+    pub fn set_pending(&self, pending: &Pending) -> Result<(), StateError> {
+        files::write_json(&self.dir, PENDING_FILE, pending)
+    }
+
+    pub fn pending(&self) -> Result<Option<Pending>, StateError> {
+        read_json(&self.file(PENDING_FILE))
+    }
+
+    pub fn clear_pending(&self) -> Result<(), StateError> {
+        remove_if_exists(&self.file(PENDING_FILE))
+    }
+}
+
+use crate::model::Op;
+
+fn read_journal(path: &Path) -> Result<Journal, StateError> {
+    journal::parse(path, &files::read_file(path)?)
+}
+
+/// Parses the bytes of a state file as `roce-route` would read them from
+/// `name` (a journal, `record.json` or `pending`); for fuzzing the parsers.
+pub fn parse_state_file(name: &str, bytes: &[u8]) -> Result<(), StateError> {
+    let path = Path::new(name);
+    if journal::seq(name).is_some() {
+        journal::parse(path, bytes).map(drop)
+    } else if name == RECORD_FILE {
+        serde_json::from_slice::<Record>(bytes).map(drop).map_err(|e| corrupt(path, e.to_string()))
+    } else if name == PENDING_FILE {
+        serde_json::from_slice::<Pending>(bytes).map(drop).map_err(|e| corrupt(path, e.to_string()))
+    } else {
+        Err(corrupt(path, "not a state file name"))
+    }
+}
+
+/// The namespace id names one directory under the base, nothing else.
+fn check_ns_id(base: &Path, ns_id: &str) -> Result<(), StateError> {
+    let single = !matches!(ns_id, "" | "." | "..") && !ns_id.contains(['/', '\0']);
+    if single {
+        Ok(())
+    } else {
+        Err(unsafe_path(
+            base,
+            format!("namespace id {ns_id:?} is not a single path component"),
+            "name the namespace like net-<inode>",
+        ))
+    }
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Opens a state directory path read-only and checks it (for tests of the
+/// safety rules).
+#[cfg(test)]
+fn check_dir(path: &Path) -> Result<(), StateError> {
+    files::open_safe(path, std::fs::OpenOptions::new().read(true), files::Kind::Dir).map(drop)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,301 @@
+//! What roce-route remembers across runs about what it changed
+//! (`record.json`): the sysctl values it found before it first changed
+//! them, the tables it put routes in and the protocol numbers it stamped.
+//!
+//! `Origins` owns the bookkeeping of original sysctl values: which values a
+//! run records, which it gives back, and how a commit, an undo and a
+//! `remove` change the record. It is pure and tested here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::journal::JournalHeader;
+use crate::model::{Op, SysctlKey};
+
+/// One sysctl of one interface.
+pub type SysctlId = (String, SysctlKey);
+
+/// Sysctl values as they were before roce-route first changed them. The
+/// first value seen is the one to restore.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Origins(BTreeMap<SysctlId, u32>);
+
+/// How one run changes the origins: the values it records first and the
+/// recorded values it writes back (so they are roce-route's no longer).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunOrigins {
+    pub recorded: Vec<(String, SysctlKey, u32)>,
+    pub released: Vec<(String, SysctlKey, u32)>,
+}
+
+impl Origins {
+    pub fn get(&self, iface: &str, key: SysctlKey) -> Option<u32> {
+        self.0.get(&(iface.to_string(), key)).copied()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&SysctlId, &u32)> {
+        self.0.iter()
+    }
+    pub fn keys(&self) -> impl Iterator<Item = &SysctlId> {
+        self.0.keys()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// What a run of `ops` does to the record: a sysctl changed for the
+    /// first time records its value before the change; one written back to
+    /// its recorded original is released.
+    pub fn run_of(&self, ops: &[Op]) -> RunOrigins {
+        let mut run = RunOrigins::default();
+        for op in ops {
+            if let Op::SetSysctl { iface, key, old, new } = op {
+                match self.get(iface, *key) {
+                    None if !run.recorded.iter().any(|(i, k, _)| i == iface && k == key) => {
+                        run.recorded.push((iface.clone(), *key, *old))
+                    }
+                    Some(original) if original == *new => run.released.push((iface.clone(), *key, *new)),
+                    _ => {}
+                }
+            }
+        }
+        run
+    }
+
+    /// What `remove` does: every recorded value is written back or already
+    /// there, and all of them are released.
+    pub fn removal(&self) -> RunOrigins {
+        let released = self.0.iter().map(|((i, k), v)| (i.clone(), *k, *v)).collect();
+        RunOrigins { recorded: Vec::new(), released }
+    }
+
+    /// Before a run's first step: its first-seen values are recorded (a
+    /// crash at any later point leaves them known).
+    pub fn on_start(&mut self, run: &RunOrigins) {
+        for (iface, key, value) in &run.recorded {
+            self.0.entry((iface.clone(), *key)).or_insert(*value);
+        }
+    }
+
+    /// Once every step of the run is made: the values it wrote back are
+    /// released.
+    pub fn on_commit(&mut self, run: &RunOrigins) {
+        for (iface, key, _) in &run.released {
+            self.0.remove(&(iface.clone(), *key));
+        }
+    }
+
+    /// Once a run is undone: what it recorded is forgotten (its sysctls
+    /// are back to those values) and what it released is recorded again.
+    pub fn on_undo(&mut self, run: &RunOrigins) {
+        for (iface, key, value) in &run.recorded {
+            if self.get(iface, *key) == Some(*value) {
+                self.0.remove(&(iface.clone(), *key));
+            }
+        }
+        for (iface, key, value) in &run.released {
+            self.0.entry((iface.clone(), *key)).or_insert(*value);
+        }
+    }
+}
+
+impl FromIterator<(SysctlId, u32)> for Origins {
+    fn from_iter<I: IntoIterator<Item = (SysctlId, u32)>>(iter: I) -> Self {
+        Origins(iter.into_iter().collect())
+    }
+}
+
+/// On disk: `{"<iface>/<sysctl>": value}` (interface names never hold '/').
+impl Serialize for Origins {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let named: BTreeMap<String, u32> =
+            self.0.iter().map(|((iface, key), v)| (format!("{iface}/{}", key.name()), *v)).collect();
+        named.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Origins {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let named = BTreeMap::<String, u32>::deserialize(d)?;
+        named
+            .into_iter()
+            .map(|(name, value)| {
+                let id = name
+                    .rsplit_once('/')
+                    .and_then(|(iface, key)| Some((iface.to_string(), SysctlKey::from_name(key)?)))
+                    .filter(|(iface, _)| !iface.is_empty())
+                    .ok_or_else(|| {
+                        serde::de::Error::custom(format!("{name:?} is not \"<interface>/<sysctl>\""))
+                    })?;
+                Ok((id, value))
+            })
+            .collect()
+    }
+}
+
+/// `record.json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// Sysctl values before roce-route first changed them.
+    #[serde(default)]
+    pub origins: Origins,
+    /// Tables roce-route has put routes in since the last `remove`: read
+    /// for stale owned routes (a run killed half-way, a dropped interface).
+    #[serde(default)]
+    pub tables: BTreeSet<u32>,
+    /// Protocol numbers roce-route stamped on its routes and rules since
+    /// the last `remove`: entries with any of them are roce-route's own,
+    /// also after `[defaults] protocol` changed.
+    #[serde(default)]
+    pub protocols: BTreeSet<u8>,
+}
+
+impl Record {
+    /// Before a run's first step.
+    pub fn on_start(&mut self, header: &JournalHeader) {
+        self.origins.on_start(&run_origins(header));
+        self.tables.extend(&header.tables);
+        self.protocols.extend(owned_by(header));
+    }
+
+    /// Once every step of the run is made.
+    pub fn on_commit(&mut self, header: &JournalHeader) {
+        self.origins.on_commit(&run_origins(header));
+        if header.kind == "remove" {
+            // Nothing of roce-route's is left.
+            self.tables.clear();
+            self.protocols.clear();
+        }
+    }
+
+    /// Once the run is undone (rollback, a failed step, no confirmation).
+    pub fn on_undo(&mut self, header: &JournalHeader) {
+        self.origins.on_undo(&run_origins(header));
+        self.tables.extend(&header.tables);
+        self.protocols.extend(owned_by(header));
+    }
+}
+
+/// The protocols a run's entries carry: an apply's own, and those a
+/// remove took out (never a protocol only given on a command line).
+fn owned_by(header: &JournalHeader) -> Vec<u8> {
+    let mut all = header.protocols.clone();
+    if header.kind == "apply" {
+        all.push(header.protocol);
+    }
+    all
+}
+
+/// The origins part of a journal header.
+pub fn run_origins(header: &JournalHeader) -> RunOrigins {
+    RunOrigins { recorded: header.sysctl_origins.clone(), released: header.released_origins.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(iface: &str, old: u32, new: u32) -> Op {
+        Op::SetSysctl { iface: iface.into(), key: SysctlKey::ArpIgnore, old, new }
+    }
+    fn id(iface: &str) -> SysctlId {
+        (iface.to_string(), SysctlKey::ArpIgnore)
+    }
+
+    #[test]
+    fn a_run_records_first_changes_and_releases_returns() {
+        let known: Origins = [(id("rail3"), 0), (id("rail1"), 0)].into_iter().collect();
+        let run = known.run_of(&[
+            set("rail0", 0, 1), // never changed before: its original is 0
+            set("rail3", 1, 0), // back to its recorded original: released
+            set("rail1", 1, 2), // changed before, not to its original
+        ]);
+        assert_eq!(run.recorded, [("rail0".to_string(), SysctlKey::ArpIgnore, 0)]);
+        assert_eq!(run.released, [("rail3".to_string(), SysctlKey::ArpIgnore, 0)]);
+    }
+
+    #[test]
+    fn the_first_value_seen_is_kept() {
+        let mut o = Origins::default();
+        o.on_start(&RunOrigins {
+            recorded: vec![("rail0".into(), SysctlKey::ArpIgnore, 0)],
+            released: vec![],
+        });
+        o.on_start(&RunOrigins {
+            recorded: vec![("rail0".into(), SysctlKey::ArpIgnore, 1)],
+            released: vec![],
+        });
+        assert_eq!(o.get("rail0", SysctlKey::ArpIgnore), Some(0));
+    }
+
+    #[test]
+    fn commit_then_undo_restores_the_record() {
+        let before: Origins = [(id("rail3"), 0)].into_iter().collect();
+        let run = before.run_of(&[set("rail0", 0, 1), set("rail3", 1, 0)]);
+        let mut o = before.clone();
+        o.on_start(&run);
+        assert_eq!(o.get("rail0", SysctlKey::ArpIgnore), Some(0), "recorded before the first step");
+        assert_eq!(o.get("rail3", SysctlKey::ArpIgnore), Some(0), "released only at commit");
+        o.on_commit(&run);
+        assert_eq!(o.get("rail3", SysctlKey::ArpIgnore), None);
+        o.on_undo(&run);
+        assert_eq!(o, before);
+    }
+
+    #[test]
+    fn an_undo_after_a_crash_before_commit_restores_the_record() {
+        let before: Origins = [(id("rail3"), 0)].into_iter().collect();
+        let run = before.run_of(&[set("rail0", 0, 1), set("rail3", 1, 0)]);
+        let mut o = before.clone();
+        o.on_start(&run);
+        o.on_undo(&run);
+        assert_eq!(o, before);
+    }
+
+    #[test]
+    fn removal_releases_everything_and_its_undo_brings_it_back() {
+        let before: Origins = [(id("rail0"), 0), (id("rail1"), 2)].into_iter().collect();
+        let run = before.removal();
+        let mut o = before.clone();
+        o.on_start(&run);
+        o.on_commit(&run);
+        assert!(o.is_empty());
+        o.on_undo(&run);
+        assert_eq!(o, before);
+    }
+
+    #[test]
+    fn record_file_round_trip_and_bad_keys() {
+        let mut r = Record { origins: [(id("ib0.100"), 0)].into_iter().collect(), ..Record::default() };
+        r.tables.insert(100);
+        r.protocols.insert(234);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"ib0.100/arp_ignore\":0"), "{text}");
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), r);
+        for bad in [
+            r#"{"origins":{"rail0":1}}"#,
+            r#"{"origins":{"/arp_ignore":1}}"#,
+            r#"{"origins":{"rail0/bogus":1}}"#,
+        ] {
+            assert!(serde_json::from_str::<Record>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn remove_commit_forgets_tables_and_protocols() {
+        let mut r = Record::default();
+        let mut h = JournalHeader::new("apply", None, 234);
+        h.tables = vec![100, 101];
+        r.on_start(&h);
+        assert_eq!(r.protocols, BTreeSet::from([234]));
+        r.on_commit(&h);
+        let remove = JournalHeader::new("remove", None, 234);
+        r.on_start(&remove);
+        r.on_commit(&remove);
+        assert!(r.tables.is_empty() && r.protocols.is_empty());
+    }
+}

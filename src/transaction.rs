@@ -1,0 +1,241 @@
+//! A plan made as one transaction: the record and the undo journal are
+//! written before the first step, the one executor makes the steps (and
+//! undoes them on failure or on a stop request), and a run is committed
+//! only after the caller has verified the host; undoing a committed run
+//! (rollback, no confirmation) goes through here too.
+//!
+//! Used by apply, remove, rollback and the confirmation guard.
+
+use std::collections::BTreeSet;
+
+use nix::errno::Errno;
+
+use crate::error::Error;
+use crate::executor::{self, Effects, Recorder, StepFailure, TxError};
+use crate::model::Op;
+use crate::netlink::Netlink;
+use crate::signals::StopFlag;
+use crate::state::{Journal, JournalHeader, JournalWriter, Record, StateDir};
+use crate::sysctl;
+
+/// What a transaction works with.
+pub struct Env<'a> {
+    pub state: &'a StateDir,
+    pub nl: &'a Netlink,
+    pub stop: &'a StopFlag,
+}
+
+/// A journal header for a run of `ops`: the sysctl values it records
+/// first and gives back, and the tables it touches.
+pub fn header_for(
+    kind: &str,
+    config: Option<String>,
+    protocol: u8,
+    ops: &[Op],
+    record: &Record,
+) -> JournalHeader {
+    let mut header = JournalHeader::new(kind, config, protocol);
+    let run = if kind == "remove" { record.origins.removal() } else { record.origins.run_of(ops) };
+    header.sysctl_origins = run.recorded;
+    header.released_origins = run.released;
+    header.tables = tables_of(ops).into_iter().collect();
+    header
+}
+
+/// The tables whose routes `ops` change.
+fn tables_of(ops: &[Op]) -> BTreeSet<u32> {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::AddRoute { route } | Op::DelRoute { route, .. } => Some(route.table),
+            Op::ReplaceRoute { new, .. } => Some(new.table),
+            Op::RestoreRoute { current, .. } => Some(current.table),
+            Op::AddRule { .. } | Op::DelRule { .. } | Op::SetSysctl { .. } => None,
+        })
+        .collect()
+}
+
+/// Every step made, the journal not yet committed: `commit` once the host
+/// is verified, or `abort` to undo it all.
+pub struct Applied<'a> {
+    env: &'a Env<'a>,
+    header: JournalHeader,
+    undo: Vec<Op>,
+    writer: JournalWriter,
+}
+
+/// Makes every step of `ops`. On failure or a stop request the executor
+/// undoes what was made: the run is then as if it never happened (its
+/// journal and its record entries go), unless the undo failed too (then
+/// the journal stays, so that `roce-route rollback` can finish it).
+pub async fn begin<'a>(env: &'a Env<'a>, ops: &[Op], header: JournalHeader) -> Result<Applied<'a>, Error> {
+    let mut journal = WriteAhead { state: env.state, header: Some(header.clone()), writer: None };
+    match executor::run(&mut Kernel::new(env.nl), ops, env.stop, &mut journal).await {
+        Ok(_) => {
+            let writer = journal.writer.expect("the executor records before its first step");
+            Ok(Applied { env, undo: ops.iter().map(Op::inverse).collect(), header, writer })
+        }
+        Err(e) => {
+            if !matches!(e, TxError::RollbackFailed { .. }) {
+                let path = journal.writer.as_ref().map(|w| w.path().to_path_buf());
+                forget_run(env.state, &header, path.as_deref())?;
+            }
+            Err(e.into())
+        }
+    }
+}
+
+impl<'a> Applied<'a> {
+    /// The run is complete: the journal says so, the record releases what
+    /// the run gave back, and old journals beyond the limit go.
+    pub fn commit(self) -> Result<JournalHeader, Error> {
+        self.writer.commit()?;
+        self.env.state.update_record(|r| r.on_commit(&self.header))?;
+        self.env.state.prune_journals()?;
+        Ok(self.header)
+    }
+
+    /// Undoes every step (the host did not come out as planned).
+    pub async fn abort(self, why: String) -> Error {
+        let failures = executor::undo_all(&mut Kernel::new(self.env.nl), &self.undo).await;
+        if !failures.is_empty() {
+            return TxError::UndoFailed {
+                what: format!("{why}; undoing the change"),
+                undo_failures: failures,
+            }
+            .into();
+        }
+        if let Err(e) = forget_run(self.env.state, &self.header, Some(self.writer.path())) {
+            return e;
+        }
+        Error::Other(anyhow::anyhow!("{why}; the change was rolled back: the host is as it was before"))
+    }
+
+    pub fn header(&self) -> &JournalHeader {
+        &self.header
+    }
+}
+
+/// A cleanly undone run: its journal goes and the record is as before it.
+fn forget_run(
+    state: &StateDir,
+    header: &JournalHeader,
+    journal: Option<&std::path::Path>,
+) -> Result<(), Error> {
+    state.update_record(|r| r.on_undo(header))?;
+    if let Some(j) = state.latest_journal()?.filter(|j| Some(j.path.as_path()) == journal) {
+        state.discard(&j)?;
+    }
+    Ok(())
+}
+
+/// Undoes a recorded run (newest first), also one that was killed
+/// half-way: undo steps whose effect is already there count as done.
+/// Returns the undo steps in the order they ran.
+pub async fn undo_journal(env: &Env<'_>, journal: &Journal) -> Result<Vec<Op>, Error> {
+    let undo = journal.undo_ops();
+    let failures = executor::undo_all(&mut Kernel::new(env.nl), &undo).await;
+    if !failures.is_empty() {
+        let what = format!("rolling back the {} of journal {}", journal.header.kind, journal.path.display());
+        return Err(TxError::UndoFailed { what, undo_failures: failures }.into());
+    }
+    forget_run(env.state, &journal.header, Some(&journal.path))?;
+    Ok(undo.into_iter().rev().collect())
+}
+
+/// The executor's recorder: before the first step, the record takes the
+/// run's first-seen sysctl values, then the journal is written with the
+/// undo of every step (both write-then-rename).
+struct WriteAhead<'a> {
+    state: &'a StateDir,
+    header: Option<JournalHeader>,
+    writer: Option<JournalWriter>,
+}
+
+impl Recorder for WriteAhead<'_> {
+    fn record(&mut self, undo: &[Op]) -> Result<(), String> {
+        let header = self.header.take().ok_or("the journal was already written")?;
+        self.state.update_record(|r| r.on_start(&header)).map_err(|e| e.to_string())?;
+        let writer = self.state.begin_journal(header, undo).map_err(|e| e.to_string())?;
+        self.writer = Some(writer);
+        Ok(())
+    }
+    fn before_step(&mut self, step: usize) {
+        crate::testhooks::before_step(step);
+    }
+    fn step_done(&mut self, step: usize) {
+        crate::testhooks::after_step(step);
+    }
+}
+
+/// Operations on the real kernel: routes and rules over rtnetlink,
+/// sysctls through /proc/sys.
+pub struct Kernel<'a> {
+    nl: &'a Netlink,
+}
+
+impl Kernel<'_> {
+    pub fn new(nl: &Netlink) -> Kernel<'_> {
+        Kernel { nl }
+    }
+}
+
+impl Effects for Kernel<'_> {
+    async fn run(&mut self, op: &Op) -> Result<(), StepFailure> {
+        crate::testhooks::step_delay();
+        match op {
+            Op::SetSysctl { iface, key, new, .. } => sysctl::write(iface, *key, *new)
+                .map_err(|e| StepFailure { errno: errno_of(&e), message: e.to_string() }),
+            _ => self
+                .nl
+                .execute(op)
+                .await
+                .map_err(|e| StepFailure { errno: Some(Errno::from_raw(e.errno)), message: e.to_string() }),
+        }
+    }
+}
+
+/// The errno of a /proc/sys error (kept as the kind when the message was
+/// rewritten to name the path).
+fn errno_of(e: &std::io::Error) -> Option<Errno> {
+    e.raw_os_error().map(Errno::from_raw).or(match e.kind() {
+        std::io::ErrorKind::NotFound => Some(Errno::ENOENT),
+        std::io::ErrorKind::PermissionDenied => Some(Errno::EACCES),
+        std::io::ErrorKind::InvalidInput => Some(Errno::EINVAL),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Route, Rule, SysctlKey, prefix};
+    use crate::state::Origins;
+
+    #[test]
+    fn a_header_records_first_changes_releases_and_tables() {
+        let route =
+            Route::connected(103, prefix("198.51.100.0/24"), "rail3", "198.51.100.13".parse().unwrap(), 234);
+        let set = |iface: &str, old, new| Op::SetSysctl {
+            iface: iface.into(),
+            key: SysctlKey::ArpIgnore,
+            old,
+            new,
+        };
+        let ops = vec![
+            Op::DelRoute { route, raw: None },
+            Op::AddRule { rule: Rule::source(1000, "198.51.100.10".parse().unwrap(), 100, 234), raw: None },
+            set("rail0", 0, 1),
+            set("rail3", 1, 0),
+        ];
+        let record = Record {
+            origins: Origins::from_iter([(("rail3".to_string(), SysctlKey::ArpIgnore), 0)]),
+            ..Record::default()
+        };
+        let h = header_for("apply", None, 234, &ops, &record);
+        assert_eq!(h.sysctl_origins, [("rail0".to_string(), SysctlKey::ArpIgnore, 0)]);
+        assert_eq!(h.released_origins, [("rail3".to_string(), SysctlKey::ArpIgnore, 0)]);
+        assert_eq!(h.tables, [103]);
+        let h = header_for("remove", None, 234, &[], &record);
+        assert_eq!(h.released_origins.len(), 1, "remove gives back every recorded value");
+    }
+}
