@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use common::{
     Background, EXIT_DRIFT, EXIT_FAILED, EXIT_OK, FIRST_TABLE, GATEWAY_V4, Run, Testbed, assert_dump_eq,
-    describe_output, lines_only_in, path_str, poll_until,
+    describe_output, journal_files, lines_only_in, path_str, poll_until,
 };
 
-const LOCK_MESSAGE: &str = "another roce-route holds the lock";
+const LOCK_MESSAGE: &str = "another roce-route works in this network namespace";
 /// Processes started at once per round.
 const PROCESSES: usize = 24;
 const ROUNDS: usize = 3;
@@ -306,15 +306,40 @@ fn wait_for_pending(base: &Path) {
 // ---------------------------------------------------------------------------
 // Lock timeout
 
-/// While `apply --confirm` waits (holding the lock), another apply gives up
-/// after --lock-timeout with exit 1, says so, and changes nothing.
+/// While another apply works (holding the lock), an apply gives up after
+/// --lock-timeout with exit 1, names the holder, and changes nothing.
 #[test]
 fn a_held_lock_times_out_with_exit_1() {
     let tb = Testbed::builder().rails(4).build();
     let (a, b) = configs(&tb);
     let base = tb.state_base();
-    let o_dump = tb.dump();
+    let mut slow = tb.roce_route_in(&base, &["apply", path_str(&a)]);
+    slow.env("ROCE_ROUTE_STEP_DELAY_MS", "300");
+    let held = Background::spawn(slow, "apply with 300 ms steps");
+    poll_until("the slow apply to start", CONFIRM_WAIT, || !journal_files(&base).is_empty());
 
+    let started = Instant::now();
+    let out = rr(&tb, &["--lock-timeout", "1", "apply", path_str(&b)]);
+    let waited = started.elapsed();
+    let out = out.expect_code(EXIT_FAILED);
+    out.expect_stderr(&[LOCK_MESSAGE, &format!("pid {}", held.pid())]);
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_secs(10),
+        "--lock-timeout 1 gave up after {waited:?}"
+    );
+    held.wait().expect_code(EXIT_OK);
+    rr_expect(&tb, &["check", path_str(&a)], EXIT_OK);
+    assert_eq!(journal_files(&base).len(), 1, "the timed-out apply left a journal");
+}
+
+/// While `apply --confirm` waits, another apply is refused at once: the
+/// revert of the waiting change would undo it.
+#[test]
+fn an_apply_during_a_confirmation_window_is_refused() {
+    let tb = Testbed::builder().rails(4).build();
+    let (a, b) = configs(&tb);
+    let base = tb.state_base();
+    let o_dump = tb.dump();
     let held = Background::spawn(
         tb.roce_route_in(&base, &["apply", "--confirm", "30", path_str(&a)]),
         "apply --confirm 30",
@@ -322,18 +347,9 @@ fn a_held_lock_times_out_with_exit_1() {
     wait_for_pending(&base);
     let a_dump = tb.dump();
     assert_ne!(a_dump, o_dump);
-
-    let started = Instant::now();
-    let out = rr(&tb, &["--lock-timeout", "1", "apply", path_str(&b)]);
-    let waited = started.elapsed();
-    let out = out.expect_code(EXIT_FAILED);
-    assert!(out.stderr().contains(LOCK_MESSAGE), "the error should say the lock is held\n{}", out.report());
-    assert!(
-        waited >= Duration::from_secs(1) && waited < Duration::from_secs(10),
-        "--lock-timeout 1 gave up after {waited:?}"
-    );
-    assert_dump_eq(&a_dump, &tb.dump(), "after the timed-out apply");
-
+    let out = rr(&tb, &["apply", path_str(&b)]).expect_code(EXIT_FAILED);
+    out.expect_stderr(&["waiting for its confirmation", "confirm"]);
+    assert_dump_eq(&a_dump, &tb.dump(), "after the refused apply");
     rr_expect(&tb, &["confirm"], EXIT_OK);
     held.wait().expect_code(EXIT_OK);
     assert_dump_eq(&a_dump, &tb.dump(), "after confirm");

@@ -1,13 +1,11 @@
 //! Endurance on a real kernel: 100 rounds of apply, check and rollback on a
-//! 64-rail host leave nothing behind (host state and state dir exactly as
-//! before each round) and do not make roce-route grow.
+//! 64-rail host leave nothing behind: the host state and the state dir are
+//! exactly as before after each round.
 //!
-//! This file holds a single test so that nothing else runs in its test
-//! binary while the peak memory of the child processes is measured.
-//!
-//! Peak RSS is read with GNU time (`/usr/bin/time -f %M`, the `time`
-//! package): roce-route is a short-lived process, and its ru_maxrss is only
-//! reliably available to its parent once it has exited.
+//! Memory is not asserted here: each round starts fresh processes, so a
+//! "flat peak RSS" across rounds could only fail through state that grows,
+//! and the state dir is compared file by file instead. (A long-running
+//! process is where memory over time means something.)
 //!
 //! Timings are printed, never asserted (they are measured by the benchmark).
 
@@ -24,11 +22,6 @@ const RAILS: usize = 64;
 const ROUNDS: usize = 100;
 /// Rounds compared at each end of the run.
 const WINDOW: usize = 10;
-const GNU_TIME: &str = "/usr/bin/time";
-/// Allowed growth of the peak RSS of each command between the first and the last
-/// rounds: 10% plus 512 KiB.
-const RSS_GROWTH_PERCENT: u64 = 10;
-const RSS_SLACK_KIB: u64 = 512;
 
 /// The second address of rail k. Each rail has two IPv4 addresses, in two
 /// subnets: 198.51.100.(10+k)/24 (from the testbed) and
@@ -40,23 +33,17 @@ fn second_v4(k: usize) -> String {
     format!("203.0.113.{}", 10 + k)
 }
 
-/// A roce-route run measured by GNU time.
+/// A timed roce-route run.
 struct Measured {
     out: Output,
-    /// Peak resident set size in KiB.
-    max_rss_kib: u64,
     wall: Duration,
 }
 
-/// Runs `roce-route --netns <host ns> ARGS` under `/usr/bin/time -f %M`,
-/// with the test's own state dir; panics unless it exits 0.
+/// Runs `roce-route --netns <host ns> ARGS` with the test's own state dir;
+/// panics unless it exits 0.
 fn run_measured(tb: &Testbed, args: &[&str]) -> Measured {
-    let rss_file = tb.dir().join("max-rss");
     let started = Instant::now();
-    let out = Command::new(GNU_TIME)
-        .args(["-f", "%M", "-o"])
-        .arg(&rss_file)
-        .arg(env!("CARGO_BIN_EXE_roce-route"))
+    let out = Command::new(env!("CARGO_BIN_EXE_roce-route"))
         .arg("--netns")
         .arg(tb.host_ns())
         .args(args)
@@ -66,16 +53,10 @@ fn run_measured(tb: &Testbed, args: &[&str]) -> Measured {
         .current_dir(tb.dir())
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {GNU_TIME} roce-route {args:?}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run roce-route {args:?}: {e}"));
     let wall = started.elapsed();
     assert_eq!(out.status.code(), Some(0), "roce-route {args:?} failed\n{}", describe_output(&out));
-    let report = fs::read_to_string(&rss_file).unwrap_or_else(|e| panic!("read {}: {e}", rss_file.display()));
-    let max_rss_kib = report
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{GNU_TIME} wrote {report:?}, not a number of KiB"));
-    Measured { out, max_rss_kib, wall }
+    Measured { out, wall }
 }
 
 /// Every file under the state base, relative to it.
@@ -120,15 +101,9 @@ fn median(values: &[Duration]) -> Duration {
 }
 
 /// 100 rounds of apply -> check -> rollback on 64 rails with two addresses
-/// each: every round ends with the original host and the same state files,
-/// and the peak RSS of apply, check and rollback does not grow from the first
-/// rounds to the last.
+/// each: every round ends with the original host and the same state files.
 #[test]
 fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
-    assert!(
-        Path::new(GNU_TIME).exists(),
-        "the endurance test measures peak RSS with GNU time: install the `time` package"
-    );
     let started = Instant::now();
     let tb = Testbed::builder().rails(RAILS).build();
     for (k, r) in tb.rails().iter().enumerate() {
@@ -142,7 +117,7 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
     // Warm-up: creates the state dir, its lock and the recorded sysctl
     // origins, which then stay the same from round to round.
     // 64 rails x (2 connected routes, 2 rules, 2 sysctls).
-    let applied_line = format!("applied {} change(s)", RAILS * 6);
+    let applied_line = format!("applied {} changes", RAILS * 6);
     let first = run_measured(&tb, &["apply", config]);
     let said = String::from_utf8_lossy(&first.out.stdout);
     assert!(said.contains(&applied_line), "warm-up apply said\n{said}");
@@ -152,9 +127,6 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
     assert!(!idle_files.iter().any(|f| f.contains("journal-")), "{idle_files:?}");
     let setup = started.elapsed();
 
-    let mut apply_rss = Vec::with_capacity(ROUNDS);
-    let mut check_rss = Vec::with_capacity(ROUNDS);
-    let mut rollback_rss = Vec::with_capacity(ROUNDS);
     let mut round_wall = Vec::with_capacity(ROUNDS);
     let mut apply_wall = Vec::with_capacity(ROUNDS);
     for round in 1..=ROUNDS {
@@ -162,13 +134,10 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
         let apply = run_measured(&tb, &["apply", config]);
         let said = String::from_utf8_lossy(&apply.out.stdout);
         assert!(said.contains(&applied_line), "round {round}: apply said\n{said}");
-        let check = run_measured(&tb, &["check", config]);
-        let rollback = run_measured(&tb, &["rollback"]);
+        run_measured(&tb, &["check", config]);
+        run_measured(&tb, &["rollback"]);
         round_wall.push(round_started.elapsed());
         apply_wall.push(apply.wall);
-        apply_rss.push(apply.max_rss_kib);
-        check_rss.push(check.max_rss_kib);
-        rollback_rss.push(rollback.max_rss_kib);
         assert_dump_eq(&original, &tb.dump(), &format!("round {round}"));
         assert_eq!(state_files(&base), idle_files, "round {round}: state dir files");
     }
@@ -184,25 +153,5 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
         median(&round_wall[ROUNDS - WINDOW..]),
         median(&apply_wall[..WINDOW]),
         median(&apply_wall[ROUNDS - WINDOW..]),
-    );
-    for (name, rss) in [("apply", &apply_rss), ("check", &check_rss), ("rollback", &rollback_rss)] {
-        assert_peak_flat(name, rss);
-    }
-}
-
-/// The peak RSS of the last WINDOW rounds stays within the allowed growth
-/// of the first WINDOW rounds'.
-fn assert_peak_flat(name: &str, rss: &[u64]) {
-    let first = &rss[..WINDOW];
-    let last = &rss[ROUNDS - WINDOW..];
-    let first_peak = *first.iter().max().unwrap();
-    let last_peak = *last.iter().max().unwrap();
-    let allowed = first_peak + first_peak * RSS_GROWTH_PERCENT / 100 + RSS_SLACK_KIB;
-    eprintln!("  peak RSS of {name}, first/last {WINDOW} rounds: {first_peak}/{last_peak} KiB");
-    assert!(
-        last_peak <= allowed,
-        "the peak RSS of {name} grew: rounds 1-{WINDOW} {first:?} KiB, rounds {}-{ROUNDS} {last:?} KiB \
-         (allowed up to {allowed} KiB)",
-        ROUNDS - WINDOW + 1
     );
 }

@@ -1036,3 +1036,77 @@ fn push_section(out: &mut String, title: &str, lines: Vec<String>) {
         out.push('\n');
     }
 }
+
+// ---------------------------------------------------------------------------
+// Shared by every test file (one definition each)
+
+impl Testbed {
+    /// `roce-route --netns <host> ARGS`, stdin closed, no test hook
+    /// inherited, run to completion.
+    pub fn rr(&self, args: &[&str]) -> Run {
+        Run::of(self.roce_route_in(&self.state_base(), args))
+    }
+
+    /// Like `rr`, with the state base `base`.
+    pub fn rr_in(&self, base: &Path, args: &[&str]) -> Run {
+        Run::of(self.roce_route_in(base, args))
+    }
+
+    /// Writes a config of the first `rails` rails, each with `extra`
+    /// lines; returns its path.
+    pub fn config_for(&self, rails: usize, extra: &[&str]) -> String {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let text = self.render_config_for(|r| r.table < FIRST_TABLE + rails as u32, |_| extra.clone());
+        self.write_config(&text).to_string_lossy().into_owned()
+    }
+
+    /// Every rule and route carrying protocol `proto`, as `ip` prints them.
+    pub fn entries_with_proto(&self, proto: u8) -> Vec<String> {
+        let needle = format!("proto {proto}");
+        let mut out = Vec::new();
+        for args in ["-4 rule show", "-6 rule show", "-4 route show table all", "-6 route show table all"] {
+            out.extend(
+                self.ip_host(args)
+                    .lines()
+                    .filter(|l| l.split_whitespace().collect::<Vec<_>>().join(" ").contains(&needle))
+                    .map(|l| format!("ip {args}: {}", l.trim())),
+            );
+        }
+        out
+    }
+
+    /// Every rule and route roce-route owns with its default protocol.
+    pub fn owned_entries(&self) -> Vec<String> {
+        self.entries_with_proto(234)
+    }
+
+    /// The one namespace directory under this testbed's state base.
+    pub fn ns_state_dir(&self) -> PathBuf {
+        ns_state_dir(&self.state_base())
+    }
+}
+
+/// The one namespace directory (`net-...`) under the state base `base`.
+pub fn ns_state_dir(base: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = fs::read_dir(base)
+        .unwrap_or_else(|e| panic!("read {}: {e}", base.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("net-")))
+        .collect();
+    assert_eq!(dirs.len(), 1, "expected one namespace dir in {}: {dirs:?}", base.display());
+    dirs.into_iter().next().unwrap()
+}
+
+/// The JSON document a `--json` run printed on stdout.
+pub fn json_doc(run: &Run) -> serde_json::Value {
+    serde_json::from_str(&run.stdout())
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}", run.report()))
+}
+
+/// The text between the first pair of backticks after `marker` in `text`.
+pub fn quoted_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    let rest = &text[text.find(marker)? + marker.len()..];
+    let start = rest.find('`')? + 1;
+    let len = rest[start..].find('`')?;
+    Some(&rest[start..start + len])
+}
