@@ -98,7 +98,7 @@ impl Effects for Kernel<'_> {
                 .nl
                 .execute(op)
                 .await
-                .map_err(|e| StepFailure { errno: Some(e.errno), message: e.to_string() }),
+                .map_err(|e| StepFailure { errno: Some(e.errno as i32), message: e.to_string() }),
         }
     }
 }

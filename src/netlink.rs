@@ -12,6 +12,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use futures::StreamExt;
+use nix::errno::Errno;
 use rtnetlink::Handle;
 use rtnetlink::packet_core::{Emitable, Parseable};
 use rtnetlink::packet_core::{
@@ -34,25 +35,25 @@ use crate::model::{Address, Family, Link, Live, Op, Prefix, RawBytes, Route, Rul
 /// gave one, its extended-ack message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NlError {
-    pub errno: i32,
+    pub errno: Errno,
     pub ext_ack: Option<String>,
 }
 
 impl NlError {
-    fn local(errno: i32, msg: impl Into<String>) -> NlError {
+    fn local(errno: Errno, msg: impl Into<String>) -> NlError {
         NlError { errno, ext_ack: Some(msg.into()) }
     }
-    pub fn is(&self, errno: i32) -> bool {
+    pub fn is(&self, errno: Errno) -> bool {
         self.errno == errno
     }
 }
 
 impl fmt::Display for NlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let os = std::io::Error::from_raw_os_error(self.errno);
+        let os = std::io::Error::from_raw_os_error(self.errno as i32);
         let text = os.to_string();
         let text = text.split(" (os error").next().unwrap_or(&text);
-        write!(f, "{text} (errno {})", self.errno)?;
+        write!(f, "{text} (errno {})", self.errno as i32)?;
         if let Some(msg) = &self.ext_ack {
             write!(f, ": {msg}")?;
         }
@@ -61,12 +62,6 @@ impl fmt::Display for NlError {
 }
 
 impl std::error::Error for NlError {}
-
-pub const EPERM: i32 = 1;
-pub const ENOENT: i32 = 2;
-pub const ESRCH: i32 = 3;
-pub const EEXIST: i32 = 17;
-pub const ENODEV: i32 = 19;
 
 /// A connection to the kernel's routing subsystem in the current network
 /// namespace, with a cache of the links (name <-> index).
@@ -124,7 +119,10 @@ impl Netlink {
 
     fn ifindex(&self, name: &str) -> Result<u32, NlError> {
         self.by_name.get(name).copied().ok_or_else(|| {
-            NlError::local(ENODEV, format!("interface {name:?} does not exist in this network namespace"))
+            NlError::local(
+                Errno::ENODEV,
+                format!("interface {name:?} does not exist in this network namespace"),
+            )
         })
     }
 
@@ -229,7 +227,9 @@ impl Netlink {
                 RouteNetlinkMessage::NewRoute(r) => self.route_from(r),
                 _ => None,
             })
-            .ok_or_else(|| NlError::local(61, "the kernel answered the route lookup with no route"))
+            .ok_or_else(|| {
+                NlError::local(Errno::ENODATA, "the kernel answered the route lookup with no route")
+            })
     }
 
     /// Runs one route or rule operation. Sysctl operations are not netlink
@@ -251,7 +251,10 @@ impl Netlink {
             Op::AddRule { rule, raw } => (RouteNetlinkMessage::NewRule(self.rule_msg(rule, raw)?), create),
             Op::DelRule { rule, raw } => (RouteNetlinkMessage::DelRule(self.rule_msg(rule, raw)?), 0),
             Op::SetSysctl { .. } => {
-                return Err(NlError::local(22, "internal error: a sysctl operation reached netlink"));
+                return Err(NlError::local(
+                    Errno::EINVAL,
+                    "internal error: a sysctl operation reached netlink",
+                ));
             }
         };
         self.request(msg, flags).await.map(|_| ())
@@ -267,15 +270,19 @@ impl Netlink {
         let mut req = NetlinkMessage::from(msg);
         req.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
         let mut handle = self.handle.clone();
-        let mut stream =
-            handle.request(req).map_err(|e| NlError::local(5, format!("netlink request failed: {e}")))?;
+        let mut stream = handle
+            .request(req)
+            .map_err(|e| NlError::local(Errno::EIO, format!("netlink request failed: {e}")))?;
         let mut out = Vec::new();
         while let Some(reply) = stream.next().await {
             match reply.payload {
                 NetlinkPayload::InnerMessage(m) => out.push(m),
                 NetlinkPayload::Error(e) => {
                     if let Some(code) = e.code {
-                        return Err(NlError { errno: -code.get(), ext_ack: ext_ack_text(&e.header) });
+                        return Err(NlError {
+                            errno: Errno::from_raw(-code.get()),
+                            ext_ack: ext_ack_text(&e.header),
+                        });
                     }
                 }
                 _ => {}
@@ -421,7 +428,7 @@ impl Netlink {
     fn rule_msg(&self, r: &Rule, raw: &Option<RawBytes>) -> Result<RuleMessage, NlError> {
         if let Some(raw) = raw {
             return RuleMessage::parse(&raw.0[..])
-                .map_err(|e| NlError::local(22, format!("corrupt saved rule message: {e}")));
+                .map_err(|e| NlError::local(Errno::EINVAL, format!("corrupt saved rule message: {e}")));
         }
         let mut m = RuleMessage::default();
         m.header.family = af(r.family);
@@ -538,11 +545,11 @@ fn restorable(mut m: RouteMessage) -> RouteMessage {
 fn parse_route(raw: &[u8]) -> Result<RouteMessage, NlError> {
     RouteMessage::parse(raw)
         .map(restorable)
-        .map_err(|e| NlError::local(22, format!("corrupt saved route message: {e}")))
+        .map_err(|e| NlError::local(Errno::EINVAL, format!("corrupt saved route message: {e}")))
 }
 
 fn io_error(e: std::io::Error, what: &str) -> NlError {
-    NlError::local(e.raw_os_error().unwrap_or(5), format!("{what}: {e}"))
+    NlError::local(e.raw_os_error().map_or(Errno::EIO, Errno::from_raw), format!("{what}: {e}"))
 }
 
 /// The extended-ack message (NLMSGERR_ATTR_MSG) from an error payload.
@@ -587,9 +594,9 @@ mod tests {
 
     #[test]
     fn errors_read_like_the_kernel() {
-        let e = NlError { errno: 17, ext_ack: None };
+        let e = NlError { errno: Errno::EEXIST, ext_ack: None };
         assert_eq!(e.to_string(), "File exists (errno 17)");
-        let e = NlError { errno: 101, ext_ack: Some("Nexthop has invalid gateway".into()) };
+        let e = NlError { errno: Errno::ENETUNREACH, ext_ack: Some("Nexthop has invalid gateway".into()) };
         assert_eq!(e.to_string(), "Network is unreachable (errno 101): Nexthop has invalid gateway");
     }
 
