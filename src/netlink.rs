@@ -16,8 +16,8 @@ use nix::errno::Errno;
 use rtnetlink::Handle;
 use rtnetlink::packet_core::{Emitable, Parseable};
 use rtnetlink::packet_core::{
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
-    NetlinkPayload,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -79,6 +79,11 @@ impl Netlink {
     pub async fn connect() -> Result<Netlink, NlError> {
         let (mut conn, handle, _) =
             rtnetlink::new_connection().map_err(|e| io_error(e, "cannot open a netlink socket"))?;
+        // netlink-proto swallows NLMSG_DONE unless told otherwise, and a
+        // dump's error travels in NLMSG_DONE: without this, a failed dump
+        // reads as an empty one. (Header flags, NLM_F_DUMP_INTR included,
+        // always reach the request stream: it yields whole messages.)
+        conn.set_forward_done(true);
         {
             let sock = conn.socket_mut().socket_mut();
             sock.set_ext_ack(true).map_err(|e| io_error(e, "NETLINK_EXT_ACK"))?;
@@ -95,7 +100,7 @@ impl Netlink {
     pub async fn refresh_links(&mut self) -> Result<(), NlError> {
         let req = RouteNetlinkMessage::GetLink(LinkMessage::default());
         let links: Vec<Link> = self
-            .request(req, NLM_F_DUMP)
+            .dump(req)
             .await?
             .into_iter()
             .filter_map(|m| match m {
@@ -129,7 +134,7 @@ impl Netlink {
     /// Every address of every interface.
     pub async fn addresses(&self) -> Result<Vec<Address>, NlError> {
         let req = RouteNetlinkMessage::GetAddress(AddressMessage::default());
-        let msgs = self.request(req, NLM_F_DUMP).await?;
+        let msgs = self.dump(req).await?;
         Ok(msgs
             .into_iter()
             .filter_map(|m| match m {
@@ -151,7 +156,7 @@ impl Netlink {
     async fn rules_of(&self, family: Family) -> Result<Vec<Live<Rule>>, NlError> {
         let mut msg = RuleMessage::default();
         msg.header.family = af(family);
-        let msgs = self.request(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP).await?;
+        let msgs = self.dump(RouteNetlinkMessage::GetRule(msg)).await?;
         Ok(msgs
             .into_iter()
             .filter_map(|m| match m {
@@ -181,7 +186,8 @@ impl Netlink {
         if let Some(t) = table {
             msg.attributes.push(RouteAttribute::Table(t));
         }
-        let msgs = self.request(RouteNetlinkMessage::GetRoute(msg), NLM_F_DUMP).await?;
+        let dump = self.dump(RouteNetlinkMessage::GetRoute(msg)).await;
+        let msgs = if table.is_some() { empty_if_missing_table(dump)? } else { dump? };
         Ok(msgs
             .into_iter()
             .filter_map(|m| match m {
@@ -260,21 +266,24 @@ impl Netlink {
         self.request(msg, flags).await.map(|_| ())
     }
 
-    /// Sends one request and collects the answer. Errors carry the kernel's
-    /// extended-ack text when there is one.
+    /// Sends a dump request (NLM_F_DUMP is added) and returns the objects
+    /// the kernel sent. Every reader above goes through it. A dump is only
+    /// a result when it ends in NLMSG_DONE without an error; one the
+    /// kernel marks as interrupted (its objects changed while it was being
+    /// sent) is asked again, `DUMP_ATTEMPTS` times at most.
+    pub async fn dump(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+        dump_with_retries(|| self.exchange(request.clone(), NLM_F_DUMP)).await
+    }
+
+    /// Sends one request that is not a dump and collects the answer. Errors
+    /// carry the kernel's extended-ack text when there is one.
     async fn request(
         &self,
         msg: RouteNetlinkMessage,
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
-        let mut req = NetlinkMessage::from(msg);
-        req.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-        let mut handle = self.handle.clone();
-        let mut stream = handle
-            .request(req)
-            .map_err(|e| NlError::local(Errno::EIO, format!("netlink request failed: {e}")))?;
         let mut out = Vec::new();
-        while let Some(reply) = stream.next().await {
+        for reply in self.exchange(msg, NLM_F_ACK | flags).await? {
             match reply.payload {
                 NetlinkPayload::InnerMessage(m) => out.push(m),
                 NetlinkPayload::Error(e) => {
@@ -289,6 +298,22 @@ impl Netlink {
             }
         }
         Ok(out)
+    }
+
+    /// Sends one message and returns every reply to it, headers included,
+    /// up to the one that ends the exchange (ack, error or NLMSG_DONE).
+    async fn exchange(
+        &self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<NetlinkMessage<RouteNetlinkMessage>>, NlError> {
+        let mut req = NetlinkMessage::from(msg);
+        req.header.flags = NLM_F_REQUEST | flags;
+        let mut handle = self.handle.clone();
+        let stream = handle
+            .request(req)
+            .map_err(|e| NlError::local(Errno::EIO, format!("netlink request failed: {e}")))?;
+        Ok(stream.collect().await)
     }
 
     fn address_from(&self, m: &AddressMessage) -> Option<Address> {
@@ -470,6 +495,98 @@ impl Netlink {
     }
 }
 
+/// How many times a dump is sent when the kernel keeps marking it as
+/// interrupted (NLM_F_DUMP_INTR) before giving up with an error.
+const DUMP_ATTEMPTS: usize = 4;
+
+/// How a dump ended, read from every message the kernel sent for it.
+#[derive(Debug, PartialEq)]
+enum DumpOutcome {
+    /// NLMSG_DONE without an error, and no message marked as interrupted.
+    Complete(Vec<RouteNetlinkMessage>),
+    /// Some message carried NLM_F_DUMP_INTR: the objects changed while the
+    /// kernel was sending them, so the result may miss or repeat some.
+    Interrupted,
+    /// An error in NLMSG_DONE or NLMSG_ERROR, or a dump that did not end.
+    Failed(NlError),
+}
+
+/// Classifies the replies to one dump request. An error wins over an
+/// interruption: sending the same request again would not change it.
+fn classify_dump(replies: impl IntoIterator<Item = NetlinkMessage<RouteNetlinkMessage>>) -> DumpOutcome {
+    let mut out = Vec::new();
+    let mut interrupted = false;
+    for reply in replies {
+        interrupted |= reply.header.flags & NLM_F_DUMP_INTR != 0;
+        match reply.payload {
+            NetlinkPayload::InnerMessage(m) => out.push(m),
+            NetlinkPayload::Done(done) => {
+                // The kernel puts the dump callback's result there: 0, or
+                // a negative errno followed by the ext-ack attributes.
+                if done.code != 0 {
+                    return DumpOutcome::Failed(NlError {
+                        errno: Errno::from_raw(done.code.saturating_abs()),
+                        ext_ack: ext_ack_attr(&done.extended_ack),
+                    });
+                }
+                return if interrupted { DumpOutcome::Interrupted } else { DumpOutcome::Complete(out) };
+            }
+            NetlinkPayload::Error(e) => {
+                // A dump refused before it started (EBUSY, EPERM, ...).
+                if let Some(code) = e.code {
+                    return DumpOutcome::Failed(NlError {
+                        errno: Errno::from_raw(-code.get()),
+                        ext_ack: ext_ack_text(&e.header),
+                    });
+                }
+            }
+            NetlinkPayload::Overrun(_) => {
+                return DumpOutcome::Failed(NlError::local(Errno::ENOBUFS, "netlink overrun during a dump"));
+            }
+            _ => {}
+        }
+    }
+    DumpOutcome::Failed(NlError::local(Errno::EIO, "the dump ended without NLMSG_DONE"))
+}
+
+/// Runs `send` (one dump request and its replies) until the dump is not
+/// interrupted, `DUMP_ATTEMPTS` times at most.
+async fn dump_with_retries<F, Fut>(mut send: F) -> Result<Vec<RouteNetlinkMessage>, NlError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<NetlinkMessage<RouteNetlinkMessage>>, NlError>>,
+{
+    for _ in 0..DUMP_ATTEMPTS {
+        match classify_dump(send().await?) {
+            DumpOutcome::Complete(objects) => return Ok(objects),
+            DumpOutcome::Failed(e) => return Err(e),
+            DumpOutcome::Interrupted => {}
+        }
+    }
+    Err(NlError::local(
+        Errno::EINTR,
+        format!("the dump was interrupted by concurrent changes {DUMP_ATTEMPTS} times in a row"),
+    ))
+}
+
+/// The error a route dump filtered on a table gets when that table does
+/// not exist: the kernel creates a table with its first route, and
+/// inet_dump_fib / inet6_dump_fib answer ENOENT "FIB table does not exist"
+/// (in NLMSG_DONE) for one that was never created. For roce-route that is
+/// a table without routes.
+const FIB_TABLE_DOES_NOT_EXIST: Errno = Errno::ENOENT;
+
+/// The result of a table-filtered route dump, with the missing table read
+/// as an empty one. Only for those dumps: anywhere else ENOENT is an error.
+fn empty_if_missing_table(
+    dump: Result<Vec<RouteNetlinkMessage>, NlError>,
+) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+    match dump {
+        Err(e) if e.is(FIB_TABLE_DOES_NOT_EXIST) => Ok(Vec::new()),
+        other => other,
+    }
+}
+
 fn link_from(l: &LinkMessage) -> Link {
     let mut name = String::new();
     let mut mac = None;
@@ -557,8 +674,14 @@ fn io_error(e: std::io::Error, what: &str) -> NlError {
 /// 16-byte header followed by netlink attributes.
 fn ext_ack_text(payload: &[u8]) -> Option<String> {
     const NLMSG_HDRLEN: usize = 16;
+    ext_ack_attr(payload.get(NLMSG_HDRLEN..)?)
+}
+
+/// The NLMSGERR_ATTR_MSG text among ext-ack attributes (what follows the
+/// error code of NLMSG_DONE, or the echoed header of NLMSG_ERROR).
+fn ext_ack_attr(attributes: &[u8]) -> Option<String> {
     const NLMSGERR_ATTR_MSG: u16 = 1;
-    let mut rest = payload.get(NLMSG_HDRLEN..)?;
+    let mut rest = attributes;
     while rest.len() >= 4 {
         let len = u16::from_ne_bytes([rest[0], rest[1]]) as usize;
         let kind = u16::from_ne_bytes([rest[2], rest[3]]) & 0x3fff;
@@ -604,5 +727,163 @@ mod tests {
     fn big_tables_go_in_the_attribute() {
         assert_eq!(table_header(100), 100);
         assert_eq!(table_header(1000), 0);
+    }
+}
+
+#[cfg(test)]
+mod dump_tests {
+    use std::num::NonZeroI32;
+
+    use rtnetlink::packet_core::{DoneMessage, ErrorMessage, NLM_F_MULTIPART, NetlinkHeader};
+
+    use super::*;
+
+    type Reply = NetlinkMessage<RouteNetlinkMessage>;
+
+    fn with_flags(payload: NetlinkPayload<RouteNetlinkMessage>, flags: u16) -> Reply {
+        let mut header = NetlinkHeader::default();
+        header.flags = flags;
+        NetlinkMessage::new(header, payload)
+    }
+
+    /// One route of a dump (NLM_F_MULTI), with extra header flags.
+    fn route(extra_flags: u16) -> Reply {
+        let payload = NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(RouteMessage::default()));
+        with_flags(payload, NLM_F_MULTIPART | extra_flags)
+    }
+
+    /// NLMSG_DONE carrying `code` and, when given, an ext-ack message.
+    fn done(code: i32, ext_ack: Option<&str>, extra_flags: u16) -> Reply {
+        let mut done = DoneMessage::default();
+        done.code = code;
+        if let Some(text) = ext_ack {
+            done.extended_ack = nla_msg(text);
+        }
+        with_flags(NetlinkPayload::Done(done), NLM_F_MULTIPART | extra_flags)
+    }
+
+    /// An NLMSGERR_ATTR_MSG attribute, as the kernel writes it.
+    fn nla_msg(text: &str) -> Vec<u8> {
+        let mut value = text.as_bytes().to_vec();
+        value.push(0);
+        let mut nla = ((4 + value.len()) as u16).to_ne_bytes().to_vec();
+        nla.extend_from_slice(&1u16.to_ne_bytes());
+        nla.extend_from_slice(&value);
+        nla.resize((nla.len() + 3) & !3, 0);
+        nla
+    }
+
+    fn nlmsg_error(errno: Errno) -> Reply {
+        let mut e = ErrorMessage::default();
+        e.code = NonZeroI32::new(-(errno as i32));
+        e.header = vec![0; 16];
+        with_flags(NetlinkPayload::Error(e), 0)
+    }
+
+    fn failed(outcome: DumpOutcome) -> NlError {
+        match outcome {
+            DumpOutcome::Failed(e) => e,
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_dump_ending_in_a_clean_done_is_complete() {
+        let outcome = classify_dump([route(0), route(0), done(0, None, 0)]);
+        assert!(matches!(&outcome, DumpOutcome::Complete(v) if v.len() == 2), "{outcome:?}");
+        let outcome = classify_dump([done(0, None, 0)]);
+        assert_eq!(outcome, DumpOutcome::Complete(Vec::new()), "an empty dump is a result");
+    }
+
+    #[test]
+    fn an_error_in_done_is_an_error_with_its_ext_ack() {
+        let text = "Invalid values in header for FIB dump request";
+        let e = failed(classify_dump([done(-(Errno::EINVAL as i32), Some(text), 0)]));
+        assert_eq!(e, NlError { errno: Errno::EINVAL, ext_ack: Some(text.into()) });
+        // Objects before the error do not make it a result.
+        let e = failed(classify_dump([route(0), done(-(Errno::EMSGSIZE as i32), None, 0)]));
+        assert_eq!(e.errno, Errno::EMSGSIZE);
+        assert_eq!(e.ext_ack, None);
+    }
+
+    #[test]
+    fn a_dump_refused_with_nlmsg_error_is_an_error() {
+        let e = failed(classify_dump([nlmsg_error(Errno::EBUSY)]));
+        assert_eq!(e.errno, Errno::EBUSY);
+    }
+
+    #[test]
+    fn a_dump_without_done_is_an_error() {
+        // What netlink-proto hands over when it swallows NLMSG_DONE, or
+        // when the connection dies half-way.
+        assert_eq!(failed(classify_dump([route(0)])).errno, Errno::EIO);
+        assert_eq!(failed(classify_dump([])).errno, Errno::EIO);
+    }
+
+    #[test]
+    fn dump_intr_on_any_message_makes_the_dump_interrupted() {
+        for replies in [
+            vec![route(NLM_F_DUMP_INTR), route(0), done(0, None, 0)],
+            vec![route(0), route(NLM_F_DUMP_INTR), done(0, None, 0)],
+            vec![route(0), done(0, None, NLM_F_DUMP_INTR)],
+            vec![done(0, None, NLM_F_DUMP_INTR)],
+        ] {
+            assert_eq!(classify_dump(replies), DumpOutcome::Interrupted);
+        }
+        // An error is an error even in an interrupted dump.
+        let e = failed(classify_dump([route(NLM_F_DUMP_INTR), done(-(Errno::EINVAL as i32), None, 0)]));
+        assert_eq!(e.errno, Errno::EINVAL);
+    }
+
+    #[test]
+    fn only_a_missing_table_reads_as_empty() {
+        let text = "ipv4: FIB table does not exist";
+        let missing = failed(classify_dump([done(-(Errno::ENOENT as i32), Some(text), 0)]));
+        assert_eq!(missing.errno, FIB_TABLE_DOES_NOT_EXIST);
+        assert_eq!(empty_if_missing_table(Err(missing)), Ok(Vec::new()));
+        let other = NlError { errno: Errno::EINVAL, ext_ack: None };
+        assert_eq!(empty_if_missing_table(Err(other.clone())), Err(other));
+        let routes = vec![RouteNetlinkMessage::NewRoute(RouteMessage::default())];
+        assert_eq!(empty_if_missing_table(Ok(routes.clone())), Ok(routes));
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+    }
+
+    #[test]
+    fn an_interrupted_dump_is_asked_again() {
+        let mut calls = 0;
+        let result = block_on(dump_with_retries(|| {
+            calls += 1;
+            let flags = if calls < DUMP_ATTEMPTS { NLM_F_DUMP_INTR } else { 0 };
+            std::future::ready(Ok(vec![route(flags), done(0, None, 0)]))
+        }));
+        assert_eq!(result.map(|v| v.len()), Ok(1));
+        assert_eq!(calls, DUMP_ATTEMPTS, "the last allowed attempt counts");
+    }
+
+    #[test]
+    fn a_dump_interrupted_every_time_is_an_error() {
+        let mut calls = 0;
+        let result = block_on(dump_with_retries(|| {
+            calls += 1;
+            std::future::ready(Ok(vec![route(NLM_F_DUMP_INTR), done(0, None, 0)]))
+        }));
+        let e = result.unwrap_err();
+        assert_eq!(e.errno, Errno::EINTR);
+        assert!(e.to_string().contains("interrupted"), "{e}");
+        assert_eq!(calls, DUMP_ATTEMPTS);
+    }
+
+    #[test]
+    fn errors_are_not_retried() {
+        let mut calls = 0;
+        let result = block_on(dump_with_retries(|| {
+            calls += 1;
+            std::future::ready(Ok(vec![done(-(Errno::EINVAL as i32), None, 0)]))
+        }));
+        assert_eq!(result.unwrap_err().errno, Errno::EINVAL);
+        assert_eq!(calls, 1);
     }
 }
