@@ -254,8 +254,8 @@ impl Netlink {
                 };
                 (RouteNetlinkMessage::DelRoute(msg), 0)
             }
-            Op::AddRule { rule, raw } => (RouteNetlinkMessage::NewRule(self.rule_msg(rule, raw)?), create),
-            Op::DelRule { rule, raw } => (RouteNetlinkMessage::DelRule(self.rule_msg(rule, raw)?), 0),
+            Op::AddRule { rule, raw } => (RouteNetlinkMessage::NewRule(rule_msg(rule, raw)?), create),
+            Op::DelRule { rule, raw } => (RouteNetlinkMessage::DelRule(rule_msg(rule, raw)?), 0),
             Op::SetSysctl { .. } => {
                 return Err(NlError::local(
                     Errno::EINVAL,
@@ -447,52 +447,6 @@ impl Netlink {
         }
         Ok(m)
     }
-
-    /// The dumped message when there is one (exact restore or delete),
-    /// otherwise one built from the plain rule, action set explicitly.
-    fn rule_msg(&self, r: &Rule, raw: &Option<RawBytes>) -> Result<RuleMessage, NlError> {
-        if let Some(raw) = raw {
-            return RuleMessage::parse(&raw.0[..])
-                .map_err(|e| NlError::local(Errno::EINVAL, format!("corrupt saved rule message: {e}")));
-        }
-        let mut m = RuleMessage::default();
-        m.header.family = af(r.family);
-        m.header.tos = r.tos;
-        m.header.table = table_header(r.table);
-        m.header.action = RuleAction::from(r.action);
-        m.header.flags = if r.invert { RuleFlags::Invert } else { RuleFlags::empty() };
-        m.attributes.push(RuleAttribute::Priority(r.priority));
-        if let Some(src) = r.src {
-            m.header.src_len = src.len;
-            m.attributes.push(RuleAttribute::Source(src.addr));
-        }
-        if let Some(dst) = r.dst {
-            m.header.dst_len = dst.len;
-            m.attributes.push(RuleAttribute::Destination(dst.addr));
-        }
-        if let Some(n) = &r.iif {
-            m.attributes.push(RuleAttribute::Iifname(n.clone()));
-        }
-        if let Some(n) = &r.oif {
-            m.attributes.push(RuleAttribute::Oifname(n.clone()));
-        }
-        if let Some(v) = r.fwmark {
-            m.attributes.push(RuleAttribute::FwMark(v));
-        }
-        if let Some(v) = r.fwmask {
-            m.attributes.push(RuleAttribute::FwMask(v));
-        }
-        if r.table != 0 {
-            m.attributes.push(RuleAttribute::Table(r.table));
-        }
-        if r.protocol != 0 {
-            m.attributes.push(RuleAttribute::Protocol(RouteProtocol::from(r.protocol)));
-        }
-        if let Some(target) = r.goto {
-            m.attributes.push(RuleAttribute::Goto(target));
-        }
-        Ok(m)
-    }
 }
 
 /// How many times a dump is sent when the kernel keeps marking it as
@@ -585,6 +539,67 @@ fn empty_if_missing_table(
         Err(e) if e.is(FIB_TABLE_DOES_NOT_EXIST) => Ok(Vec::new()),
         other => other,
     }
+}
+
+/// The dumped message when there is one (exact restore or delete),
+/// otherwise one built from the plain rule, action set explicitly. Either
+/// way it carries FRA_PRIORITY (see `with_priority`).
+fn rule_msg(r: &Rule, raw: &Option<RawBytes>) -> Result<RuleMessage, NlError> {
+    if let Some(raw) = raw {
+        return RuleMessage::parse(&raw.0[..])
+            .map(with_priority)
+            .map_err(|e| NlError::local(Errno::EINVAL, format!("corrupt saved rule message: {e}")));
+    }
+    let mut m = RuleMessage::default();
+    m.header.family = af(r.family);
+    m.header.tos = r.tos;
+    m.header.table = table_header(r.table);
+    m.header.action = RuleAction::from(r.action);
+    m.header.flags = if r.invert { RuleFlags::Invert } else { RuleFlags::empty() };
+    m.attributes.push(RuleAttribute::Priority(r.priority));
+    if let Some(src) = r.src {
+        m.header.src_len = src.len;
+        m.attributes.push(RuleAttribute::Source(src.addr));
+    }
+    if let Some(dst) = r.dst {
+        m.header.dst_len = dst.len;
+        m.attributes.push(RuleAttribute::Destination(dst.addr));
+    }
+    if let Some(n) = &r.iif {
+        m.attributes.push(RuleAttribute::Iifname(n.clone()));
+    }
+    if let Some(n) = &r.oif {
+        m.attributes.push(RuleAttribute::Oifname(n.clone()));
+    }
+    if let Some(v) = r.fwmark {
+        m.attributes.push(RuleAttribute::FwMark(v));
+    }
+    if let Some(v) = r.fwmask {
+        m.attributes.push(RuleAttribute::FwMask(v));
+    }
+    if r.table != 0 {
+        m.attributes.push(RuleAttribute::Table(r.table));
+    }
+    if r.protocol != 0 {
+        m.attributes.push(RuleAttribute::Protocol(RouteProtocol::from(r.protocol)));
+    }
+    if let Some(target) = r.goto {
+        m.attributes.push(RuleAttribute::Goto(target));
+    }
+    Ok(m)
+}
+
+/// A rule message that says its priority. The kernel leaves FRA_PRIORITY
+/// out of the dump of a rule at priority 0, and treats a request without
+/// it as "any priority": an add gets an automatic priority (just below
+/// the first rule after priority 0, e.g. 32765), a delete removes the
+/// first rule with those selectors whatever its priority. So a dumped
+/// rule sent back gets Priority(0) when it has no priority.
+fn with_priority(mut m: RuleMessage) -> RuleMessage {
+    if !m.attributes.iter().any(|a| matches!(a, RuleAttribute::Priority(_))) {
+        m.attributes.push(RuleAttribute::Priority(0));
+    }
+    m
 }
 
 fn link_from(l: &LinkMessage) -> Link {
@@ -721,6 +736,38 @@ mod tests {
         assert_eq!(e.to_string(), "File exists (errno 17)");
         let e = NlError { errno: Errno::ENETUNREACH, ext_ack: Some("Nexthop has invalid gateway".into()) };
         assert_eq!(e.to_string(), "Network is unreachable (errno 101): Nexthop has invalid gateway");
+    }
+
+    fn priorities(m: &RuleMessage) -> Vec<u32> {
+        m.attributes
+            .iter()
+            .filter_map(|a| match a {
+                RuleAttribute::Priority(p) => Some(*p),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_rule_sent_back_from_its_dump_always_says_its_priority() {
+        // A dumped rule at priority 0 has no FRA_PRIORITY.
+        let rule = Rule::source(0, "198.51.100.10".parse().unwrap(), 100, 0);
+        let mut dumped = rule_msg(&rule, &None).unwrap();
+        dumped.attributes.retain(|a| !matches!(a, RuleAttribute::Priority(_)));
+        let raw = Some(RawBytes(emit(&dumped)));
+        assert_eq!(priorities(&rule_msg(&rule, &raw).unwrap()), [0]);
+        // A priority that is there is kept, and not doubled.
+        let rule = Rule::source(1000, "198.51.100.10".parse().unwrap(), 100, 0);
+        let raw = Some(RawBytes(emit(&rule_msg(&rule, &None).unwrap())));
+        assert_eq!(priorities(&rule_msg(&rule, &raw).unwrap()), [1000]);
+    }
+
+    #[test]
+    fn a_rule_built_from_its_fields_always_says_its_priority() {
+        for priority in [0, 1, 32765] {
+            let rule = Rule::source(priority, "2001:db8::10".parse().unwrap(), 100, 0);
+            assert_eq!(priorities(&rule_msg(&rule, &None).unwrap()), [priority]);
+        }
     }
 
     #[test]

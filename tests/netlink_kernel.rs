@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nix::errno::Errno;
-use roce_route::model::Family;
+use roce_route::model::{Family, Live, Op, RawBytes, Rule};
 use roce_route::netlink::Netlink;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::AddressMessage;
@@ -190,4 +190,52 @@ fn long_concurrent_dumps_are_complete() {
         // for IPv4; local, main for IPv6.
         assert_eq!(rules.len(), 2 * N as usize + 3 + 2, "rules");
     });
+}
+
+// ---------------------------------------------------------------------------
+// Rules
+
+/// The rules `ip rule show` lists, one per line, whitespace normalised.
+fn ip_rules(ns: &Netns, family: &str) -> Vec<String> {
+    ns.ip(&format!("{family} rule show"))
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// The kernel leaves FRA_PRIORITY out of the dump of a rule at priority 0,
+/// and gives a rule added without FRA_PRIORITY a priority of its own. A
+/// rule deleted and put back from its dumped bytes must come back at 0.
+#[test]
+fn a_rule_at_priority_0_is_restored_at_priority_0() {
+    let ns = Netns::new();
+    ns.ip("rule add priority 0 from 198.51.100.10 lookup 100");
+    ns.ip("-6 rule add priority 0 from 2001:db8::10 lookup 100");
+    let before = [ip_rules(&ns, "-4"), ip_rules(&ns, "-6")];
+    assert!(before[0].contains(&"0: from 198.51.100.10 lookup 100".to_string()), "{before:?}");
+    assert!(before[1].contains(&"0: from 2001:db8::10 lookup 100".to_string()), "{before:?}");
+    let ours = |r: &Live<Rule>| r.item.table == 100;
+    let saved: Vec<Live<Rule>> = ns.run(move || async move {
+        let nl = connect().await;
+        let saved: Vec<Live<Rule>> = nl.rules().await.expect("rules").into_iter().filter(ours).collect();
+        assert_eq!(saved.len(), 2, "{saved:?}");
+        for live in &saved {
+            assert_eq!(live.item.priority, 0, "{:?}", live.item);
+            let raw = Some(RawBytes(live.raw.clone()));
+            nl.execute(&Op::DelRule { rule: live.item.clone(), raw }).await.expect("delete from raw");
+        }
+        saved
+    });
+    let gone = [ip_rules(&ns, "-4"), ip_rules(&ns, "-6")];
+    assert!(gone.iter().flatten().all(|l| !l.contains("lookup 100")), "{gone:?}");
+    ns.run(move || async move {
+        let nl = connect().await;
+        for live in saved {
+            let raw = Some(RawBytes(live.raw.clone()));
+            nl.execute(&Op::AddRule { rule: live.item.clone(), raw }).await.expect("restore from raw");
+        }
+        let back: Vec<Live<Rule>> = nl.rules().await.expect("rules").into_iter().filter(ours).collect();
+        assert!(back.iter().all(|r| r.item.priority == 0), "{back:?}");
+    });
+    assert_eq!([ip_rules(&ns, "-4"), ip_rules(&ns, "-6")], before, "the rules are back as they were");
 }
