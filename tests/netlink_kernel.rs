@@ -8,11 +8,12 @@
 //! documentation addresses are used.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nix::errno::Errno;
-use roce_route::model::{Family, Live, Op, RawBytes, Rule};
+use roce_route::model::{Address, Family, Live, Op, Prefix, RawBytes, Rule};
 use roce_route::netlink::Netlink;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::AddressMessage;
@@ -238,4 +239,100 @@ fn a_rule_at_priority_0_is_restored_at_priority_0() {
         assert!(back.iter().all(|r| r.item.priority == 0), "{back:?}");
     });
     assert_eq!([ip_rules(&ns, "-4"), ip_rules(&ns, "-6")], before, "the rules are back as they were");
+}
+
+// ---------------------------------------------------------------------------
+// Addresses
+
+/// Reads the addresses inside `ns` until `ready` holds for them (10 s at
+/// most), and returns the last read.
+fn addresses_when(ns: &Netns, ready: fn(&[Address]) -> bool) -> Vec<Address> {
+    ns.run(move || async move {
+        let nl = connect().await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let addrs = nl.addresses().await.expect("addresses");
+            if ready(&addrs) || std::time::Instant::now() > deadline {
+                return addrs;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+}
+
+fn find<'a>(addrs: &'a [Address], addr: &str) -> &'a Address {
+    let ip: IpAddr = addr.parse().unwrap();
+    addrs.iter().find(|a| a.addr.addr == ip).unwrap_or_else(|| panic!("no {addr} in {addrs:#?}"))
+}
+
+fn address(ifname: &str, addr: &str, len: u8, peer: Option<&str>) -> Address {
+    Address {
+        ifname: ifname.into(),
+        addr: Prefix::new(addr.parse().unwrap(), len),
+        peer: peer.map(|p| p.parse().unwrap()),
+        ..Address::default()
+    }
+}
+
+#[test]
+fn addresses_decode_peer_and_flags() {
+    let ns = Netns::new();
+    ns.ip("link add rr0 type veth peer name rr0p");
+    let sysctl = |key: &str| {
+        sh("ip", &["netns", "exec", &ns.name, "sysctl", "-qw", key]);
+    };
+    // DAD on rr0 lasts 10 s (one probe a second), so an address with DAD
+    // is still tentative while the test reads; rr0 makes privacy
+    // (temporary) addresses from a `mngtmpaddr` template.
+    sysctl("net.ipv6.conf.rr0.dad_transmits=10");
+    sysctl("net.ipv6.conf.rr0.use_tempaddr=2");
+    ns.ip("link set rr0 up");
+    ns.ip("link set rr0p up");
+    ns.ip("addr add 198.51.100.1/32 peer 198.51.100.0/31 dev rr0");
+    ns.ip("addr add 203.0.113.1/24 dev rr0");
+    ns.ip("addr add 203.0.113.2/24 dev rr0"); // secondary: flag 0x01
+    ns.ip("-6 addr add 2001:db8:1::10/64 dev rr0 nodad preferred_lft 0");
+    ns.ip("-6 addr add 2001:db8:2::10/64 dev rr0 nodad");
+    ns.ip("-6 addr add 2001:db8:3::10/64 dev rr0");
+    ns.ip("-6 addr add 2001:db8:4::10/64 dev rr0 nodad mngtmpaddr");
+    // The peer end answers rr0's DAD probe for its own address.
+    ns.ip("-6 addr add 2001:db8:5::10/64 dev rr0p nodad");
+    ns.ip("-6 addr add 2001:db8:5::10/64 dev rr0");
+    ns.ip("-6 addr add 2001:db8:6::1 peer 2001:db8:6::2/128 dev rr0 nodad");
+
+    let dad_failed = |addrs: &[Address]| addrs.iter().any(|a| a.ifname == "rr0" && a.dad_failed);
+    let addrs = addresses_when(&ns, dad_failed);
+    let show = ns.ip("addr show");
+
+    let p2p = address("rr0", "198.51.100.1", 31, Some("198.51.100.0"));
+    assert_eq!(find(&addrs, "198.51.100.1"), &p2p, "{show}");
+    assert_eq!(p2p.subnet().to_string(), "198.51.100.0/31");
+    assert_eq!(find(&addrs, "203.0.113.1"), &address("rr0", "203.0.113.1", 24, None), "{show}");
+    // IFA_F_SECONDARY is the bit of IFA_F_TEMPORARY: not temporary.
+    assert_eq!(find(&addrs, "203.0.113.2"), &address("rr0", "203.0.113.2", 24, None), "{show}");
+    let deprecated = Address { deprecated: true, ..address("rr0", "2001:db8:1::10", 64, None) };
+    assert_eq!(find(&addrs, "2001:db8:1::10"), &deprecated, "{show}");
+    assert_eq!(find(&addrs, "2001:db8:2::10"), &address("rr0", "2001:db8:2::10", 64, None), "{show}");
+    let tentative = Address { tentative: true, ..address("rr0", "2001:db8:3::10", 64, None) };
+    assert_eq!(find(&addrs, "2001:db8:3::10"), &tentative, "{show}");
+    assert_eq!(find(&addrs, "2001:db8:4::10"), &address("rr0", "2001:db8:4::10", 64, None), "{show}");
+    let template: IpAddr = "2001:db8:4::10".parse().unwrap();
+    let private: Vec<&Address> = addrs
+        .iter()
+        .filter(|a| a.addr.addr != template && Prefix::new(template, 64).contains(&a.addr.addr))
+        .collect();
+    assert_eq!(private.len(), 1, "one privacy address made from the template: {show}");
+    let expected = Address {
+        temporary: true,
+        tentative: true,
+        ..address("rr0", &private[0].addr.addr.to_string(), 64, None)
+    };
+    assert_eq!(private[0], &expected, "{show}");
+    let failed = Address { tentative: true, dad_failed: true, ..address("rr0", "2001:db8:5::10", 64, None) };
+    let on_rr0: Vec<&Address> =
+        addrs.iter().filter(|a| a.addr.addr.to_string() == "2001:db8:5::10").collect();
+    assert!(on_rr0.contains(&&failed), "{show}");
+    assert!(on_rr0.contains(&&address("rr0p", "2001:db8:5::10", 64, None)), "{show}");
+    let v6_peer = address("rr0", "2001:db8:6::1", 128, Some("2001:db8:6::2"));
+    assert_eq!(find(&addrs, "2001:db8:6::1"), &v6_peer, "{show}");
 }
