@@ -336,3 +336,179 @@ fn addresses_decode_peer_and_flags() {
     let v6_peer = address("rr0", "2001:db8:6::1", 128, Some("2001:db8:6::2"));
     assert_eq!(find(&addrs, "2001:db8:6::1"), &v6_peer, "{show}");
 }
+
+// ---------------------------------------------------------------------------
+// Recording the decode fixtures
+
+/// The payloads (after the 16-byte netlink header) of a dump's messages,
+/// exactly as the kernel sent them, read on a plain netlink socket without
+/// strict checking (so no filtering).
+fn raw_dump(request: RouteNetlinkMessage) -> Vec<Vec<u8>> {
+    use rtnetlink::packet_core::{NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NetlinkMessage};
+    use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+    let mut sock = Socket::new(NETLINK_ROUTE).expect("netlink socket");
+    sock.bind_auto().expect("bind");
+    sock.connect(&SocketAddr::new(0, 0)).expect("connect");
+    let mut req = NetlinkMessage::from(request);
+    req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.header.sequence_number = 1;
+    req.finalize();
+    let mut buf = vec![0; req.buffer_len()];
+    req.serialize(&mut buf);
+    sock.send(&buf, 0).expect("send");
+    let mut payloads = Vec::new();
+    loop {
+        let (data, _) = sock.recv_from_full().expect("recv");
+        let mut rest = &data[..];
+        while rest.len() >= 16 {
+            let len = u32::from_ne_bytes(rest[0..4].try_into().unwrap()) as usize;
+            let kind = u16::from_ne_bytes(rest[4..6].try_into().unwrap());
+            match kind {
+                NLMSG_DONE => return payloads,
+                NLMSG_ERROR => panic!("dump refused: {:?}", &rest[16..20]),
+                _ => payloads.push(rest[16..len].to_vec()),
+            }
+            rest = &rest[((len + 3) & !3).min(rest.len())..];
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Records tests/fixtures/netlink/{routes,rules}.hex, which the decode unit
+/// tests of src/netlink.rs read: `cargo test --test netlink_kernel
+/// record_decode_fixtures -- --ignored`. Each fixture line is `NAME HEX`
+/// (one message payload); `link INDEX NAME` lines give the interface
+/// names. Run it again only to re-record on another kernel, and check the
+/// unit tests' expectations against what it printed.
+#[test]
+#[ignore = "one-off: records the decode fixtures from the running kernel"]
+fn record_decode_fixtures() {
+    use rtnetlink::packet_core::Parseable;
+    use rtnetlink::packet_route::route::RouteFlags;
+    use rtnetlink::packet_route::rule::{RuleAttribute, RuleMessage};
+
+    let ns = Netns::new();
+    for cmd in [
+        "link add rr0 type veth peer name rr0p",
+        "link set rr0 up",
+        "link set rr0p up",
+        "addr add 198.51.100.10/24 dev rr0",
+        "-6 addr add 2001:db8:1::10/64 dev rr0 nodad",
+        "route add 198.51.100.0/24 dev rr0 src 198.51.100.10 table 100 proto 234 scope link",
+        "route add default via 198.51.100.1 dev rr0 table 100 proto 234 metric 5",
+        "-6 route add default via 2001:db8:1::1 dev rr0 table 100 proto 234",
+        "route add 203.0.113.0/24 dev rr0 table 1000 proto 234",
+        "-6 route add 2001:db8:2::/64 dev rr0 table 1000 proto 234 metric 7",
+        "rule add priority 0 from 198.51.100.10 lookup 100",
+        "rule add priority 1000 from 198.51.100.10/32 lookup 100 proto 234",
+        "-6 rule add priority 1000 from 2001:db8:1::10 to 2001:db8:2::/64 lookup 100 proto 234",
+        "rule add priority 1001 iif rr0 fwmark 0x10/0xff lookup 1000",
+        "rule add priority 1002 ipproto tcp lookup 100",
+    ] {
+        ns.ip(cmd);
+    }
+    let links = ns.ip("-o link show");
+    let index_of = |name: &str| -> u32 {
+        let line = links.lines().find(|l| l.contains(&format!(" {name}@"))).expect("link");
+        line.split(':').next().unwrap().trim().parse().unwrap()
+    };
+    let link_lines = format!("link {} rr0\nlink {} rr0p\n", index_of("rr0"), index_of("rr0p"));
+    let kernel = sh("uname", &["-r"]);
+
+    let (routes_up, rules) = ns.run(|| async {
+        use rtnetlink::packet_route::AddressFamily::{Inet, Inet6};
+        let mut routes = Vec::new();
+        for family in [Inet, Inet6] {
+            let mut msg = RouteMessage::default();
+            msg.header.address_family = family;
+            routes.extend(raw_dump(RouteNetlinkMessage::GetRoute(msg)));
+        }
+        let mut rules = Vec::new();
+        for family in [Inet, Inet6] {
+            let mut msg = RuleMessage::default();
+            msg.header.family = family;
+            rules.extend(raw_dump(RouteNetlinkMessage::GetRule(msg)));
+        }
+        (routes, rules)
+    });
+    // The peer end down: rr0 loses its carrier, and its routes are kept
+    // with RTNH_F_LINKDOWN.
+    ns.ip("link set rr0p down");
+    let routes_down = ns.run(|| async {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = rtnetlink::packet_route::AddressFamily::Inet;
+        raw_dump(RouteNetlinkMessage::GetRoute(msg))
+    });
+
+    let table_of = |m: &RouteMessage| {
+        m.attributes
+            .iter()
+            .find_map(|a| match a {
+                RouteAttribute::Table(t) => Some(*t),
+                _ => None,
+            })
+            .unwrap_or(u32::from(m.header.table))
+    };
+    let route = |raw: &Vec<u8>| RouteMessage::parse(&raw[..]).expect("route");
+    let mut out = format!(
+        "# Route messages dumped by kernel {kernel} (record_decode_fixtures in tests/netlink_kernel.rs)\n{link_lines}"
+    );
+    let mut names = Vec::new();
+    for raw in &routes_up {
+        let m = route(raw);
+        let v6 = m.header.address_family == rtnetlink::packet_route::AddressFamily::Inet6;
+        let name = match (v6, table_of(&m), m.header.destination_prefix_length) {
+            (false, 100, 24) => "v4_connected",
+            (false, 100, 0) => "v4_default_via",
+            (true, 100, 0) => "v6_default_via",
+            (false, 1000, _) => "v4_table_1000",
+            (true, 1000, _) => "v6_table_1000",
+            _ => continue,
+        };
+        names.push(name);
+        out.push_str(&format!("{name} {}\n", hex(raw)));
+    }
+    for raw in &routes_down {
+        let m = route(raw);
+        if table_of(&m) == 100 && m.header.destination_prefix_length == 24 {
+            assert!(m.header.flags.contains(RouteFlags::Linkdown), "{m:?}");
+            names.push("v4_connected_linkdown");
+            out.push_str(&format!("v4_connected_linkdown {}\n", hex(raw)));
+        }
+    }
+    assert_eq!(names.len(), 6, "{names:?}");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/netlink");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("routes.hex"), &out).unwrap();
+    print!("{out}");
+
+    let mut out = format!(
+        "# Rule messages dumped by kernel {kernel} (record_decode_fixtures in tests/netlink_kernel.rs)\n{link_lines}"
+    );
+    let mut names = Vec::new();
+    for raw in &rules {
+        let m = RuleMessage::parse(&raw[..]).expect("rule");
+        let v6 = m.header.family == rtnetlink::packet_route::AddressFamily::Inet6;
+        let priority = m.attributes.iter().find_map(|a| match a {
+            RuleAttribute::Priority(p) => Some(*p),
+            _ => None,
+        });
+        let name = match (v6, priority) {
+            (false, None) if m.header.src_len == 32 => "v4_priority_0",
+            (false, Some(1000)) => "v4_from",
+            (true, Some(1000)) => "v6_from_to",
+            (false, Some(1001)) => "v4_iif_fwmark_table_1000",
+            (false, Some(1002)) => "v4_ipproto",
+            (false, None) => "v4_local",
+            _ => continue,
+        };
+        names.push(name);
+        out.push_str(&format!("{name} {}\n", hex(raw)));
+    }
+    assert_eq!(names.len(), 6, "{names:?}");
+    std::fs::write(dir.join("rules.hex"), &out).unwrap();
+    print!("{out}");
+}
