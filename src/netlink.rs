@@ -339,6 +339,7 @@ impl Netlink {
             oif,
             gateway,
             prefsrc,
+            onlink: m.header.flags.contains(RouteFlags::Onlink),
         })
     }
 
