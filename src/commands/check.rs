@@ -56,8 +56,8 @@ pub async fn run(ctx: &Ctx, args: &CheckArgs, cfg: crate::config::Config) -> Res
     let warnings = managers::warnings(&managers::scan());
     let report = match apply::make_plan(&nl, &cfg, false, &recorded).await {
         Ok((desired, plan)) => {
-            let traffic = probe_all(&nl, &desired).await?;
-            build_report(&plan, traffic, warnings, &fix_all)
+            let (traffic, not_verified) = probe_all(&nl, &desired).await?;
+            build_report(&plan, traffic, [warnings, not_verified].concat(), &fix_all)
         }
         // The config is valid (it parsed) but the host no longer matches it:
         // an interface or address is gone (e.g. IPv6 addresses flushed by a
@@ -146,18 +146,11 @@ fn difference(op: &Op) -> Difference {
 }
 
 /// Asks the kernel, for every configured address, which way its traffic goes.
-async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<Vec<Verdict>, Error> {
+/// Also returns, as "not verified: ..." lines, the probes that could not be made.
+async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<(Vec<Verdict>, Vec<String>), Error> {
     let local = local_addresses(nl).await?;
-    let probes: Vec<_> = desired
-        .interfaces
-        .iter()
-        .flat_map(|iface| {
-            iface.addresses.iter().flat_map(|addr| {
-                behaviour::probes_for(&iface.name, iface.table, addr, &iface.gateways, &local)
-            })
-        })
-        .collect();
-    Ok(ask(nl, &probes).await)
+    let set = behaviour::probes_for_desired(desired, &local);
+    Ok((ask(nl, &set.probes).await, set.skipped.iter().map(behaviour::Skipped::describe).collect()))
 }
 
 fn print_human(r: &CheckReport) {
