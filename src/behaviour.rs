@@ -150,11 +150,11 @@ pub fn probes_for(
 /// Probes for every planned address, each interface avoiding the subnets of
 /// the whole desired state for its off-subnet destinations.
 pub fn probes_for_desired(desired: &Desired, local: &BTreeSet<IpAddr>) -> Probes {
-    let all: Vec<Prefix> =
-        desired.interfaces.iter().flat_map(|i| i.addresses.iter().map(Prefix::network)).collect();
+    let all: Vec<Prefix> = desired.interfaces.iter().flat_map(|i| i.subnets.iter().copied()).collect();
     let mut out = Probes::default();
     for i in &desired.interfaces {
-        let sources: Vec<(IpAddr, Prefix)> = i.addresses.iter().map(|a| (a.addr, a.network())).collect();
+        let sources: Vec<(IpAddr, Prefix)> =
+            i.addresses.iter().map(|a| a.addr).zip(i.subnets.iter().copied()).collect();
         out.extend(probes_for(&i.name, i.table, &sources, &i.gateways, &all, local));
     }
     out

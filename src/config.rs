@@ -667,6 +667,10 @@ impl Ctx<'_> {
             return Ok(());
         };
         match prefixes.iter().find(|p| p.contains(&gw.addr)) {
+            // A /31, /32, /127 or /128 may be one end of a point-to-point
+            // link (`ip addr add A peer P/LEN`) whose subnet is the peer's:
+            // only the host knows, and the plan checks the gateway there.
+            None if prefixes.iter().any(|p| p.len + 1 >= p.family().max_len()) => Ok(()),
             None => Err(self.err(
                 gw.loc,
                 format!(
@@ -877,7 +881,7 @@ fn reserved_table(t: u32) -> Option<&'static str> {
     })
 }
 
-fn family_name(ip: IpAddr) -> &'static str {
+pub(crate) fn family_name(ip: IpAddr) -> &'static str {
     match Family::of(&ip) {
         Family::V4 => "IPv4",
         Family::V6 => "IPv6",
@@ -1130,6 +1134,34 @@ mod tests {
         // /31 and /32 have no network or broadcast address.
         ok(&iface("addresses = [\"198.51.100.0/31\", \"198.51.100.7/32\"]\n"));
         ok(&iface("addresses = [\"198.51.100.1/31\"]\ngateway = \"198.51.100.0\"\n"));
+    }
+
+    /// Point-to-point sized addresses may have a peer elsewhere
+    /// (`ip addr add 198.51.100.1/32 peer 198.51.100.0/32`): the gateway is
+    /// then checked against the peer's subnet by the plan, on the host.
+    #[test]
+    fn on_link_check_waits_for_the_host_for_point_to_point_sizes() {
+        for (a, gw) in [
+            ("198.51.100.1/32", "198.51.100.0"),
+            ("198.51.100.9/31", "203.0.113.0"),
+            ("2001:db8::1/128", "2001:db8::2"),
+            ("2001:db8::1/127", "2001:db8:1::"),
+        ] {
+            ok(&iface(&format!("addresses = [\"{a}\"]\ngateway = \"{gw}\"\n")));
+        }
+        // A /30 or /64 has no such excuse.
+        assert_err(
+            &iface("addresses = [\"198.51.100.9/30\"]\ngateway = \"203.0.113.0\"\n"),
+            4,
+            11,
+            &["gateway 203.0.113.0 is outside every subnet of the interface (198.51.100.8/30)"],
+        );
+        assert_err(
+            &iface("addresses = [\"2001:db8::1/64\"]\ngateway = \"2001:db8:1::1\"\n"),
+            4,
+            11,
+            &["outside every subnet"],
+        );
     }
 
     #[test]

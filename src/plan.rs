@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use crate::config::{Config, ConfigError, Interface, Loc};
+use crate::config::{Config, ConfigError, Interface, Loc, family_name};
 use crate::model::{Address, Family, Link, Prefix, Route, Rule, Sysctl, scope};
 
 pub use crate::model::IPV6_DEFAULT_METRIC;
@@ -36,8 +36,13 @@ pub struct PlannedInterface {
     pub name: String,
     pub table: u32,
     pub priority: u32,
+    /// Each address with its prefix length, as the interface has it.
     pub addresses: Vec<Prefix>,
     pub gateways: Vec<IpAddr>,
+    /// The subnet each address reaches on-link, in the order of `addresses`
+    /// (`Address::subnet()`: the peer's prefix for a point-to-point address,
+    /// otherwise the address's own network).
+    pub subnets: Vec<Prefix>,
 }
 
 impl Desired {
@@ -71,23 +76,24 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
                 iface.name, iface.name
             ));
         }
-        let addresses = resolve_addresses(cfg, iface, addrs)?;
-        check_gateways(cfg, iface, &addresses, addrs)?;
-        for a in addrs.iter().filter(|a| a.ifname == iface.name && a.tentative) {
-            if addresses.iter().any(|p| p.addr == a.addr.addr) {
-                d.warnings.push(format!(
-                    "{} on {} is tentative (IPv6 duplicate address detection): the kernel refuses it as a route source until DAD ends",
-                    a.addr, iface.name
-                ));
-            }
+        let found = resolve_addresses(cfg, iface, addrs)?;
+        let subnets: Vec<Prefix> = found.iter().map(|a| a.subnet()).collect();
+        check_gateways(cfg, iface, &subnets, addrs)?;
+        for a in found.iter().filter(|a| a.tentative) {
+            d.warnings.push(format!(
+                "{} on {} is tentative (IPv6 duplicate address detection): the kernel refuses it as a route source until DAD ends",
+                a.addr, iface.name
+            ));
         }
         let planned = PlannedInterface {
             name: iface.name.clone(),
             table: iface.table,
             priority: iface.priority,
             gateways: iface.gateways.iter().map(|g| g.addr).collect(),
-            addresses,
+            addresses: found.iter().map(|a| a.addr).collect(),
+            subnets,
         };
+        d.warnings.extend(unrouted_host_addresses(&planned));
         d.routes.extend(routes_for(&planned, d.protocol));
         d.rules.extend(rules_for(&planned, d.protocol));
         d.sysctls.extend(iface.sysctls.iter().map(|(key, value)| Sysctl {
@@ -104,13 +110,16 @@ fn err(cfg: &Config, loc: Loc, what: String, hint: String) -> ConfigError {
     ConfigError::at(&cfg.file, Some(loc), what, hint)
 }
 
-/// The configured addresses with their prefix lengths, or every global
-/// address of the interface when the config lists none.
-fn resolve_addresses(cfg: &Config, iface: &Interface, addrs: &[Address]) -> Result<Vec<Prefix>, ConfigError> {
+/// The host's addresses the config lists, or every global address of the
+/// interface when the config lists none.
+fn resolve_addresses<'a>(
+    cfg: &Config,
+    iface: &Interface,
+    addrs: &'a [Address],
+) -> Result<Vec<&'a Address>, ConfigError> {
     let live: Vec<&Address> = addrs.iter().filter(|a| a.ifname == iface.name).collect();
     let Some(specs) = &iface.addresses else {
-        let global: Vec<Prefix> =
-            live.iter().filter(|a| a.scope == scope::UNIVERSE).map(|a| a.addr).collect();
+        let global: Vec<&Address> = live.iter().copied().filter(|a| a.scope == scope::UNIVERSE).collect();
         if global.is_empty() {
             return Err(err(
                 cfg,
@@ -148,25 +157,25 @@ fn resolve_addresses(cfg: &Config, iface: &Interface, addrs: &[Address]) -> Resu
                     ),
                     format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr),
                 )),
-                _ => Ok(found.addr),
+                _ => Ok(*found),
             }
         })
         .collect()
 }
 
 /// A gateway must be on-link: inside a subnet of the interface's addresses
-/// (or IPv6 link-local).
+/// (for a point-to-point address, the peer's), or IPv6 link-local.
 fn check_gateways(
     cfg: &Config,
     iface: &Interface,
-    addresses: &[Prefix],
+    subnets: &[Prefix],
     host: &[Address],
 ) -> Result<(), ConfigError> {
     for gw in &iface.gateways {
         let link_local = matches!(gw.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
         let fail = |what: String, hint: &str| Err(err(cfg, gw.loc, what, hint.into()));
-        if !link_local && !addresses.iter().any(|a| a.contains(&gw.addr)) {
-            let subnets: Vec<String> = addresses.iter().map(|a| a.network().to_string()).collect();
+        if !link_local && !subnets.iter().any(|a| a.contains(&gw.addr)) {
+            let subnets: Vec<String> = subnets.iter().map(|a| a.network().to_string()).collect();
             return fail(
                 format!(
                     "gateway {} of {:?} is outside every subnet of the interface ({})",
@@ -186,7 +195,7 @@ fn check_gateways(
                 "the gateway is the router on the subnet, not a local address",
             );
         }
-        let v4_edge = addresses.iter().find(|a| {
+        let v4_edge = subnets.iter().find(|a| {
             a.family() == Family::V4
                 && a.len < 31
                 && a.contains(&gw.addr)
@@ -214,13 +223,43 @@ fn is_network_or_broadcast(net: &Prefix, ip: &IpAddr) -> bool {
     ip == u32::from(base) || ip == u32::from(base) | host_bits
 }
 
+/// A host prefix (/32, /128) without a point-to-point peer: its subnet
+/// holds nothing but the address itself, so it has no connected route (the
+/// kernel makes none either; the local table delivers to it).
+fn is_bare_host(addr: &Prefix, subnet: &Prefix) -> bool {
+    *subnet == Prefix::host(addr.addr)
+}
+
+/// Warnings for host-prefix addresses left with no route in their table:
+/// no connected route and no gateway of their family, so their traffic
+/// falls through to the main table.
+fn unrouted_host_addresses(i: &PlannedInterface) -> Vec<String> {
+    i.addresses
+        .iter()
+        .zip(&i.subnets)
+        .filter(|(a, s)| is_bare_host(a, s) && !i.gateways.iter().any(|g| Family::of(g) == a.family()))
+        .map(|(a, _)| {
+            format!(
+                "{a} on {} has no peer and {} has no {} gateway: table {} holds no route for it, so its \
+                 traffic leaves by the main table (add a gateway, or a peer: `ip addr add {} peer PEER dev {}`)",
+                i.name,
+                i.name,
+                family_name(a.addr),
+                i.table,
+                a.addr,
+                i.name
+            )
+        })
+        .collect()
+}
+
 fn routes_for(i: &PlannedInterface, protocol: u8) -> Vec<Route> {
     let mut seen = BTreeSet::new();
     let mut routes = Vec::new();
-    for a in &i.addresses {
+    for (a, subnet) in i.addresses.iter().zip(&i.subnets) {
         // One connected route per subnet; the first address is its source.
-        if seen.insert(a.network()) {
-            routes.push(Route::connected(i.table, *a, &i.name, a.addr, protocol));
+        if !is_bare_host(a, subnet) && seen.insert(subnet.network()) {
+            routes.push(Route::connected(i.table, *subnet, &i.name, a.addr, protocol));
         }
     }
     for gw in &i.gateways {
@@ -261,6 +300,17 @@ mod tests {
             addr("rail1", "198.51.100.11/24"),
         ];
         (links, addrs)
+    }
+    /// `ip addr add LOCAL peer PEER/LEN dev IFNAME`.
+    fn p2p(ifname: &str, local: &str, peer: &str) -> Address {
+        let (peer, len) = peer.split_once('/').unwrap();
+        Address { peer: Some(peer.parse().unwrap()), ..addr(ifname, &format!("{local}/{len}")) }
+    }
+    /// The plan of `toml` on a host with links lo, rail0, rail1 and `addrs`.
+    fn plan_on(addrs: &[Address], toml: &str) -> Result<Desired, ConfigError> {
+        let (links, _) = host();
+        let cfg = config::parse("t.toml", toml).unwrap_or_else(|e| panic!("invalid config:\n{e}"));
+        plan(&cfg, &links, addrs)
     }
     fn planned(toml: &str) -> Result<Desired, ConfigError> {
         let cfg = config::parse("t.toml", toml).expect("valid config");
@@ -358,5 +408,91 @@ mod tests {
         let d = plan(&cfg, &links, &addrs).unwrap();
         assert_eq!(d.routes.len(), 1);
         assert_eq!(d.rules.len(), 2);
+    }
+
+    /// A point-to-point address reaches its peer's prefix, not its own: the
+    /// connected route is the peer's, the peer is a valid gateway, and the
+    /// probes ask about the peer. Listed or discovered, /32, /31 or /128.
+    #[test]
+    fn point_to_point_subnet_is_the_peers() {
+        let cases = [
+            // (local, peer/len, the route apply must make)
+            (
+                "198.51.100.1",
+                "198.51.100.0/32",
+                "ip -4 route: 198.51.100.0/32 dev rail0 table 100 proto 234 scope link src 198.51.100.1",
+            ),
+            (
+                "198.51.100.9",
+                "203.0.113.0/31",
+                "ip -4 route: 203.0.113.0/31 dev rail0 table 100 proto 234 scope link src 198.51.100.9",
+            ),
+            (
+                "198.51.100.1",
+                "198.51.100.0/31",
+                "ip -4 route: 198.51.100.0/31 dev rail0 table 100 proto 234 scope link src 198.51.100.1",
+            ),
+            (
+                "2001:db8::1",
+                "2001:db8::2/128",
+                "ip -6 route: 2001:db8::2/128 dev rail0 table 100 proto 234 src 2001:db8::1 metric 1024",
+            ),
+        ];
+        for (local, peer, route) in cases {
+            let (gw, len) = peer.split_once('/').unwrap();
+            let host = [p2p("rail0", local, peer), addr("rail1", "198.51.100.11/24")];
+            for listed in [String::new(), format!("addresses = [\"{local}/{len}\"]\n")] {
+                let toml = format!("[[interface]]\nname = \"rail0\"\n{listed}gateway = \"{gw}\"\n");
+                let d = plan_on(&host, &toml).unwrap_or_else(|e| panic!("{toml}\n{e}"));
+                let lines: Vec<String> = d.routes.iter().map(crate::render::route_line).collect();
+                assert_eq!(lines.len(), 2, "{lines:#?}");
+                assert_eq!(lines[0], route);
+                assert_eq!(d.routes[1].gateway, Some(gw.parse().unwrap()), "{lines:#?}");
+                let local_set = BTreeSet::from([local.parse().unwrap()]);
+                let set = crate::behaviour::probes_for_desired(&d, &local_set);
+                assert!(set.skipped.is_empty(), "{set:#?}");
+                let to: Vec<(String, Option<IpAddr>)> =
+                    set.probes.iter().map(|p| (p.to.to_string(), p.expected_gateway)).collect();
+                assert_eq!(to[0], (gw.to_string(), None), "the peer itself: {to:?}");
+                assert_eq!(to[1].1, Some(gw.parse().unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn gateway_outside_a_host_prefix_without_peer_is_refused() {
+        let host = [addr("rail0", "198.51.100.7/32")];
+        let e = plan_on(&host, "[[interface]]\nname = \"rail0\"\ngateway = \"203.0.113.1\"\n").unwrap_err();
+        assert!(e.what.contains("gateway 203.0.113.1 of \"rail0\" is outside every subnet"), "{e}");
+        assert!(e.what.contains("198.51.100.7/32"), "{e}");
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((3, 11)));
+        // The same when the config lists the /32 (the config cannot tell it
+        // has no peer, so the host check decides).
+        let toml = "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.7/32\"]\ngateway = \"198.51.100.6\"\n";
+        let e = plan_on(&host, toml).unwrap_err();
+        assert!(e.what.contains("outside every subnet"), "{e}");
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((4, 11)));
+    }
+
+    /// The kernel makes no route for a /32 or /128 without a peer: the local
+    /// table delivers to it and there is no neighbour. Neither does plan, and
+    /// without a gateway its traffic falls through to main: say so.
+    #[test]
+    fn host_prefix_without_peer_has_no_connected_route() {
+        for (a, bare) in [("198.51.100.7/32", "198.51.100.7"), ("2001:db8::7/128", "2001:db8::7")] {
+            let host = [addr("rail1", a)];
+            let d = plan_on(&host, "[[interface]]\nname = \"rail1\"\n").unwrap();
+            assert!(d.routes.is_empty(), "{:#?}", d.routes);
+            assert_eq!(d.rules.len(), 1);
+            assert!(
+                d.warnings
+                    .iter()
+                    .any(|w| w.starts_with(&format!("{a} on rail1 has no peer")) && w.contains("table 100")),
+                "{:#?}",
+                d.warnings
+            );
+            let toml = format!("[[interface]]\nname = \"rail1\"\naddresses = [\"{bare}\"]\n");
+            assert!(plan_on(&host, &toml).unwrap().routes.is_empty());
+        }
     }
 }
