@@ -136,7 +136,12 @@ impl fmt::Display for AddrSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gateway {
     pub addr: IpAddr,
+    /// Of the address value.
     pub loc: Loc,
+    /// `{ address = "...", onlink = true }`: the router is reached on the
+    /// link although no subnet of the interface holds it (`ip route ...
+    /// onlink`), as with a /32 host address.
+    pub onlink: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -251,11 +256,52 @@ impl RawInterface {
     }
 }
 
-/// `gateway = "a"` or `gateway = ["a", "b"]`. A hand-written visitor
-/// rather than `#[serde(untagged)]`, which would lose the element spans.
+/// `gateway = G` or `gateway = [G, G]`, where G is `"a"` or
+/// `{ address = "a", onlink = true }`. Hand-written visitors rather than
+/// `#[serde(untagged)]`, which would lose the spans.
 enum GatewayList {
-    One(String),
-    Many(Vec<Str>),
+    One(RawGateway),
+    Many(Vec<Spanned<RawGateway>>),
+}
+
+enum RawGateway {
+    Addr(String),
+    Table(RawGatewayTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGatewayTable {
+    address: Str,
+    #[serde(default)]
+    onlink: bool,
+}
+
+const GATEWAY_FORMS: &str =
+    "a gateway address string, a table { address = \"...\", onlink = true }, or an array of them";
+
+/// The string or table forms, shared by both visitors.
+fn raw_gateway_from_map<'de, A: serde::de::MapAccess<'de>>(map: A) -> Result<RawGateway, A::Error> {
+    RawGatewayTable::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(RawGateway::Table)
+}
+
+impl<'de> Deserialize<'de> for RawGateway {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawGateway;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(GATEWAY_FORMS)
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawGateway, E> {
+                Ok(RawGateway::Addr(s.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawGateway, A::Error> {
+                raw_gateway_from_map(map)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl<'de> Deserialize<'de> for GatewayList {
@@ -264,15 +310,18 @@ impl<'de> Deserialize<'de> for GatewayList {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = GatewayList;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a gateway address string or an array of them")
+                f.write_str(GATEWAY_FORMS)
             }
             fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<GatewayList, E> {
-                Ok(GatewayList::One(s.to_string()))
+                Ok(GatewayList::One(RawGateway::Addr(s.to_string())))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GatewayList, A::Error> {
+                raw_gateway_from_map(map).map(GatewayList::One)
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<GatewayList, A::Error> {
                 let mut all = Vec::new();
-                while let Some(s) = seq.next_element::<Str>()? {
-                    all.push(s);
+                while let Some(g) = seq.next_element::<Spanned<RawGateway>>()? {
+                    all.push(g);
                 }
                 Ok(GatewayList::Many(all))
             }
@@ -282,11 +331,16 @@ impl<'de> Deserialize<'de> for GatewayList {
 }
 
 impl GatewayList {
-    /// Every gateway string with its own span; `span` is that of the value.
-    fn into_items(self, span: Range<usize>) -> Vec<Str> {
+    /// Every gateway address with its own span (that of the string, or of
+    /// the table's `address`) and its onlink flag; `span` is that of the value.
+    fn into_items(self, span: Range<usize>) -> Vec<(Str, bool)> {
+        let item = |span: Range<usize>, g: RawGateway| match g {
+            RawGateway::Addr(s) => (Spanned::new(span, s), false),
+            RawGateway::Table(t) => (t.address, t.onlink),
+        };
         match self {
-            GatewayList::One(s) => vec![Spanned::new(span, s)],
-            GatewayList::Many(all) => all,
+            GatewayList::One(g) => vec![item(span, g)],
+            GatewayList::Many(all) => all.into_iter().map(|g| item(g.span(), g.into_inner())).collect(),
         }
     }
 }
@@ -601,8 +655,8 @@ impl Ctx<'_> {
 
     fn gateways(&self, span: Range<usize>, list: GatewayList, who: &str) -> Res<Vec<Gateway>> {
         let mut out: Vec<Gateway> = Vec::new();
-        for s in &list.into_items(span) {
-            let gw = self.gateway(s, who)?;
+        for (s, onlink) in &list.into_items(span) {
+            let gw = self.gateway(s, *onlink, who)?;
             if let Some(first) = out.iter().find(|g| Family::of(&g.addr) == Family::of(&gw.addr)) {
                 return Err(self.err(
                     gw.loc,
@@ -621,7 +675,7 @@ impl Ctx<'_> {
         Ok(out)
     }
 
-    fn gateway(&self, s: &Str, who: &str) -> Res<Gateway> {
+    fn gateway(&self, s: &Str, onlink: bool, who: &str) -> Res<Gateway> {
         let loc = self.loc(s);
         let text = s.get_ref().as_str();
         let addr: IpAddr = text.parse().map_err(|_| {
@@ -638,7 +692,7 @@ impl Ctx<'_> {
                 "a gateway is the unicast address of a router on the NIC's subnet",
             ));
         }
-        Ok(Gateway { addr, loc })
+        Ok(Gateway { addr, loc, onlink })
     }
 
     /// With explicit prefixes in `addresses`, the gateway must be inside one
@@ -667,6 +721,8 @@ impl Ctx<'_> {
             return Ok(());
         };
         match prefixes.iter().find(|p| p.contains(&gw.addr)) {
+            // Declared on-link: no subnet needs to hold it.
+            None if gw.onlink => Ok(()),
             // A /31, /32, /127 or /128 may be one end of a point-to-point
             // link (`ip addr add A peer P/LEN`) whose subnet is the peer's:
             // only the host knows, and the plan checks the gateway there.
@@ -678,7 +734,7 @@ impl Ctx<'_> {
                     gw.addr,
                     join(prefixes.iter().map(|p| p.network()))
                 ),
-                "a gateway must be on-link: fix the gateway or the prefix length of the address",
+                off_link_hint(gw.addr),
             )),
             Some(p) => match v4_subnet_role(gw.addr, p.len) {
                 Some(role) => Err(self.err(
@@ -828,6 +884,8 @@ fn toml_hint(message: &str) -> &'static str {
         "a key may appear once per table: remove one of the two"
     } else if message.starts_with("unknown field") {
         "remove the key or fix its spelling; the keys this table accepts are listed above"
+    } else if message.starts_with("missing field `address`") {
+        "a gateway table needs the router's address: gateway = { address = \"203.0.113.1\", onlink = true }"
     } else if message.starts_with("missing field") {
         "add the key: every [[interface]] needs at least `name`"
     } else if message.starts_with("invalid type") || message.starts_with("invalid value") {
@@ -888,7 +946,7 @@ pub(crate) fn family_name(ip: IpAddr) -> &'static str {
     }
 }
 
-fn is_v6_link_local(ip: IpAddr) -> bool {
+pub(crate) fn is_v6_link_local(ip: IpAddr) -> bool {
     matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
 }
 
@@ -909,7 +967,7 @@ fn special_address(ip: IpAddr) -> Option<&'static str> {
 
 /// "network" or "broadcast" when `ip` is that address of its IPv4 subnet
 /// (only subnets larger than /31 have them).
-fn v4_subnet_role(ip: IpAddr, len: u8) -> Option<&'static str> {
+pub(crate) fn v4_subnet_role(ip: IpAddr, len: u8) -> Option<&'static str> {
     let IpAddr::V4(a) = ip else { return None };
     if len >= 31 {
         return None;
@@ -935,6 +993,15 @@ fn unusable_address(spec: &AddrSpec) -> Option<String> {
     Some(format!("the {role} address of {net}, not a host address"))
 }
 
+/// What to do about a gateway outside every subnet of its interface.
+pub(crate) fn off_link_hint(gw: IpAddr) -> String {
+    format!(
+        "a gateway must be on-link: fix the gateway or the prefix length of the address; if the \
+         router is reached on the link although no subnet holds it (a /32 host address), say so: \
+         gateway = {{ address = \"{gw}\", onlink = true }}"
+    )
+}
+
 fn join<T: fmt::Display>(items: impl Iterator<Item = T>) -> String {
     items.map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
 }
@@ -943,7 +1010,7 @@ fn join<T: fmt::Display>(items: impl Iterator<Item = T>) -> String {
 mod tests {
     use super::*;
 
-    /// Every key, both gateway forms; also a seed of tests/fuzz_config.rs.
+    /// Every key, every gateway form; also a seed of tests/fuzz_config.rs.
     const FULL: &str = include_str!("../tests/fixtures/full.toml");
 
     fn ip(s: &str) -> IpAddr {
@@ -1013,7 +1080,7 @@ mod tests {
                 ]),
             }
         );
-        assert_eq!(c.interfaces.len(), 2);
+        assert_eq!(c.interfaces.len(), 3);
         let ib0 = &c.interfaces[0];
         assert_eq!(ib0.name, "ib0");
         assert_eq!(ib0.loc, loc(12, 8));
@@ -1028,8 +1095,8 @@ mod tests {
         assert_eq!(
             ib0.gateways,
             vec![
-                Gateway { addr: ip("192.168.1.1"), loc: loc(14, 12) },
-                Gateway { addr: ip("2001:db8::1"), loc: loc(14, 27) },
+                Gateway { addr: ip("192.168.1.1"), loc: loc(14, 12), onlink: false },
+                Gateway { addr: ip("2001:db8::1"), loc: loc(14, 27), onlink: false },
             ]
         );
         assert_eq!((ib0.table, ib0.table_loc), (100, loc(15, 9)));
@@ -1046,11 +1113,13 @@ mod tests {
         let ib1 = &c.interfaces[1];
         assert_eq!(ib1.loc, loc(23, 8));
         assert_eq!(ib1.addresses, None);
-        assert_eq!(ib1.gateways, vec![Gateway { addr: ip("fe80::1"), loc: loc(24, 11) }]);
+        assert_eq!(ib1.gateways, vec![Gateway { addr: ip("fe80::1"), loc: loc(24, 11), onlink: false }]);
         // Position 1 in the file: table_base + 1; the rest from [defaults].
         assert_eq!((ib1.table, ib1.table_loc), (201, ib1.loc));
         assert_eq!((ib1.priority, ib1.priority_loc), (900, ib1.loc));
         assert_eq!(ib1.sysctls, c.defaults.sysctls);
+        let ib2 = &c.interfaces[2];
+        assert_eq!(ib2.gateways, vec![Gateway { addr: ip("203.0.113.1"), loc: loc(29, 23), onlink: true }]);
     }
 
     #[test]
@@ -1108,13 +1177,16 @@ mod tests {
     #[test]
     fn gateway_as_string_and_as_array() {
         let one = ok(&iface("gateway = \"10.0.0.1\"\n"));
-        assert_eq!(one.interfaces[0].gateways, vec![Gateway { addr: ip("10.0.0.1"), loc: loc(3, 11) }]);
+        assert_eq!(
+            one.interfaces[0].gateways,
+            vec![Gateway { addr: ip("10.0.0.1"), loc: loc(3, 11), onlink: false }]
+        );
         let two = ok(&iface("gateway = [\"2001:db8::1\",\n  \"10.0.0.1\"]\n"));
         assert_eq!(
             two.interfaces[0].gateways,
             vec![
-                Gateway { addr: ip("2001:db8::1"), loc: loc(3, 12) },
-                Gateway { addr: ip("10.0.0.1"), loc: loc(4, 3) },
+                Gateway { addr: ip("2001:db8::1"), loc: loc(3, 12), onlink: false },
+                Gateway { addr: ip("10.0.0.1"), loc: loc(4, 3), onlink: false },
             ]
         );
         let none = ok(&iface("gateway = []\n"));
@@ -1162,6 +1234,94 @@ mod tests {
             11,
             &["outside every subnet"],
         );
+    }
+
+    /// BGP to the host: a /32 on the NIC and a router outside every subnet,
+    /// reached `onlink`. Table form alone, in an array with strings, and as
+    /// a sub-table.
+    #[test]
+    fn onlink_gateway_forms() {
+        let onlink = |addr: &str, line, col| Gateway { addr: ip(addr), loc: loc(line, col), onlink: true };
+        let plain = |addr: &str, line, col| Gateway { addr: ip(addr), loc: loc(line, col), onlink: false };
+        let c = ok(&iface(
+            "addresses = [\"198.51.100.7/32\"]\ngateway = { address = \"203.0.113.1\", onlink = true }\n",
+        ));
+        assert_eq!(c.interfaces[0].gateways, [onlink("203.0.113.1", 4, 23)]);
+        // Outside a /24 too: onlink says the router is on the link anyway.
+        let c = ok(&iface(
+            "addresses = [\"198.51.100.7/24\", \"2001:db8::7/64\"]\n\
+             gateway = [{ address = \"203.0.113.1\", onlink = true }, \"2001:db8::1\"]\n",
+        ));
+        assert_eq!(c.interfaces[0].gateways, [onlink("203.0.113.1", 4, 24), plain("2001:db8::1", 4, 56)]);
+        let c = ok(&iface(
+            "gateway = [{ address = \"2001:db8:ffff::1\", onlink = true }, { address = \"203.0.113.1\" }]\n",
+        ));
+        assert_eq!(
+            c.interfaces[0].gateways,
+            [onlink("2001:db8:ffff::1", 3, 24), plain("203.0.113.1", 3, 73)]
+        );
+        let c = ok(
+            "[[interface]]\nname = \"rail0\"\n[interface.gateway]\naddress = \"203.0.113.1\"\nonlink = true\n",
+        );
+        assert_eq!(c.interfaces[0].gateways, [onlink("203.0.113.1", 4, 11)]);
+    }
+
+    #[test]
+    fn onlink_gateway_errors() {
+        // Without onlink (or with onlink = false) it is still off-link, and
+        // the hint says how to declare it.
+        for g in ["\"203.0.113.1\"", "{ address = \"203.0.113.1\", onlink = false }"] {
+            let text = iface(&format!("addresses = [\"198.51.100.7/24\"]\ngateway = {g}\n"));
+            let col = if g.starts_with('{') { 23 } else { 11 };
+            let e = assert_err(&text, 4, col, &["gateway 203.0.113.1 is outside every subnet"]);
+            assert!(e.hint.contains("gateway = { address = \"203.0.113.1\", onlink = true }"), "{e}");
+        }
+        // The other checks of a gateway still apply to the table form.
+        assert_err(
+            &iface("gateway = { address = \"203.0.113.x\", onlink = true }\n"),
+            3,
+            23,
+            &["gateway \"203.0.113.x\" is not an IP address"],
+        );
+        assert_err(
+            &iface("gateway = { address = \"224.0.0.1\", onlink = true }\n"),
+            3,
+            23,
+            &["gateway 224.0.0.1 is a multicast address"],
+        );
+        assert_err(
+            &iface(
+                "addresses = [\"2001:db8::7/128\"]\ngateway = { address = \"203.0.113.1\", onlink = true }\n",
+            ),
+            4,
+            23,
+            &["gateway 203.0.113.1 is IPv4 but `addresses` lists no IPv4 address"],
+        );
+        assert_err(
+            &iface("gateway = [{ address = \"203.0.113.1\", onlink = true }, \"198.51.100.1\"]\n"),
+            3,
+            56,
+            &["second IPv4 gateway 198.51.100.1 (the first is 203.0.113.1 at 3:24)"],
+        );
+        assert_err(
+            &iface(
+                "addresses = [\"198.51.100.7/32\"]\ngateway = { address = \"198.51.100.7\", onlink = true }\n",
+            ),
+            4,
+            23,
+            &["gateway 198.51.100.7 is one of its own addresses"],
+        );
+        // Shape errors name the key.
+        let e = err(&iface("gateway = { address = \"203.0.113.1\", onlnk = true }\n"));
+        assert!(e.to_string().contains("unknown field `onlnk`, expected `address` or `onlink`"), "{e}");
+        assert_eq!(e.loc.map(|l| l.line), Some(3), "{e}");
+        let e = err(&iface("gateway = { onlink = true }\n"));
+        assert!(e.to_string().contains("missing field `address`"), "{e}");
+        assert!(e.hint.contains("address"), "{e}");
+        assert_eq!(e.loc.map(|l| l.line), Some(3), "{e}");
+        let e = err(&iface("gateway = { address = \"203.0.113.1\", onlink = \"yes\" }\n"));
+        assert!(e.to_string().contains("invalid type"), "{e}");
+        assert_eq!(e.loc, Some(loc(3, 47)), "{e}");
     }
 
     #[test]

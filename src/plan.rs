@@ -14,7 +14,9 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use crate::config::{Config, ConfigError, Interface, Loc, family_name};
+use crate::config::{
+    Config, ConfigError, Interface, Loc, family_name, is_v6_link_local, off_link_hint, v4_subnet_role,
+};
 use crate::model::{Address, Family, Link, Prefix, Route, Rule, Sysctl, scope};
 
 pub use crate::model::IPV6_DEFAULT_METRIC;
@@ -43,6 +45,8 @@ pub struct PlannedInterface {
     /// (`Address::subnet()`: the peer's prefix for a point-to-point address,
     /// otherwise the address's own network).
     pub subnets: Vec<Prefix>,
+    /// The gateways (of `gateways`) reached `onlink`: outside every subnet.
+    pub onlink_gateways: Vec<IpAddr>,
 }
 
 impl Desired {
@@ -92,6 +96,7 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
             gateways: iface.gateways.iter().map(|g| g.addr).collect(),
             addresses: found.iter().map(|a| a.addr).collect(),
             subnets,
+            onlink_gateways: iface.gateways.iter().filter(|g| g.onlink).map(|g| g.addr).collect(),
         };
         d.warnings.extend(unrouted_host_addresses(&planned));
         d.routes.extend(routes_for(&planned, d.protocol));
@@ -164,7 +169,8 @@ fn resolve_addresses<'a>(
 }
 
 /// A gateway must be on-link: inside a subnet of the interface's addresses
-/// (for a point-to-point address, the peer's), or IPv6 link-local.
+/// (for a point-to-point address, the peer's), IPv6 link-local, or declared
+/// `onlink`; and the interface needs an address of its family.
 fn check_gateways(
     cfg: &Config,
     iface: &Interface,
@@ -172,9 +178,23 @@ fn check_gateways(
     host: &[Address],
 ) -> Result<(), ConfigError> {
     for gw in &iface.gateways {
-        let link_local = matches!(gw.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
-        let fail = |what: String, hint: &str| Err(err(cfg, gw.loc, what, hint.into()));
-        if !link_local && !subnets.iter().any(|a| a.contains(&gw.addr)) {
+        let fail = |what: String, hint: String| Err(err(cfg, gw.loc, what, hint));
+        let family = family_name(gw.addr);
+        if !subnets.iter().any(|s| s.family() == Family::of(&gw.addr)) {
+            return fail(
+                format!(
+                    "gateway {} of {:?} is {family} but the interface has no global {family} address",
+                    gw.addr, iface.name
+                ),
+                format!(
+                    "add one (`ip addr add ADDR/LEN dev {}`) or remove the gateway: no source rule \
+                     would ever lead to it",
+                    iface.name
+                ),
+            );
+        }
+        let inside = subnets.iter().find(|s| s.contains(&gw.addr));
+        if inside.is_none() && !gw.onlink && !is_v6_link_local(gw.addr) {
             let subnets: Vec<String> = subnets.iter().map(|a| a.network().to_string()).collect();
             return fail(
                 format!(
@@ -183,7 +203,7 @@ fn check_gateways(
                     iface.name,
                     subnets.join(", ")
                 ),
-                "use a gateway inside one of those subnets, or add the address that puts it on-link",
+                off_link_hint(gw.addr),
             );
         }
         if let Some(own) = host.iter().find(|a| a.addr.addr == gw.addr) {
@@ -192,35 +212,19 @@ fn check_gateways(
                     "gateway {} of {:?} is this host's own address (on {})",
                     gw.addr, iface.name, own.ifname
                 ),
-                "the gateway is the router on the subnet, not a local address",
+                "the gateway is the router on the subnet, not a local address".into(),
             );
         }
-        let v4_edge = subnets.iter().find(|a| {
-            a.family() == Family::V4
-                && a.len < 31
-                && a.contains(&gw.addr)
-                && is_network_or_broadcast(a, &gw.addr)
-        });
-        if let Some(net) = v4_edge {
+        if let Some(net) = inside
+            && let Some(role) = v4_subnet_role(gw.addr, net.len)
+        {
             return fail(
-                format!(
-                    "gateway {} of {:?} is the network or broadcast address of {}",
-                    gw.addr,
-                    iface.name,
-                    net.network()
-                ),
-                "use the router's host address",
+                format!("gateway {} of {:?} is the {role} address of {}", gw.addr, iface.name, net.network()),
+                "use the router's host address".into(),
             );
         }
     }
     Ok(())
-}
-
-fn is_network_or_broadcast(net: &Prefix, ip: &IpAddr) -> bool {
-    let (IpAddr::V4(base), IpAddr::V4(ip)) = (net.network().addr, ip) else { return false };
-    let host_bits = u32::MAX >> net.len;
-    let ip = u32::from(*ip);
-    ip == u32::from(base) || ip == u32::from(base) | host_bits
 }
 
 /// A host prefix (/32, /128) without a point-to-point peer: its subnet
@@ -263,7 +267,8 @@ fn routes_for(i: &PlannedInterface, protocol: u8) -> Vec<Route> {
         }
     }
     for gw in &i.gateways {
-        routes.push(Route::default_via(i.table, *gw, &i.name, protocol));
+        let onlink = i.onlink_gateways.contains(gw);
+        routes.push(Route { onlink, ..Route::default_via(i.table, *gw, &i.name, protocol) });
     }
     routes
 }
@@ -383,7 +388,7 @@ mod tests {
     #[test]
     fn gateway_checks_use_the_live_addresses_when_the_config_has_none() {
         let e = planned("[[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.255\"\n").unwrap_err();
-        assert!(e.what.contains("network or broadcast"), "{e}");
+        assert!(e.what.contains("is the broadcast address of 198.51.100.0/24"), "{e}");
         let e = planned("[[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.11\"\n").unwrap_err();
         assert!(e.what.contains("this host's own address (on rail1)"), "{e}");
         assert_eq!(e.loc.map(|l| l.line), Some(3));
@@ -493,6 +498,60 @@ mod tests {
             );
             let toml = format!("[[interface]]\nname = \"rail1\"\naddresses = [\"{bare}\"]\n");
             assert!(plan_on(&host, &toml).unwrap().routes.is_empty());
+        }
+    }
+
+    /// BGP to the host: `ip addr add 198.51.100.7/32 dev rail0`, default
+    /// route `via 203.0.113.1 dev rail0 onlink`.
+    #[test]
+    fn onlink_gateway_for_a_host_address() {
+        let cases = [
+            (
+                "198.51.100.7/32",
+                "203.0.113.1",
+                "ip -4 route add default via 203.0.113.1 dev rail0 table 100 proto 234 scope global onlink",
+            ),
+            (
+                "2001:db8::7/128",
+                "2001:db8:ffff::1",
+                "ip -6 route add default via 2001:db8:ffff::1 dev rail0 table 100 proto 234 metric 1024 onlink",
+            ),
+        ];
+        for (a, gw, command) in cases {
+            let host = [addr("rail0", a)];
+            let gateway = format!("gateway = {{ address = \"{gw}\", onlink = true }}\n");
+            for listed in [String::new(), format!("addresses = [\"{a}\"]\n")] {
+                let d =
+                    plan_on(&host, &format!("[[interface]]\nname = \"rail0\"\n{listed}{gateway}")).unwrap();
+                assert_eq!(d.routes.len(), 1, "{:#?}", d.routes);
+                let op = crate::model::Op::AddRoute { route: d.routes[0].clone() };
+                assert_eq!(crate::render::command(&op), command);
+                assert_eq!(d.interfaces[0].onlink_gateways, [gw.parse::<IpAddr>().unwrap()]);
+                assert!(d.warnings.is_empty(), "{:#?}", d.warnings);
+                let local = BTreeSet::from([a.split('/').next().unwrap().parse::<IpAddr>().unwrap()]);
+                let set = crate::behaviour::probes_for_desired(&d, &local);
+                assert_eq!(set.probes.len(), 1, "{set:#?}");
+                assert_eq!(set.probes[0].expected_gateway, Some(gw.parse().unwrap()));
+                assert_ne!(set.probes[0].to, gw.parse::<IpAddr>().unwrap());
+                assert_eq!(set.skipped.len(), 1, "no peer on a bare /32: {set:#?}");
+            }
+            // Without `onlink` it is refused, with the way to say it.
+            let e = plan_on(&host, &format!("[[interface]]\nname = \"rail0\"\ngateway = \"{gw}\"\n"))
+                .unwrap_err();
+            assert!(e.what.contains("outside every subnet"), "{e}");
+            assert!(e.hint.contains("onlink = true"), "{e}");
+        }
+    }
+
+    #[test]
+    fn gateway_needs_an_address_of_its_family() {
+        // rail1 has IPv4 only: an IPv6 gateway (even link-local, even
+        // onlink) would make a default route no rule leads to.
+        let host = [addr("rail1", "198.51.100.11/24")];
+        for g in ["\"fe80::1\"", "{ address = \"2001:db8:ffff::1\", onlink = true }"] {
+            let e = plan_on(&host, &format!("[[interface]]\nname = \"rail1\"\ngateway = {g}\n")).unwrap_err();
+            assert!(e.what.contains("is IPv6 but the interface has no global IPv6 address"), "{e}");
+            assert_eq!(e.loc.map(|l| l.line), Some(3));
         }
     }
 }
