@@ -621,7 +621,7 @@ impl Ctx<'_> {
             None => None,
         };
         let spec = AddrSpec { addr, len, loc };
-        if let Some(why) = unusable_address(&spec) {
+        if let Some(why) = unusable_address(spec.addr, spec.len) {
             return Err(self.err(
                 loc,
                 format!("{who}: address \"{text}\" is {why}"),
@@ -788,17 +788,11 @@ impl Ctx<'_> {
             let name = i.name.as_str();
             i.addresses.iter().flatten().map(move |a| (a.addr, (name, a)))
         });
-        if let Some(((first, at), (second, dup))) = first_duplicate(all.clone()) {
-            return Err(self.err(
-                dup.loc,
-                format!(
-                    "address {} of interface \"{second}\" is already listed for interface \
-                     \"{first}\" at {}",
-                    dup.addr, at.loc
-                ),
-                "each address belongs to exactly one NIC: remove one of the two",
-            ));
-        }
+        let uses: Vec<AddrUse<'_>> = all
+            .clone()
+            .map(|(addr, (iface, spec))| AddrUse { iface, addr, origin: AddrOrigin::Listed(spec.loc) })
+            .collect();
+        check_unique_addresses(self.file, &uses)?;
         Ok(all.collect())
     }
 
@@ -824,6 +818,87 @@ impl Ctx<'_> {
         }
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------
+// Checks shared with the plan (addresses found on the host)
+// ---------------------------------------------------------------------------
+
+/// Where an interface's address comes from, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrOrigin {
+    /// Listed in `addresses`, at this position.
+    Listed(Loc),
+    /// Found on the host because the interface lists no `addresses`; the
+    /// position of the interface's `name`.
+    Discovered(Loc),
+}
+
+impl AddrOrigin {
+    fn loc(self) -> Loc {
+        match self {
+            AddrOrigin::Listed(l) | AddrOrigin::Discovered(l) => l,
+        }
+    }
+}
+
+/// One address an interface will make a source rule for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddrUse<'a> {
+    pub iface: &'a str,
+    pub addr: IpAddr,
+    pub origin: AddrOrigin,
+}
+
+/// Every address belongs to one configured interface: a source rule sends
+/// an address's traffic to one table, so a second rule for it never
+/// matches. `uses` may mix listed and discovered addresses; the error is at
+/// the discovered interface when one is (that is where `addresses` would
+/// settle it), else at the second listing.
+pub(crate) fn check_unique_addresses(file: &str, uses: &[AddrUse<'_>]) -> Result<(), ConfigError> {
+    let Some((first, second)) = first_duplicate(uses.iter().map(|u| (u.addr, u))) else {
+        return Ok(());
+    };
+    let addr = second.addr;
+    if let (AddrOrigin::Listed(at), AddrOrigin::Listed(loc)) = (first.origin, second.origin) {
+        return Err(ConfigError::at(
+            file,
+            Some(loc),
+            format!(
+                "address {addr} of interface \"{}\" is already listed for interface \"{}\" at {at}",
+                second.iface, first.iface
+            ),
+            "each address belongs to exactly one NIC: remove one of the two",
+        ));
+    }
+    let origin = |u: &AddrUse<'_>| match u.origin {
+        AddrOrigin::Listed(at) => format!("listed at {at}"),
+        AddrOrigin::Discovered(_) => "found on the host: it lists no `addresses`".to_string(),
+    };
+    let found = [second, first].into_iter().find(|u| matches!(u.origin, AddrOrigin::Discovered(_)));
+    let found = found.unwrap_or(second);
+    let what = if first.iface == second.iface {
+        format!("address {addr} is on interface \"{}\" twice ({})", first.iface, origin(first))
+    } else {
+        format!(
+            "address {addr} is on interfaces \"{}\" ({}) and \"{}\" ({})",
+            first.iface,
+            origin(first),
+            second.iface,
+            origin(second)
+        )
+    };
+    Err(ConfigError::at(
+        file,
+        Some(found.origin.loc()),
+        what,
+        format!(
+            "a source rule sends an address's traffic to one table, so each address must be on one \
+             configured NIC only: remove it from all but one (`ip addr del {addr}/LEN dev IFACE`), or \
+             list `addresses` for \"{}\" without it",
+            found.iface
+        ),
+    ))
 }
 
 // ---------------------------------------------------------------------------
@@ -980,16 +1055,18 @@ pub(crate) fn v4_subnet_role(ip: IpAddr, len: u8) -> Option<&'static str> {
     }
 }
 
-fn unusable_address(spec: &AddrSpec) -> Option<String> {
-    if let Some(why) = special_address(spec.addr) {
+/// Why `addr` (with prefix length `len`, when known) cannot be a NIC's own
+/// address: listed in `addresses`, or found on the host when none are.
+pub(crate) fn unusable_address(addr: IpAddr, len: Option<u8>) -> Option<String> {
+    if let Some(why) = special_address(addr) {
         return Some(why.to_string());
     }
-    let len = spec.len?;
+    let len = len?;
     if len == 0 {
         return Some("a /0 prefix, which would claim the whole address space".to_string());
     }
-    let role = v4_subnet_role(spec.addr, len)?;
-    let net = Prefix::new(spec.addr, len).network();
+    let role = v4_subnet_role(addr, len)?;
+    let net = Prefix::new(addr, len).network();
     Some(format!("the {role} address of {net}, not a host address"))
 }
 

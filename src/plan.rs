@@ -15,7 +15,8 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use crate::config::{
-    Config, ConfigError, Interface, Loc, family_name, is_v6_link_local, off_link_hint, v4_subnet_role,
+    AddrOrigin, AddrUse, Config, ConfigError, Interface, Loc, check_unique_addresses, family_name,
+    is_v6_link_local, off_link_hint, unusable_address, v4_subnet_role,
 };
 use crate::model::{Address, Family, Link, Prefix, Route, Rule, Sysctl, scope};
 
@@ -64,6 +65,7 @@ impl Desired {
 /// interface exists, has the addresses, the gateway is on-link).
 pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, ConfigError> {
     let mut d = Desired { protocol: cfg.defaults.protocol, ..Desired::default() };
+    let mut uses = Vec::new();
     for iface in &cfg.interfaces {
         let link = links.iter().find(|l| l.name == iface.name).ok_or_else(|| {
             let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
@@ -80,7 +82,13 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
                 iface.name, iface.name
             ));
         }
-        let found = resolve_addresses(cfg, iface, addrs)?;
+        let found = resolve_addresses(cfg, iface, addrs, &mut d.warnings)?;
+        uses.extend(found.iter().map(|(a, origin)| AddrUse {
+            iface: &iface.name,
+            addr: a.addr.addr,
+            origin: *origin,
+        }));
+        let found: Vec<&Address> = found.into_iter().map(|(a, _)| a).collect();
         let subnets: Vec<Prefix> = found.iter().map(|a| a.subnet()).collect();
         check_gateways(cfg, iface, &subnets, addrs)?;
         for a in found.iter().filter(|a| a.tentative) {
@@ -108,6 +116,7 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
         }));
         d.interfaces.push(planned);
     }
+    check_unique_addresses(&cfg.file, &uses)?;
     Ok(d)
 }
 
@@ -116,56 +125,174 @@ fn err(cfg: &Config, loc: Loc, what: String, hint: String) -> ConfigError {
 }
 
 /// The host's addresses the config lists, or every global address of the
-/// interface when the config lists none.
+/// interface when the config lists none, each with where it comes from.
+/// Both go through the same checks: an unusable address (config's
+/// `unusable_address`) is refused, one that failed duplicate address
+/// detection too when listed and left out when discovered, and a deprecated
+/// or temporary one is left out when discovered, with a warning either way.
 fn resolve_addresses<'a>(
     cfg: &Config,
     iface: &Interface,
     addrs: &'a [Address],
-) -> Result<Vec<&'a Address>, ConfigError> {
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(&'a Address, AddrOrigin)>, ConfigError> {
     let live: Vec<&Address> = addrs.iter().filter(|a| a.ifname == iface.name).collect();
     let Some(specs) = &iface.addresses else {
-        let global: Vec<&Address> = live.iter().copied().filter(|a| a.scope == scope::UNIVERSE).collect();
-        if global.is_empty() {
+        return discover_addresses(cfg, iface, &live, warnings);
+    };
+    let mut out = Vec::new();
+    for spec in specs {
+        let same_ip = || live.iter().copied().filter(|a| a.addr.addr == spec.addr);
+        let found =
+            same_ip().find(|a| spec.len.is_none_or(|len| len == a.addr.len)).or_else(|| same_ip().next());
+        let Some(found) = found else {
+            let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
+            return Err(err(
+                cfg,
+                spec.loc,
+                format!("interface {:?} does not have address {}", iface.name, spec.addr),
+                format!(
+                    "add it first (`ip addr add {}/LEN dev {}`) or fix the config (it has: {})",
+                    spec.addr,
+                    iface.name,
+                    if has.is_empty() { "no address".into() } else { has.join(", ") }
+                ),
+            ));
+        };
+        if let Some(len) = spec.len.filter(|len| *len != found.addr.len) {
+            return Err(err(
+                cfg,
+                spec.loc,
+                format!(
+                    "address {}/{} on {:?}: the interface has it as {}",
+                    spec.addr, len, iface.name, found.addr
+                ),
+                format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr),
+            ));
+        }
+        match unfit(found) {
+            Some(Unfit::DadFailed) => {
+                return Err(err(
+                    cfg,
+                    spec.loc,
+                    format!("address {} on {:?} {}", found.addr, iface.name, Unfit::DadFailed.why()),
+                    format!(
+                        "find the other host (`ip neigh`), give one of the two another address, then \
+                         re-add this one (`ip addr del {a} dev {i}; ip addr add {a} dev {i}`) or \
+                         remove it from `addresses`",
+                        a = found.addr,
+                        i = iface.name
+                    ),
+                ));
+            }
+            Some(u) => warnings.push(format!("{} on {} {}", found.addr, iface.name, u.why())),
+            None => {}
+        }
+        out.push((found, AddrOrigin::Listed(spec.loc)));
+    }
+    Ok(out)
+}
+
+/// Every global address of an interface that lists no `addresses`.
+fn discover_addresses<'a>(
+    cfg: &Config,
+    iface: &Interface,
+    live: &[&'a Address],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(&'a Address, AddrOrigin)>, ConfigError> {
+    let mut out = Vec::new();
+    let mut left_out = Vec::new();
+    for a in live.iter().copied().filter(|a| a.scope == scope::UNIVERSE) {
+        if let Some(u) = unfit(a) {
+            let anyway = match u {
+                Unfit::DadFailed => "",
+                _ => " (list it in `addresses` to use it anyway)",
+            };
+            warnings.push(format!("{} on {} {}; left out{anyway}", a.addr, iface.name, u.why()));
+            left_out.push(format!("{} ({})", a.addr, u.word()));
+            continue;
+        }
+        // The prefix length of a point-to-point address is its peer's.
+        let len = if a.peer.is_some() { None } else { Some(a.addr.len) };
+        if let Some(why) = unusable_address(a.addr.addr, len) {
             return Err(err(
                 cfg,
                 iface.loc,
-                format!("interface {:?} has no global address", iface.name),
-                "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config".into(),
+                format!("interface {:?} has address {}, which is {why}", iface.name, a.addr),
+                format!(
+                    "{:?} lists no `addresses`, so every global address it has is taken: list the \
+                     ones to use in `addresses`, or remove this one (`ip addr del {} dev {}`)",
+                    iface.name, a.addr, iface.name
+                ),
             ));
         }
-        return Ok(global);
-    };
-    specs
-        .iter()
-        .map(|spec| {
-            let found = live.iter().find(|a| a.addr.addr == spec.addr).ok_or_else(|| {
-                let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
-                err(
-                    cfg,
-                    spec.loc,
-                    format!("interface {:?} does not have address {}", iface.name, spec.addr),
-                    format!(
-                        "add it first (`ip addr add {}/LEN dev {}`) or fix the config (it has: {})",
-                        spec.addr,
-                        iface.name,
-                        if has.is_empty() { "no address".into() } else { has.join(", ") }
-                    ),
-                )
-            })?;
-            match spec.len {
-                Some(len) if len != found.addr.len => Err(err(
-                    cfg,
-                    spec.loc,
-                    format!(
-                        "address {}/{} on {:?}: the interface has it as {}",
-                        spec.addr, len, iface.name, found.addr
-                    ),
-                    format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr),
-                )),
-                _ => Ok(*found),
+        out.push((a, AddrOrigin::Discovered(iface.loc)));
+    }
+    if out.is_empty() {
+        let what = if left_out.is_empty() {
+            format!("interface {:?} has no global address", iface.name)
+        } else {
+            format!(
+                "interface {:?} has no usable global address (left out: {})",
+                iface.name,
+                left_out.join(", ")
+            )
+        };
+        return Err(err(
+            cfg,
+            iface.loc,
+            what,
+            "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// An address the host has that is not fit to be a rule's source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unfit {
+    DadFailed,
+    Deprecated,
+    Temporary,
+}
+
+fn unfit(a: &Address) -> Option<Unfit> {
+    if a.dad_failed {
+        Some(Unfit::DadFailed)
+    } else if a.deprecated {
+        Some(Unfit::Deprecated)
+    } else if a.temporary {
+        Some(Unfit::Temporary)
+    } else {
+        None
+    }
+}
+
+impl Unfit {
+    /// Completes "ADDR on IFACE ...".
+    fn why(self) -> &'static str {
+        match self {
+            Unfit::DadFailed => {
+                "failed duplicate address detection: another host on the link has it, and the kernel \
+                 will not use it as a source"
             }
-        })
-        .collect()
+            Unfit::Deprecated => {
+                "is deprecated: its preferred lifetime is over, so the kernel no longer picks it as a \
+                 source and will remove it when its valid lifetime ends"
+            }
+            Unfit::Temporary => {
+                "is a temporary (privacy) address: the kernel replaces it regularly, and its rule would \
+                 outlive it"
+            }
+        }
+    }
+    fn word(self) -> &'static str {
+        match self {
+            Unfit::DadFailed => "duplicate address detection failed",
+            Unfit::Deprecated => "deprecated",
+            Unfit::Temporary => "temporary",
+        }
+    }
 }
 
 /// A gateway must be on-link: inside a subnet of the interface's addresses
@@ -553,5 +680,167 @@ mod tests {
             assert!(e.what.contains("is IPv6 but the interface has no global IPv6 address"), "{e}");
             assert_eq!(e.loc.map(|l| l.line), Some(3));
         }
+    }
+
+    /// What `ip -6 addr` shows as `temporary`, `deprecated`, `dadfailed`.
+    fn flagged(ifname: &str, a: &str, flag: &str) -> Address {
+        let base = addr(ifname, a);
+        match flag {
+            "temporary" => Address { temporary: true, ..base },
+            "deprecated" => Address { deprecated: true, ..base },
+            "dadfailed" => Address { dad_failed: true, tentative: true, ..base },
+            _ => panic!("{flag}"),
+        }
+    }
+
+    #[test]
+    fn discovered_addresses_leave_out_deprecated_temporary_and_dad_failed() {
+        let host = [
+            addr("rail0", "198.51.100.10/24"),
+            flagged("rail0", "2001:db8:1::abcd/64", "temporary"),
+            addr("rail0", "2001:db8:1::10/64"),
+            flagged("rail0", "2001:db8:1::dead/64", "deprecated"),
+            flagged("rail0", "198.51.100.20/24", "deprecated"),
+            flagged("rail0", "2001:db8:2::bad/64", "dadfailed"),
+        ];
+        let d = plan_on(&host, "[[interface]]\nname = \"rail0\"\n").unwrap();
+        let a: Vec<String> = d.interfaces[0].addresses.iter().map(ToString::to_string).collect();
+        assert_eq!(a, ["198.51.100.10/24", "2001:db8:1::10/64"]);
+        assert_eq!(d.rules.len(), 2);
+        // No route for 2001:db8:2::/64, which only the dad-failed address is in.
+        assert!(!d.routes.iter().any(|r| r.dst.to_string() == "2001:db8:2::/64"), "{:#?}", d.routes);
+        for (left, why) in [
+            ("2001:db8:1::abcd/64", "is a temporary (privacy) address"),
+            ("2001:db8:1::dead/64", "is deprecated"),
+            ("198.51.100.20/24", "is deprecated"),
+            ("2001:db8:2::bad/64", "failed duplicate address detection"),
+        ] {
+            let w = d
+                .warnings
+                .iter()
+                .find(|w| w.starts_with(&format!("{left} on rail0 ")))
+                .unwrap_or_else(|| panic!("no warning names {left}: {:#?}", d.warnings));
+            assert!(w.contains(why) && w.contains("left out"), "{w}");
+        }
+        assert_eq!(d.warnings.len(), 4, "{:#?}", d.warnings);
+        // Nothing usable left: say what was left out.
+        let host = [flagged("rail1", "2001:db8:1::abcd/64", "temporary")];
+        let e = plan_on(&host, "[[interface]]\nname = \"rail1\"\n").unwrap_err();
+        assert!(
+            e.what.contains("no usable global address (left out: 2001:db8:1::abcd/64 (temporary))"),
+            "{e}"
+        );
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((2, 8)));
+    }
+
+    #[test]
+    fn listed_addresses_in_those_states() {
+        // Asked for by name: used, with a warning; but a duplicate found by
+        // DAD can never be a source, so that is an error where it is listed.
+        let host = [
+            flagged("rail0", "2001:db8:1::abcd/64", "temporary"),
+            flagged("rail0", "2001:db8:2::bad/64", "dadfailed"),
+        ];
+        let d =
+            plan_on(&host, "[[interface]]\nname = \"rail0\"\naddresses = [\"2001:db8:1::abcd\"]\n").unwrap();
+        assert_eq!(d.rules.len(), 1);
+        assert!(
+            d.warnings.iter().any(|w| w.starts_with("2001:db8:1::abcd/64 on rail0 is a temporary")),
+            "{:#?}",
+            d.warnings
+        );
+        let toml =
+            "[[interface]]\nname = \"rail0\"\naddresses = [\"2001:db8:1::abcd\", \"2001:db8:2::bad/64\"]\n";
+        let e = plan_on(&host, toml).unwrap_err();
+        assert!(
+            e.what.contains("address 2001:db8:2::bad/64 on \"rail0\" failed duplicate address detection"),
+            "{e}"
+        );
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((3, 34)));
+        assert!(e.hint.contains("ip addr del 2001:db8:2::bad/64 dev rail0"), "{e}");
+    }
+
+    /// The same address on two configured rails: two rules, the second never
+    /// matches. Refused whether each rail lists it or has it on the host, at
+    /// the rail where it was found (where `addresses` would settle it).
+    #[test]
+    fn an_address_on_two_configured_interfaces_is_refused() {
+        let two = |a: &str, b: &str| {
+            format!("[[interface]]\nname = \"rail0\"\n{a}[[interface]]\nname = \"rail1\"\n{b}")
+        };
+        for (same, other) in
+            [("198.51.100.10/24", "198.51.100.11/24"), ("2001:db8:1::10/64", "2001:db8:1::11/64")]
+        {
+            let ip = same.split('/').next().unwrap();
+            let host = [addr("rail0", same), addr("rail1", same), addr("rail1", other)];
+            let listed = format!("addresses = [\"{same}\"]\n");
+            // (rail0's key, rail1's key, expected position, rail to fix, message)
+            let cases = [
+                (
+                    "",
+                    "",
+                    (4, 8),
+                    "rail1",
+                    format!(
+                        "address {ip} is on interfaces \"rail0\" (found on the host: it lists no `addresses`) and \"rail1\" (found on the host: it lists no `addresses`)"
+                    ),
+                ),
+                (
+                    listed.as_str(),
+                    "",
+                    (5, 8),
+                    "rail1",
+                    format!(
+                        "address {ip} is on interfaces \"rail0\" (listed at 3:14) and \"rail1\" (found on the host"
+                    ),
+                ),
+                (
+                    "",
+                    listed.as_str(),
+                    (2, 8),
+                    "rail0",
+                    format!(
+                        "address {ip} is on interfaces \"rail0\" (found on the host: it lists no `addresses`) and \"rail1\" (listed at 5:14)"
+                    ),
+                ),
+            ];
+            for (a, b, at, fix, what) in cases {
+                let e = plan_on(&host, &two(a, b)).unwrap_err();
+                assert!(e.what.contains(&what), "{e}\nwanted: {what}");
+                assert_eq!(e.loc.map(|l| (l.line, l.col)), Some(at), "{e}");
+                assert!(e.hint.contains(&format!("list `addresses` for \"{fix}\" without it")), "{e}");
+                assert!(e.hint.contains(&format!("ip addr del {ip}/LEN")), "{e}");
+            }
+            // Listing the other address on rail1 settles it.
+            plan_on(&host, &two("", &format!("addresses = [\"{other}\"]\n"))).unwrap();
+        }
+        // IPv4 lets one interface hold an address twice, with two lengths.
+        let host = [addr("rail0", "198.51.100.10/24"), addr("rail0", "198.51.100.10/25")];
+        let e = plan_on(&host, "[[interface]]\nname = \"rail0\"\n").unwrap_err();
+        assert!(e.what.contains("address 198.51.100.10 is on interface \"rail0\" twice"), "{e}");
+    }
+
+    #[test]
+    fn discovered_addresses_get_the_checks_listed_ones_get() {
+        let cases = [
+            ("198.51.100.0/24", "the network address of 198.51.100.0/24"),
+            ("203.0.113.255/24", "the broadcast address of 203.0.113.0/24"),
+            ("198.51.100.3/30", "the broadcast address of 198.51.100.0/30"),
+        ];
+        for (a, why) in cases {
+            let host = [addr("rail0", "198.51.100.10/24"), addr("rail0", a)];
+            let e = plan_on(&host, "\n[[interface]]\nname = \"rail0\"\n").unwrap_err();
+            assert!(e.what.contains(&format!("interface \"rail0\" has address {a}, which is {why}")), "{e}");
+            assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((3, 8)));
+            assert!(e.hint.contains("list the ones to use in `addresses`"), "{e}");
+            // Listed, it is refused by the config with the same words.
+            let listed =
+                config::parse("t.toml", &format!("[[interface]]\nname = \"rail0\"\naddresses = [\"{a}\"]\n"));
+            assert!(listed.unwrap_err().what.contains(why));
+        }
+        // The length of a point-to-point address is its peer's: no network or
+        // broadcast address of the local one to speak of.
+        let host = [p2p("rail0", "198.51.100.0", "203.0.113.0/24")];
+        plan_on(&host, "[[interface]]\nname = \"rail0\"\n").unwrap();
     }
 }
