@@ -3,7 +3,9 @@
 //! Pure: TOML text in, a [`Config`] or the first [`ConfigError`] out. No I/O
 //! and no kernel: checks that need the host (an interface exists, a bare
 //! address has a prefix length, a gateway is on-link for addresses the host
-//! picks) are done later by the modules that read the host.
+//! picks or that may have a point-to-point peer) are done later by the plan,
+//! which also puts the addresses it finds on the host through the checks
+//! here (`unusable_address`, `check_unique_addresses`).
 //!
 //! Every error names the file, the line and column of the offending value,
 //! the key or interface it belongs to, and a hint saying how to fix it.

@@ -3,8 +3,9 @@
 //! Pure. For every configured interface and each of its addresses:
 //! - in the interface's table, the connected route
 //!   `<subnet> dev <if> src <addr> scope link` (one per subnet: the first
-//!   address of that subnet is the source), and `default via <gw> dev <if>`
-//!   for each gateway;
+//!   address of that subnet is the source; the subnet of a point-to-point
+//!   address is its peer's, and a /32 or /128 without a peer has none), and
+//!   `default via <gw> dev <if> [onlink]` for each gateway;
 //! - a rule `from <addr> lookup <table>` at the interface's priority;
 //! - the interface's IPv4 sysctls.
 //!
