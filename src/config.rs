@@ -3,7 +3,9 @@
 //! Pure: TOML text in, a [`Config`] or the first [`ConfigError`] out. No I/O
 //! and no kernel: checks that need the host (an interface exists, a bare
 //! address has a prefix length, a gateway is on-link for addresses the host
-//! picks) are done later by the modules that read the host.
+//! picks or that may have a point-to-point peer) are done later by the plan,
+//! which also puts the addresses it finds on the host through the checks
+//! here (`unusable_address`, `check_unique_addresses`).
 //!
 //! Every error names the file, the line and column of the offending value,
 //! the key or interface it belongs to, and a hint saying how to fix it.
@@ -160,7 +162,12 @@ impl fmt::Display for AddrSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gateway {
     pub addr: IpAddr,
+    /// Of the address value.
     pub loc: Loc,
+    /// `{ address = "...", onlink = true }`: the router is reached on the
+    /// link although no subnet of the interface holds it (`ip route ...
+    /// onlink`), as with a /32 host address.
+    pub onlink: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -275,11 +282,52 @@ impl RawInterface {
     }
 }
 
-/// `gateway = "a"` or `gateway = ["a", "b"]`. A hand-written visitor
-/// rather than `#[serde(untagged)]`, which would lose the element spans.
+/// `gateway = G` or `gateway = [G, G]`, where G is `"a"` or
+/// `{ address = "a", onlink = true }`. Hand-written visitors rather than
+/// `#[serde(untagged)]`, which would lose the spans.
 enum GatewayList {
-    One(String),
-    Many(Vec<Str>),
+    One(RawGateway),
+    Many(Vec<Spanned<RawGateway>>),
+}
+
+enum RawGateway {
+    Addr(String),
+    Table(RawGatewayTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGatewayTable {
+    address: Str,
+    #[serde(default)]
+    onlink: bool,
+}
+
+const GATEWAY_FORMS: &str =
+    "a gateway address string, a table { address = \"...\", onlink = true }, or an array of them";
+
+/// The string or table forms, shared by both visitors.
+fn raw_gateway_from_map<'de, A: serde::de::MapAccess<'de>>(map: A) -> Result<RawGateway, A::Error> {
+    RawGatewayTable::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(RawGateway::Table)
+}
+
+impl<'de> Deserialize<'de> for RawGateway {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawGateway;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(GATEWAY_FORMS)
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawGateway, E> {
+                Ok(RawGateway::Addr(s.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawGateway, A::Error> {
+                raw_gateway_from_map(map)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl<'de> Deserialize<'de> for GatewayList {
@@ -288,15 +336,18 @@ impl<'de> Deserialize<'de> for GatewayList {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = GatewayList;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a gateway address string or an array of them")
+                f.write_str(GATEWAY_FORMS)
             }
             fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<GatewayList, E> {
-                Ok(GatewayList::One(s.to_string()))
+                Ok(GatewayList::One(RawGateway::Addr(s.to_string())))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GatewayList, A::Error> {
+                raw_gateway_from_map(map).map(GatewayList::One)
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<GatewayList, A::Error> {
                 let mut all = Vec::new();
-                while let Some(s) = seq.next_element::<Str>()? {
-                    all.push(s);
+                while let Some(g) = seq.next_element::<Spanned<RawGateway>>()? {
+                    all.push(g);
                 }
                 Ok(GatewayList::Many(all))
             }
@@ -306,11 +357,16 @@ impl<'de> Deserialize<'de> for GatewayList {
 }
 
 impl GatewayList {
-    /// Every gateway string with its own span; `span` is that of the value.
-    fn into_items(self, span: Range<usize>) -> Vec<Str> {
+    /// Every gateway address with its own span (that of the string, or of
+    /// the table's `address`) and its onlink flag; `span` is that of the value.
+    fn into_items(self, span: Range<usize>) -> Vec<(Str, bool)> {
+        let item = |span: Range<usize>, g: RawGateway| match g {
+            RawGateway::Addr(s) => (Spanned::new(span, s), false),
+            RawGateway::Table(t) => (t.address, t.onlink),
+        };
         match self {
-            GatewayList::One(s) => vec![Spanned::new(span, s)],
-            GatewayList::Many(all) => all,
+            GatewayList::One(g) => vec![item(span, g)],
+            GatewayList::Many(all) => all.into_iter().map(|g| item(g.span(), g.into_inner())).collect(),
         }
     }
 }
@@ -569,7 +625,7 @@ impl Ctx<'_> {
             None => None,
         };
         let spec = AddrSpec { addr, len, loc };
-        if let Some(why) = unusable_address(&spec) {
+        if let Some(why) = unusable_address(spec.addr, spec.len) {
             return Err(self.err(
                 loc,
                 format!("{who}: address \"{text}\" is {why}"),
@@ -603,8 +659,8 @@ impl Ctx<'_> {
 
     fn gateways(&self, span: Range<usize>, list: GatewayList, who: &str) -> Res<Vec<Gateway>> {
         let mut out: Vec<Gateway> = Vec::new();
-        for s in &list.into_items(span) {
-            let gw = self.gateway(s, who)?;
+        for (s, onlink) in &list.into_items(span) {
+            let gw = self.gateway(s, *onlink, who)?;
             if let Some(first) = out.iter().find(|g| Family::of(&g.addr) == Family::of(&gw.addr)) {
                 return Err(self.err(
                     gw.loc,
@@ -623,7 +679,7 @@ impl Ctx<'_> {
         Ok(out)
     }
 
-    fn gateway(&self, s: &Str, who: &str) -> Res<Gateway> {
+    fn gateway(&self, s: &Str, onlink: bool, who: &str) -> Res<Gateway> {
         let loc = self.loc(s);
         let text = s.get_ref().as_str();
         let addr: IpAddr = text.parse().map_err(|_| {
@@ -640,7 +696,7 @@ impl Ctx<'_> {
                 "a gateway is the unicast address of a router on the NIC's subnet",
             ));
         }
-        Ok(Gateway { addr, loc })
+        Ok(Gateway { addr, loc, onlink })
     }
 
     /// With explicit prefixes in `addresses`, the gateway must be inside one
@@ -669,6 +725,12 @@ impl Ctx<'_> {
             return Ok(());
         };
         match prefixes.iter().find(|p| p.contains(&gw.addr)) {
+            // Declared on-link: no subnet needs to hold it.
+            None if gw.onlink => Ok(()),
+            // A /31, /32, /127 or /128 may be one end of a point-to-point
+            // link (`ip addr add A peer P/LEN`) whose subnet is the peer's:
+            // only the host knows, and the plan checks the gateway there.
+            None if prefixes.iter().any(|p| p.len + 1 >= p.family().max_len()) => Ok(()),
             None => Err(self.err(
                 gw.loc,
                 format!(
@@ -676,7 +738,7 @@ impl Ctx<'_> {
                     gw.addr,
                     join(prefixes.iter().map(|p| p.network()))
                 ),
-                "a gateway must be on-link: fix the gateway or the prefix length of the address",
+                off_link_hint(gw.addr),
             )),
             Some(p) => match v4_subnet_role(gw.addr, p.len) {
                 Some(role) => Err(self.err(
@@ -730,17 +792,11 @@ impl Ctx<'_> {
             let name = i.name.as_str();
             i.addresses.iter().flatten().map(move |a| (a.addr, (name, a)))
         });
-        if let Some(((first, at), (second, dup))) = first_duplicate(all.clone()) {
-            return Err(self.err(
-                dup.loc,
-                format!(
-                    "address {} of interface \"{second}\" is already listed for interface \
-                     \"{first}\" at {}",
-                    dup.addr, at.loc
-                ),
-                "each address belongs to exactly one NIC: remove one of the two",
-            ));
-        }
+        let uses: Vec<AddrUse<'_>> = all
+            .clone()
+            .map(|(addr, (iface, spec))| AddrUse { iface, addr, origin: AddrOrigin::Listed(spec.loc) })
+            .collect();
+        check_unique_addresses(self.file, &uses)?;
         Ok(all.collect())
     }
 
@@ -766,6 +822,87 @@ impl Ctx<'_> {
         }
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------
+// Checks shared with the plan (addresses found on the host)
+// ---------------------------------------------------------------------------
+
+/// Where an interface's address comes from, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrOrigin {
+    /// Listed in `addresses`, at this position.
+    Listed(Loc),
+    /// Found on the host because the interface lists no `addresses`; the
+    /// position of the interface's `name`.
+    Discovered(Loc),
+}
+
+impl AddrOrigin {
+    fn loc(self) -> Loc {
+        match self {
+            AddrOrigin::Listed(l) | AddrOrigin::Discovered(l) => l,
+        }
+    }
+}
+
+/// One address an interface will make a source rule for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddrUse<'a> {
+    pub iface: &'a str,
+    pub addr: IpAddr,
+    pub origin: AddrOrigin,
+}
+
+/// Every address belongs to one configured interface: a source rule sends
+/// an address's traffic to one table, so a second rule for it never
+/// matches. `uses` may mix listed and discovered addresses; the error is at
+/// the discovered interface when one is (that is where `addresses` would
+/// settle it), else at the second listing.
+pub(crate) fn check_unique_addresses(file: &str, uses: &[AddrUse<'_>]) -> Result<(), ConfigError> {
+    let Some((first, second)) = first_duplicate(uses.iter().map(|u| (u.addr, u))) else {
+        return Ok(());
+    };
+    let addr = second.addr;
+    if let (AddrOrigin::Listed(at), AddrOrigin::Listed(loc)) = (first.origin, second.origin) {
+        return Err(ConfigError::at(
+            file,
+            Some(loc),
+            format!(
+                "address {addr} of interface \"{}\" is already listed for interface \"{}\" at {at}",
+                second.iface, first.iface
+            ),
+            "each address belongs to exactly one NIC: remove one of the two",
+        ));
+    }
+    let origin = |u: &AddrUse<'_>| match u.origin {
+        AddrOrigin::Listed(at) => format!("listed at {at}"),
+        AddrOrigin::Discovered(_) => "found on the host: it lists no `addresses`".to_string(),
+    };
+    let found = [second, first].into_iter().find(|u| matches!(u.origin, AddrOrigin::Discovered(_)));
+    let found = found.unwrap_or(second);
+    let what = if first.iface == second.iface {
+        format!("address {addr} is on interface \"{}\" twice ({})", first.iface, origin(first))
+    } else {
+        format!(
+            "address {addr} is on interfaces \"{}\" ({}) and \"{}\" ({})",
+            first.iface,
+            origin(first),
+            second.iface,
+            origin(second)
+        )
+    };
+    Err(ConfigError::at(
+        file,
+        Some(found.origin.loc()),
+        what,
+        format!(
+            "a source rule sends an address's traffic to one table, so each address must be on one \
+             configured NIC only: remove it from all but one (`ip addr del {addr}/LEN dev IFACE`), or \
+             list `addresses` for \"{}\" without it",
+            found.iface
+        ),
+    ))
 }
 
 // ---------------------------------------------------------------------------
@@ -826,6 +963,8 @@ fn toml_hint(message: &str) -> &'static str {
         "a key may appear once per table: remove one of the two"
     } else if message.starts_with("unknown field") {
         "remove the key or fix its spelling; the keys this table accepts are listed above"
+    } else if message.starts_with("missing field `address`") {
+        "a gateway table needs the router's address: gateway = { address = \"203.0.113.1\", onlink = true }"
     } else if message.starts_with("missing field") {
         "add the key: every [[interface]] needs at least `name`"
     } else if message.starts_with("invalid type") || message.starts_with("invalid value") {
@@ -879,14 +1018,14 @@ fn reserved_table(t: u32) -> Option<&'static str> {
     })
 }
 
-fn family_name(ip: IpAddr) -> &'static str {
+pub(crate) fn family_name(ip: IpAddr) -> &'static str {
     match Family::of(&ip) {
         Family::V4 => "IPv4",
         Family::V6 => "IPv6",
     }
 }
 
-fn is_v6_link_local(ip: IpAddr) -> bool {
+pub(crate) fn is_v6_link_local(ip: IpAddr) -> bool {
     matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
 }
 
@@ -907,7 +1046,7 @@ fn special_address(ip: IpAddr) -> Option<&'static str> {
 
 /// "network" or "broadcast" when `ip` is that address of its IPv4 subnet
 /// (only subnets larger than /31 have them).
-fn v4_subnet_role(ip: IpAddr, len: u8) -> Option<&'static str> {
+pub(crate) fn v4_subnet_role(ip: IpAddr, len: u8) -> Option<&'static str> {
     let IpAddr::V4(a) = ip else { return None };
     if len >= 31 {
         return None;
@@ -920,17 +1059,28 @@ fn v4_subnet_role(ip: IpAddr, len: u8) -> Option<&'static str> {
     }
 }
 
-fn unusable_address(spec: &AddrSpec) -> Option<String> {
-    if let Some(why) = special_address(spec.addr) {
+/// Why `addr` (with prefix length `len`, when known) cannot be a NIC's own
+/// address: listed in `addresses`, or found on the host when none are.
+pub(crate) fn unusable_address(addr: IpAddr, len: Option<u8>) -> Option<String> {
+    if let Some(why) = special_address(addr) {
         return Some(why.to_string());
     }
-    let len = spec.len?;
+    let len = len?;
     if len == 0 {
         return Some("a /0 prefix, which would claim the whole address space".to_string());
     }
-    let role = v4_subnet_role(spec.addr, len)?;
-    let net = Prefix::new(spec.addr, len).network();
+    let role = v4_subnet_role(addr, len)?;
+    let net = Prefix::new(addr, len).network();
     Some(format!("the {role} address of {net}, not a host address"))
+}
+
+/// What to do about a gateway outside every subnet of its interface.
+pub(crate) fn off_link_hint(gw: IpAddr) -> String {
+    format!(
+        "a gateway must be on-link: fix the gateway or the prefix length of the address; if the \
+         router is reached on the link although no subnet holds it (a /32 host address), say so: \
+         gateway = {{ address = \"{gw}\", onlink = true }}"
+    )
 }
 
 fn join<T: fmt::Display>(items: impl Iterator<Item = T>) -> String {
@@ -941,7 +1091,7 @@ fn join<T: fmt::Display>(items: impl Iterator<Item = T>) -> String {
 mod tests {
     use super::*;
 
-    /// Every key, both gateway forms; also a seed of tests/fuzz_config.rs.
+    /// Every key, every gateway form; also a seed of tests/fuzz_config.rs.
     const FULL: &str = include_str!("../tests/fixtures/full.toml");
 
     fn ip(s: &str) -> IpAddr {
@@ -1011,7 +1161,7 @@ mod tests {
                 ]),
             }
         );
-        assert_eq!(c.interfaces.len(), 2);
+        assert_eq!(c.interfaces.len(), 3);
         let ib0 = &c.interfaces[0];
         assert_eq!(ib0.name, "ib0");
         assert_eq!(ib0.loc, loc(12, 8));
@@ -1026,8 +1176,8 @@ mod tests {
         assert_eq!(
             ib0.gateways,
             vec![
-                Gateway { addr: ip("192.168.1.1"), loc: loc(14, 12) },
-                Gateway { addr: ip("2001:db8::1"), loc: loc(14, 27) },
+                Gateway { addr: ip("192.168.1.1"), loc: loc(14, 12), onlink: false },
+                Gateway { addr: ip("2001:db8::1"), loc: loc(14, 27), onlink: false },
             ]
         );
         assert_eq!((ib0.table, ib0.table_loc), (100, loc(15, 9)));
@@ -1044,11 +1194,13 @@ mod tests {
         let ib1 = &c.interfaces[1];
         assert_eq!(ib1.loc, loc(23, 8));
         assert_eq!(ib1.addresses, None);
-        assert_eq!(ib1.gateways, vec![Gateway { addr: ip("fe80::1"), loc: loc(24, 11) }]);
+        assert_eq!(ib1.gateways, vec![Gateway { addr: ip("fe80::1"), loc: loc(24, 11), onlink: false }]);
         // Position 1 in the file: table_base + 1; the rest from [defaults].
         assert_eq!((ib1.table, ib1.table_loc), (201, ib1.loc));
         assert_eq!((ib1.priority, ib1.priority_loc), (900, ib1.loc));
         assert_eq!(ib1.sysctls, c.defaults.sysctls);
+        let ib2 = &c.interfaces[2];
+        assert_eq!(ib2.gateways, vec![Gateway { addr: ip("203.0.113.1"), loc: loc(29, 23), onlink: true }]);
     }
 
     #[test]
@@ -1106,13 +1258,16 @@ mod tests {
     #[test]
     fn gateway_as_string_and_as_array() {
         let one = ok(&iface("gateway = \"10.0.0.1\"\n"));
-        assert_eq!(one.interfaces[0].gateways, vec![Gateway { addr: ip("10.0.0.1"), loc: loc(3, 11) }]);
+        assert_eq!(
+            one.interfaces[0].gateways,
+            vec![Gateway { addr: ip("10.0.0.1"), loc: loc(3, 11), onlink: false }]
+        );
         let two = ok(&iface("gateway = [\"2001:db8::1\",\n  \"10.0.0.1\"]\n"));
         assert_eq!(
             two.interfaces[0].gateways,
             vec![
-                Gateway { addr: ip("2001:db8::1"), loc: loc(3, 12) },
-                Gateway { addr: ip("10.0.0.1"), loc: loc(4, 3) },
+                Gateway { addr: ip("2001:db8::1"), loc: loc(3, 12), onlink: false },
+                Gateway { addr: ip("10.0.0.1"), loc: loc(4, 3), onlink: false },
             ]
         );
         let none = ok(&iface("gateway = []\n"));
@@ -1132,6 +1287,122 @@ mod tests {
         // /31 and /32 have no network or broadcast address.
         ok(&iface("addresses = [\"198.51.100.0/31\", \"198.51.100.7/32\"]\n"));
         ok(&iface("addresses = [\"198.51.100.1/31\"]\ngateway = \"198.51.100.0\"\n"));
+    }
+
+    /// Point-to-point sized addresses may have a peer elsewhere
+    /// (`ip addr add 198.51.100.1/32 peer 198.51.100.0/32`): the gateway is
+    /// then checked against the peer's subnet by the plan, on the host.
+    #[test]
+    fn on_link_check_waits_for_the_host_for_point_to_point_sizes() {
+        for (a, gw) in [
+            ("198.51.100.1/32", "198.51.100.0"),
+            ("198.51.100.9/31", "203.0.113.0"),
+            ("2001:db8::1/128", "2001:db8::2"),
+            ("2001:db8::1/127", "2001:db8:1::"),
+        ] {
+            ok(&iface(&format!("addresses = [\"{a}\"]\ngateway = \"{gw}\"\n")));
+        }
+        // A /30 or /64 has no such excuse.
+        assert_err(
+            &iface("addresses = [\"198.51.100.9/30\"]\ngateway = \"203.0.113.0\"\n"),
+            4,
+            11,
+            &["gateway 203.0.113.0 is outside every subnet of the interface (198.51.100.8/30)"],
+        );
+        assert_err(
+            &iface("addresses = [\"2001:db8::1/64\"]\ngateway = \"2001:db8:1::1\"\n"),
+            4,
+            11,
+            &["outside every subnet"],
+        );
+    }
+
+    /// BGP to the host: a /32 on the NIC and a router outside every subnet,
+    /// reached `onlink`. Table form alone, in an array with strings, and as
+    /// a sub-table.
+    #[test]
+    fn onlink_gateway_forms() {
+        let onlink = |addr: &str, line, col| Gateway { addr: ip(addr), loc: loc(line, col), onlink: true };
+        let plain = |addr: &str, line, col| Gateway { addr: ip(addr), loc: loc(line, col), onlink: false };
+        let c = ok(&iface(
+            "addresses = [\"198.51.100.7/32\"]\ngateway = { address = \"203.0.113.1\", onlink = true }\n",
+        ));
+        assert_eq!(c.interfaces[0].gateways, [onlink("203.0.113.1", 4, 23)]);
+        // Outside a /24 too: onlink says the router is on the link anyway.
+        let c = ok(&iface(
+            "addresses = [\"198.51.100.7/24\", \"2001:db8::7/64\"]\n\
+             gateway = [{ address = \"203.0.113.1\", onlink = true }, \"2001:db8::1\"]\n",
+        ));
+        assert_eq!(c.interfaces[0].gateways, [onlink("203.0.113.1", 4, 24), plain("2001:db8::1", 4, 56)]);
+        let c = ok(&iface(
+            "gateway = [{ address = \"2001:db8:ffff::1\", onlink = true }, { address = \"203.0.113.1\" }]\n",
+        ));
+        assert_eq!(
+            c.interfaces[0].gateways,
+            [onlink("2001:db8:ffff::1", 3, 24), plain("203.0.113.1", 3, 73)]
+        );
+        let c = ok(
+            "[[interface]]\nname = \"rail0\"\n[interface.gateway]\naddress = \"203.0.113.1\"\nonlink = true\n",
+        );
+        assert_eq!(c.interfaces[0].gateways, [onlink("203.0.113.1", 4, 11)]);
+    }
+
+    #[test]
+    fn onlink_gateway_errors() {
+        // Without onlink (or with onlink = false) it is still off-link, and
+        // the hint says how to declare it.
+        for g in ["\"203.0.113.1\"", "{ address = \"203.0.113.1\", onlink = false }"] {
+            let text = iface(&format!("addresses = [\"198.51.100.7/24\"]\ngateway = {g}\n"));
+            let col = if g.starts_with('{') { 23 } else { 11 };
+            let e = assert_err(&text, 4, col, &["gateway 203.0.113.1 is outside every subnet"]);
+            assert!(e.hint.contains("gateway = { address = \"203.0.113.1\", onlink = true }"), "{e}");
+        }
+        // The other checks of a gateway still apply to the table form.
+        assert_err(
+            &iface("gateway = { address = \"203.0.113.x\", onlink = true }\n"),
+            3,
+            23,
+            &["gateway \"203.0.113.x\" is not an IP address"],
+        );
+        assert_err(
+            &iface("gateway = { address = \"224.0.0.1\", onlink = true }\n"),
+            3,
+            23,
+            &["gateway 224.0.0.1 is a multicast address"],
+        );
+        assert_err(
+            &iface(
+                "addresses = [\"2001:db8::7/128\"]\ngateway = { address = \"203.0.113.1\", onlink = true }\n",
+            ),
+            4,
+            23,
+            &["gateway 203.0.113.1 is IPv4 but `addresses` lists no IPv4 address"],
+        );
+        assert_err(
+            &iface("gateway = [{ address = \"203.0.113.1\", onlink = true }, \"198.51.100.1\"]\n"),
+            3,
+            56,
+            &["second IPv4 gateway 198.51.100.1 (the first is 203.0.113.1 at 3:24)"],
+        );
+        assert_err(
+            &iface(
+                "addresses = [\"198.51.100.7/32\"]\ngateway = { address = \"198.51.100.7\", onlink = true }\n",
+            ),
+            4,
+            23,
+            &["gateway 198.51.100.7 is one of its own addresses"],
+        );
+        // Shape errors name the key.
+        let e = err(&iface("gateway = { address = \"203.0.113.1\", onlnk = true }\n"));
+        assert!(e.to_string().contains("unknown field `onlnk`, expected `address` or `onlink`"), "{e}");
+        assert_eq!(e.loc.map(|l| l.line), Some(3), "{e}");
+        let e = err(&iface("gateway = { onlink = true }\n"));
+        assert!(e.to_string().contains("missing field `address`"), "{e}");
+        assert!(e.hint.contains("address"), "{e}");
+        assert_eq!(e.loc.map(|l| l.line), Some(3), "{e}");
+        let e = err(&iface("gateway = { address = \"203.0.113.1\", onlink = \"yes\" }\n"));
+        assert!(e.to_string().contains("invalid type"), "{e}");
+        assert_eq!(e.loc, Some(loc(3, 47)), "{e}");
     }
 
     #[test]

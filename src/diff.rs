@@ -266,6 +266,8 @@ mod tests {
                 priority: 1000,
                 addresses: vec![Prefix::new(a.parse().unwrap(), 24)],
                 gateways: vec![],
+                subnets: vec![prefix("198.51.100.0/24")],
+                onlink_gateways: vec![],
             });
             d.routes.push(route(100 + k as u32, "198.51.100.0/24", &name, &a, P));
             d.rules.push(rule(1000, &a, 100 + k as u32, P));

@@ -156,6 +156,12 @@ pub struct Route {
     pub oif: Option<String>,
     pub gateway: Option<IpAddr>,
     pub prefsrc: Option<IpAddr>,
+    /// RTNH_F_ONLINK (`ip route ... onlink`): the gateway is reached on the
+    /// link even though no subnet of the interface holds it (a /32 host
+    /// address routed by a router outside it). Absent in journals written
+    /// before the flag existed: false.
+    #[serde(default)]
+    pub onlink: bool,
 }
 
 /// What the kernel uses to tell one route from another in a table.
@@ -206,6 +212,7 @@ impl Route {
             oif: Some(dev.to_string()),
             gateway: None,
             prefsrc: Some(src),
+            onlink: false,
         }
     }
 
@@ -224,6 +231,7 @@ impl Route {
             oif: Some(dev.to_string()),
             gateway: Some(gateway),
             prefsrc: None,
+            onlink: false,
         }
     }
 
@@ -593,6 +601,18 @@ mod tests {
             let json = serde_json::to_value(&op).unwrap();
             assert_eq!(json["op"], op.kind(), "{json}");
         }
+    }
+
+    #[test]
+    fn journals_without_the_onlink_flag_still_parse() {
+        let mut r = Route::default_via(100, "203.0.113.1".parse().unwrap(), "rail0", 234);
+        let mut json = serde_json::to_value(Op::AddRoute { route: r.clone() }).unwrap();
+        json["route"].as_object_mut().unwrap().remove("onlink").expect("the flag is serialised");
+        let old: Op = serde_json::from_value(json).unwrap();
+        assert_eq!(old, Op::AddRoute { route: r.clone() });
+        r.onlink = true;
+        let json = serde_json::to_string(&Op::AddRoute { route: r.clone() }).unwrap();
+        assert_eq!(serde_json::from_str::<Op>(&json).unwrap(), Op::AddRoute { route: r });
     }
 
     #[test]

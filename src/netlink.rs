@@ -325,7 +325,7 @@ impl Netlink {
         m.header.protocol = RouteProtocol::from(r.protocol);
         m.header.scope = RouteScope::from(r.scope);
         m.header.kind = RouteType::from(r.kind);
-        m.header.flags = RouteFlags::empty();
+        m.header.flags = if r.onlink { RouteFlags::Onlink } else { RouteFlags::empty() };
         m.attributes.push(RouteAttribute::Table(r.table));
         if r.dst.len > 0 {
             m.attributes.push(RouteAttribute::Destination(RouteAddress::from(r.dst.addr)));
@@ -529,6 +529,7 @@ fn route_from(m: &RouteMessage, ifname: impl Fn(u32) -> String) -> Option<Route>
         oif,
         gateway,
         prefsrc,
+        onlink: m.header.flags.contains(RouteFlags::Onlink),
     })
 }
 
@@ -1107,6 +1108,7 @@ mod fixture_tests {
             oif: Some("rr0".into()),
             gateway: None,
             prefsrc: Some(ip("198.51.100.10")),
+            onlink: false,
         }
     }
 
@@ -1131,6 +1133,7 @@ mod fixture_tests {
             oif: Some("rr0".into()),
             gateway: Some(ip("198.51.100.1")),
             prefsrc: None,
+            onlink: false,
         };
         assert_eq!(live.item, expected);
     }
@@ -1153,6 +1156,7 @@ mod fixture_tests {
             oif: Some("rr0".into()),
             gateway: Some(ip("2001:db8:1::1")),
             prefsrc: None,
+            onlink: false,
         };
         assert_eq!(live.item, expected);
     }
@@ -1176,6 +1180,7 @@ mod fixture_tests {
             oif: Some("rr0".into()),
             gateway: None,
             prefsrc: None,
+            onlink: false,
         };
         assert_eq!(live.item, expected);
         // -6 2001:db8:2::/64 dev rr0 table 1000 proto 234 metric 7
@@ -1193,6 +1198,7 @@ mod fixture_tests {
             oif: Some("rr0".into()),
             gateway: None,
             prefsrc: None,
+            onlink: false,
         };
         assert_eq!(live.item, expected);
     }

@@ -3,8 +3,9 @@
 //! Pure. For every configured interface and each of its addresses:
 //! - in the interface's table, the connected route
 //!   `<subnet> dev <if> src <addr> scope link` (one per subnet: the first
-//!   address of that subnet is the source), and `default via <gw> dev <if>`
-//!   for each gateway;
+//!   address of that subnet is the source; the subnet of a point-to-point
+//!   address is its peer's, and a /32 or /128 without a peer has none), and
+//!   `default via <gw> dev <if> [onlink]` for each gateway;
 //! - a rule `from <addr> lookup <table>` at the interface's priority;
 //! - the interface's IPv4 sysctls.
 //!
@@ -14,7 +15,10 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use crate::config::{Config, ConfigError, Interface, Loc};
+use crate::config::{
+    AddrOrigin, AddrUse, Config, ConfigError, Interface, Loc, check_unique_addresses, family_name,
+    is_v6_link_local, off_link_hint, unusable_address, v4_subnet_role,
+};
 use crate::model::{Address, Family, Link, Prefix, Route, Rule, Sysctl, scope};
 
 pub use crate::model::IPV6_DEFAULT_METRIC;
@@ -36,8 +40,15 @@ pub struct PlannedInterface {
     pub name: String,
     pub table: u32,
     pub priority: u32,
+    /// Each address with its prefix length, as the interface has it.
     pub addresses: Vec<Prefix>,
     pub gateways: Vec<IpAddr>,
+    /// The subnet each address reaches on-link, in the order of `addresses`
+    /// (`Address::subnet()`: the peer's prefix for a point-to-point address,
+    /// otherwise the address's own network).
+    pub subnets: Vec<Prefix>,
+    /// The gateways (of `gateways`) reached `onlink`: outside every subnet.
+    pub onlink_gateways: Vec<IpAddr>,
 }
 
 impl Desired {
@@ -55,6 +66,7 @@ impl Desired {
 /// interface exists, has the addresses, the gateway is on-link).
 pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, ConfigError> {
     let mut d = Desired { protocol: cfg.defaults.protocol, ..Desired::default() };
+    let mut uses = Vec::new();
     for iface in &cfg.interfaces {
         let link = links.iter().find(|l| l.name == iface.name).ok_or_else(|| {
             let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
@@ -71,23 +83,31 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
                 iface.name, iface.name
             ));
         }
-        let addresses = resolve_addresses(cfg, iface, addrs)?;
-        check_gateways(cfg, iface, &addresses, addrs)?;
-        for a in addrs.iter().filter(|a| a.ifname == iface.name && a.tentative) {
-            if addresses.iter().any(|p| p.addr == a.addr.addr) {
-                d.warnings.push(format!(
-                    "{} on {} is tentative (IPv6 duplicate address detection): the kernel refuses it as a route source until DAD ends",
-                    a.addr, iface.name
-                ));
-            }
+        let found = resolve_addresses(cfg, iface, addrs, &mut d.warnings)?;
+        uses.extend(found.iter().map(|(a, origin)| AddrUse {
+            iface: &iface.name,
+            addr: a.addr.addr,
+            origin: *origin,
+        }));
+        let found: Vec<&Address> = found.into_iter().map(|(a, _)| a).collect();
+        let subnets: Vec<Prefix> = found.iter().map(|a| a.subnet()).collect();
+        check_gateways(cfg, iface, &subnets, addrs)?;
+        for a in found.iter().filter(|a| a.tentative) {
+            d.warnings.push(format!(
+                "{} on {} is tentative (IPv6 duplicate address detection): the kernel refuses it as a route source until DAD ends",
+                a.addr, iface.name
+            ));
         }
         let planned = PlannedInterface {
             name: iface.name.clone(),
             table: iface.table,
             priority: iface.priority,
             gateways: iface.gateways.iter().map(|g| g.addr).collect(),
-            addresses,
+            addresses: found.iter().map(|a| a.addr).collect(),
+            subnets,
+            onlink_gateways: iface.gateways.iter().filter(|g| g.onlink).map(|g| g.addr).collect(),
         };
+        d.warnings.extend(unrouted_host_addresses(&planned));
         d.routes.extend(routes_for(&planned, d.protocol));
         d.rules.extend(rules_for(&planned, d.protocol));
         d.sysctls.extend(iface.sysctls.iter().map(|(key, value)| Sysctl {
@@ -97,6 +117,7 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
         }));
         d.interfaces.push(planned);
     }
+    check_unique_addresses(&cfg.file, &uses)?;
     Ok(d)
 }
 
@@ -104,69 +125,205 @@ fn err(cfg: &Config, loc: Loc, what: String, hint: String) -> ConfigError {
     ConfigError::at(&cfg.file, Some(loc), what, hint)
 }
 
-/// The configured addresses with their prefix lengths, or every global
-/// address of the interface when the config lists none.
-fn resolve_addresses(cfg: &Config, iface: &Interface, addrs: &[Address]) -> Result<Vec<Prefix>, ConfigError> {
+/// The host's addresses the config lists, or every global address of the
+/// interface when the config lists none, each with where it comes from.
+/// Both go through the same checks: an unusable address (config's
+/// `unusable_address`) is refused, one that failed duplicate address
+/// detection too when listed and left out when discovered, and a deprecated
+/// or temporary one is left out when discovered, with a warning either way.
+fn resolve_addresses<'a>(
+    cfg: &Config,
+    iface: &Interface,
+    addrs: &'a [Address],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(&'a Address, AddrOrigin)>, ConfigError> {
     let live: Vec<&Address> = addrs.iter().filter(|a| a.ifname == iface.name).collect();
     let Some(specs) = &iface.addresses else {
-        let global: Vec<Prefix> =
-            live.iter().filter(|a| a.scope == scope::UNIVERSE).map(|a| a.addr).collect();
-        if global.is_empty() {
+        return discover_addresses(cfg, iface, &live, warnings);
+    };
+    let mut out = Vec::new();
+    for spec in specs {
+        let same_ip = || live.iter().copied().filter(|a| a.addr.addr == spec.addr);
+        let found =
+            same_ip().find(|a| spec.len.is_none_or(|len| len == a.addr.len)).or_else(|| same_ip().next());
+        let Some(found) = found else {
+            let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
+            return Err(err(
+                cfg,
+                spec.loc,
+                format!("interface {:?} does not have address {}", iface.name, spec.addr),
+                format!(
+                    "add it first (`ip addr add {}/LEN dev {}`) or fix the config (it has: {})",
+                    spec.addr,
+                    iface.name,
+                    if has.is_empty() { "no address".into() } else { has.join(", ") }
+                ),
+            ));
+        };
+        if let Some(len) = spec.len.filter(|len| *len != found.addr.len) {
+            return Err(err(
+                cfg,
+                spec.loc,
+                format!(
+                    "address {}/{} on {:?}: the interface has it as {}",
+                    spec.addr, len, iface.name, found.addr
+                ),
+                format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr),
+            ));
+        }
+        match unfit(found) {
+            Some(Unfit::DadFailed) => {
+                return Err(err(
+                    cfg,
+                    spec.loc,
+                    format!("address {} on {:?} {}", found.addr, iface.name, Unfit::DadFailed.why()),
+                    format!(
+                        "find the other host (`ip neigh`), give one of the two another address, then \
+                         re-add this one (`ip addr del {a} dev {i}; ip addr add {a} dev {i}`) or \
+                         remove it from `addresses`",
+                        a = found.addr,
+                        i = iface.name
+                    ),
+                ));
+            }
+            Some(u) => warnings.push(format!("{} on {} {}", found.addr, iface.name, u.why())),
+            None => {}
+        }
+        out.push((found, AddrOrigin::Listed(spec.loc)));
+    }
+    Ok(out)
+}
+
+/// Every global address of an interface that lists no `addresses`.
+fn discover_addresses<'a>(
+    cfg: &Config,
+    iface: &Interface,
+    live: &[&'a Address],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(&'a Address, AddrOrigin)>, ConfigError> {
+    let mut out = Vec::new();
+    let mut left_out = Vec::new();
+    for a in live.iter().copied().filter(|a| a.scope == scope::UNIVERSE) {
+        if let Some(u) = unfit(a) {
+            let anyway = match u {
+                Unfit::DadFailed => "",
+                _ => " (list it in `addresses` to use it anyway)",
+            };
+            warnings.push(format!("{} on {} {}; left out{anyway}", a.addr, iface.name, u.why()));
+            left_out.push(format!("{} ({})", a.addr, u.word()));
+            continue;
+        }
+        // The prefix length of a point-to-point address is its peer's.
+        let len = if a.peer.is_some() { None } else { Some(a.addr.len) };
+        if let Some(why) = unusable_address(a.addr.addr, len) {
             return Err(err(
                 cfg,
                 iface.loc,
-                format!("interface {:?} has no global address", iface.name),
-                "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config".into(),
+                format!("interface {:?} has address {}, which is {why}", iface.name, a.addr),
+                format!(
+                    "{:?} lists no `addresses`, so every global address it has is taken: list the \
+                     ones to use in `addresses`, or remove this one (`ip addr del {} dev {}`)",
+                    iface.name, a.addr, iface.name
+                ),
             ));
         }
-        return Ok(global);
-    };
-    specs
-        .iter()
-        .map(|spec| {
-            let found = live.iter().find(|a| a.addr.addr == spec.addr).ok_or_else(|| {
-                let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
-                err(
-                    cfg,
-                    spec.loc,
-                    format!("interface {:?} does not have address {}", iface.name, spec.addr),
-                    format!(
-                        "add it first (`ip addr add {}/LEN dev {}`) or fix the config (it has: {})",
-                        spec.addr,
-                        iface.name,
-                        if has.is_empty() { "no address".into() } else { has.join(", ") }
-                    ),
-                )
-            })?;
-            match spec.len {
-                Some(len) if len != found.addr.len => Err(err(
-                    cfg,
-                    spec.loc,
-                    format!(
-                        "address {}/{} on {:?}: the interface has it as {}",
-                        spec.addr, len, iface.name, found.addr
-                    ),
-                    format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr),
-                )),
-                _ => Ok(found.addr),
+        out.push((a, AddrOrigin::Discovered(iface.loc)));
+    }
+    if out.is_empty() {
+        let what = if left_out.is_empty() {
+            format!("interface {:?} has no global address", iface.name)
+        } else {
+            format!(
+                "interface {:?} has no usable global address (left out: {})",
+                iface.name,
+                left_out.join(", ")
+            )
+        };
+        return Err(err(
+            cfg,
+            iface.loc,
+            what,
+            "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// An address the host has that is not fit to be a rule's source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unfit {
+    DadFailed,
+    Deprecated,
+    Temporary,
+}
+
+fn unfit(a: &Address) -> Option<Unfit> {
+    if a.dad_failed {
+        Some(Unfit::DadFailed)
+    } else if a.deprecated {
+        Some(Unfit::Deprecated)
+    } else if a.temporary {
+        Some(Unfit::Temporary)
+    } else {
+        None
+    }
+}
+
+impl Unfit {
+    /// Completes "ADDR on IFACE ...".
+    fn why(self) -> &'static str {
+        match self {
+            Unfit::DadFailed => {
+                "failed duplicate address detection: another host on the link has it, and the kernel \
+                 will not use it as a source"
             }
-        })
-        .collect()
+            Unfit::Deprecated => {
+                "is deprecated: its preferred lifetime is over, so the kernel no longer picks it as a \
+                 source and will remove it when its valid lifetime ends"
+            }
+            Unfit::Temporary => {
+                "is a temporary (privacy) address: the kernel replaces it regularly, and its rule would \
+                 outlive it"
+            }
+        }
+    }
+    fn word(self) -> &'static str {
+        match self {
+            Unfit::DadFailed => "duplicate address detection failed",
+            Unfit::Deprecated => "deprecated",
+            Unfit::Temporary => "temporary",
+        }
+    }
 }
 
 /// A gateway must be on-link: inside a subnet of the interface's addresses
-/// (or IPv6 link-local).
+/// (for a point-to-point address, the peer's), IPv6 link-local, or declared
+/// `onlink`; and the interface needs an address of its family.
 fn check_gateways(
     cfg: &Config,
     iface: &Interface,
-    addresses: &[Prefix],
+    subnets: &[Prefix],
     host: &[Address],
 ) -> Result<(), ConfigError> {
     for gw in &iface.gateways {
-        let link_local = matches!(gw.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
-        let fail = |what: String, hint: &str| Err(err(cfg, gw.loc, what, hint.into()));
-        if !link_local && !addresses.iter().any(|a| a.contains(&gw.addr)) {
-            let subnets: Vec<String> = addresses.iter().map(|a| a.network().to_string()).collect();
+        let fail = |what: String, hint: String| Err(err(cfg, gw.loc, what, hint));
+        let family = family_name(gw.addr);
+        if !subnets.iter().any(|s| s.family() == Family::of(&gw.addr)) {
+            return fail(
+                format!(
+                    "gateway {} of {:?} is {family} but the interface has no global {family} address",
+                    gw.addr, iface.name
+                ),
+                format!(
+                    "add one (`ip addr add ADDR/LEN dev {}`) or remove the gateway: no source rule \
+                     would ever lead to it",
+                    iface.name
+                ),
+            );
+        }
+        let inside = subnets.iter().find(|s| s.contains(&gw.addr));
+        if inside.is_none() && !gw.onlink && !is_v6_link_local(gw.addr) {
+            let subnets: Vec<String> = subnets.iter().map(|a| a.network().to_string()).collect();
             return fail(
                 format!(
                     "gateway {} of {:?} is outside every subnet of the interface ({})",
@@ -174,7 +331,7 @@ fn check_gateways(
                     iface.name,
                     subnets.join(", ")
                 ),
-                "use a gateway inside one of those subnets, or add the address that puts it on-link",
+                off_link_hint(gw.addr),
             );
         }
         if let Some(own) = host.iter().find(|a| a.addr.addr == gw.addr) {
@@ -183,48 +340,63 @@ fn check_gateways(
                     "gateway {} of {:?} is this host's own address (on {})",
                     gw.addr, iface.name, own.ifname
                 ),
-                "the gateway is the router on the subnet, not a local address",
+                "the gateway is the router on the subnet, not a local address".into(),
             );
         }
-        let v4_edge = addresses.iter().find(|a| {
-            a.family() == Family::V4
-                && a.len < 31
-                && a.contains(&gw.addr)
-                && is_network_or_broadcast(a, &gw.addr)
-        });
-        if let Some(net) = v4_edge {
+        if let Some(net) = inside
+            && let Some(role) = v4_subnet_role(gw.addr, net.len)
+        {
             return fail(
-                format!(
-                    "gateway {} of {:?} is the network or broadcast address of {}",
-                    gw.addr,
-                    iface.name,
-                    net.network()
-                ),
-                "use the router's host address",
+                format!("gateway {} of {:?} is the {role} address of {}", gw.addr, iface.name, net.network()),
+                "use the router's host address".into(),
             );
         }
     }
     Ok(())
 }
 
-fn is_network_or_broadcast(net: &Prefix, ip: &IpAddr) -> bool {
-    let (IpAddr::V4(base), IpAddr::V4(ip)) = (net.network().addr, ip) else { return false };
-    let host_bits = u32::MAX >> net.len;
-    let ip = u32::from(*ip);
-    ip == u32::from(base) || ip == u32::from(base) | host_bits
+/// A host prefix (/32, /128) without a point-to-point peer: its subnet
+/// holds nothing but the address itself, so it has no connected route (the
+/// kernel makes none either; the local table delivers to it).
+fn is_bare_host(addr: &Prefix, subnet: &Prefix) -> bool {
+    *subnet == Prefix::host(addr.addr)
+}
+
+/// Warnings for host-prefix addresses left with no route in their table:
+/// no connected route and no gateway of their family, so their traffic
+/// falls through to the main table.
+fn unrouted_host_addresses(i: &PlannedInterface) -> Vec<String> {
+    i.addresses
+        .iter()
+        .zip(&i.subnets)
+        .filter(|(a, s)| is_bare_host(a, s) && !i.gateways.iter().any(|g| Family::of(g) == a.family()))
+        .map(|(a, _)| {
+            format!(
+                "{a} on {} has no peer and {} has no {} gateway: table {} holds no route for it, so its \
+                 traffic leaves by the main table (add a gateway, or a peer: `ip addr add {} peer PEER dev {}`)",
+                i.name,
+                i.name,
+                family_name(a.addr),
+                i.table,
+                a.addr,
+                i.name
+            )
+        })
+        .collect()
 }
 
 fn routes_for(i: &PlannedInterface, protocol: u8) -> Vec<Route> {
     let mut seen = BTreeSet::new();
     let mut routes = Vec::new();
-    for a in &i.addresses {
+    for (a, subnet) in i.addresses.iter().zip(&i.subnets) {
         // One connected route per subnet; the first address is its source.
-        if seen.insert(a.network()) {
-            routes.push(Route::connected(i.table, *a, &i.name, a.addr, protocol));
+        if !is_bare_host(a, subnet) && seen.insert(subnet.network()) {
+            routes.push(Route::connected(i.table, *subnet, &i.name, a.addr, protocol));
         }
     }
     for gw in &i.gateways {
-        routes.push(Route::default_via(i.table, *gw, &i.name, protocol));
+        let onlink = i.onlink_gateways.contains(gw);
+        routes.push(Route { onlink, ..Route::default_via(i.table, *gw, &i.name, protocol) });
     }
     routes
 }
@@ -261,6 +433,17 @@ mod tests {
             addr("rail1", "198.51.100.11/24"),
         ];
         (links, addrs)
+    }
+    /// `ip addr add LOCAL peer PEER/LEN dev IFNAME`.
+    fn p2p(ifname: &str, local: &str, peer: &str) -> Address {
+        let (peer, len) = peer.split_once('/').unwrap();
+        Address { peer: Some(peer.parse().unwrap()), ..addr(ifname, &format!("{local}/{len}")) }
+    }
+    /// The plan of `toml` on a host with links lo, rail0, rail1 and `addrs`.
+    fn plan_on(addrs: &[Address], toml: &str) -> Result<Desired, ConfigError> {
+        let (links, _) = host();
+        let cfg = config::parse("t.toml", toml).unwrap_or_else(|e| panic!("invalid config:\n{e}"));
+        plan(&cfg, &links, addrs)
     }
     fn planned(toml: &str) -> Result<Desired, ConfigError> {
         let cfg = config::parse("t.toml", toml).expect("valid config");
@@ -333,7 +516,7 @@ mod tests {
     #[test]
     fn gateway_checks_use_the_live_addresses_when_the_config_has_none() {
         let e = planned("[[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.255\"\n").unwrap_err();
-        assert!(e.what.contains("network or broadcast"), "{e}");
+        assert!(e.what.contains("is the broadcast address of 198.51.100.0/24"), "{e}");
         let e = planned("[[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.11\"\n").unwrap_err();
         assert!(e.what.contains("this host's own address (on rail1)"), "{e}");
         assert_eq!(e.loc.map(|l| l.line), Some(3));
@@ -358,5 +541,307 @@ mod tests {
         let d = plan(&cfg, &links, &addrs).unwrap();
         assert_eq!(d.routes.len(), 1);
         assert_eq!(d.rules.len(), 2);
+    }
+
+    /// A point-to-point address reaches its peer's prefix, not its own: the
+    /// connected route is the peer's, the peer is a valid gateway, and the
+    /// probes ask about the peer. Listed or discovered, /32, /31 or /128.
+    #[test]
+    fn point_to_point_subnet_is_the_peers() {
+        let cases = [
+            // (local, peer/len, the route apply must make)
+            (
+                "198.51.100.1",
+                "198.51.100.0/32",
+                "ip -4 route: 198.51.100.0/32 dev rail0 table 100 proto 234 scope link src 198.51.100.1",
+            ),
+            (
+                "198.51.100.9",
+                "203.0.113.0/31",
+                "ip -4 route: 203.0.113.0/31 dev rail0 table 100 proto 234 scope link src 198.51.100.9",
+            ),
+            (
+                "198.51.100.1",
+                "198.51.100.0/31",
+                "ip -4 route: 198.51.100.0/31 dev rail0 table 100 proto 234 scope link src 198.51.100.1",
+            ),
+            (
+                "2001:db8::1",
+                "2001:db8::2/128",
+                "ip -6 route: 2001:db8::2/128 dev rail0 table 100 proto 234 src 2001:db8::1 metric 1024",
+            ),
+        ];
+        for (local, peer, route) in cases {
+            let (gw, len) = peer.split_once('/').unwrap();
+            let host = [p2p("rail0", local, peer), addr("rail1", "198.51.100.11/24")];
+            for listed in [String::new(), format!("addresses = [\"{local}/{len}\"]\n")] {
+                let toml = format!("[[interface]]\nname = \"rail0\"\n{listed}gateway = \"{gw}\"\n");
+                let d = plan_on(&host, &toml).unwrap_or_else(|e| panic!("{toml}\n{e}"));
+                let lines: Vec<String> = d.routes.iter().map(crate::render::route_line).collect();
+                assert_eq!(lines.len(), 2, "{lines:#?}");
+                assert_eq!(lines[0], route);
+                assert_eq!(d.routes[1].gateway, Some(gw.parse().unwrap()), "{lines:#?}");
+                let local_set = BTreeSet::from([local.parse().unwrap()]);
+                let set = crate::behaviour::probes_for_desired(&d, &local_set);
+                assert!(set.skipped.is_empty(), "{set:#?}");
+                let to: Vec<(String, Option<IpAddr>)> =
+                    set.probes.iter().map(|p| (p.to.to_string(), p.expected_gateway)).collect();
+                assert_eq!(to[0], (gw.to_string(), None), "the peer itself: {to:?}");
+                assert_eq!(to[1].1, Some(gw.parse().unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn gateway_outside_a_host_prefix_without_peer_is_refused() {
+        let host = [addr("rail0", "198.51.100.7/32")];
+        let e = plan_on(&host, "[[interface]]\nname = \"rail0\"\ngateway = \"203.0.113.1\"\n").unwrap_err();
+        assert!(e.what.contains("gateway 203.0.113.1 of \"rail0\" is outside every subnet"), "{e}");
+        assert!(e.what.contains("198.51.100.7/32"), "{e}");
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((3, 11)));
+        // The same when the config lists the /32 (the config cannot tell it
+        // has no peer, so the host check decides).
+        let toml = "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.7/32\"]\ngateway = \"198.51.100.6\"\n";
+        let e = plan_on(&host, toml).unwrap_err();
+        assert!(e.what.contains("outside every subnet"), "{e}");
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((4, 11)));
+    }
+
+    /// The kernel makes no route for a /32 or /128 without a peer: the local
+    /// table delivers to it and there is no neighbour. Neither does plan, and
+    /// without a gateway its traffic falls through to main: say so.
+    #[test]
+    fn host_prefix_without_peer_has_no_connected_route() {
+        for (a, bare) in [("198.51.100.7/32", "198.51.100.7"), ("2001:db8::7/128", "2001:db8::7")] {
+            let host = [addr("rail1", a)];
+            let d = plan_on(&host, "[[interface]]\nname = \"rail1\"\n").unwrap();
+            assert!(d.routes.is_empty(), "{:#?}", d.routes);
+            assert_eq!(d.rules.len(), 1);
+            assert!(
+                d.warnings
+                    .iter()
+                    .any(|w| w.starts_with(&format!("{a} on rail1 has no peer")) && w.contains("table 100")),
+                "{:#?}",
+                d.warnings
+            );
+            let toml = format!("[[interface]]\nname = \"rail1\"\naddresses = [\"{bare}\"]\n");
+            assert!(plan_on(&host, &toml).unwrap().routes.is_empty());
+        }
+    }
+
+    /// BGP to the host: `ip addr add 198.51.100.7/32 dev rail0`, default
+    /// route `via 203.0.113.1 dev rail0 onlink`.
+    #[test]
+    fn onlink_gateway_for_a_host_address() {
+        let cases = [
+            (
+                "198.51.100.7/32",
+                "203.0.113.1",
+                "ip -4 route add default via 203.0.113.1 dev rail0 table 100 proto 234 scope global onlink",
+            ),
+            (
+                "2001:db8::7/128",
+                "2001:db8:ffff::1",
+                "ip -6 route add default via 2001:db8:ffff::1 dev rail0 table 100 proto 234 metric 1024 onlink",
+            ),
+        ];
+        for (a, gw, command) in cases {
+            let host = [addr("rail0", a)];
+            let gateway = format!("gateway = {{ address = \"{gw}\", onlink = true }}\n");
+            for listed in [String::new(), format!("addresses = [\"{a}\"]\n")] {
+                let d =
+                    plan_on(&host, &format!("[[interface]]\nname = \"rail0\"\n{listed}{gateway}")).unwrap();
+                assert_eq!(d.routes.len(), 1, "{:#?}", d.routes);
+                let op = crate::model::Op::AddRoute { route: d.routes[0].clone() };
+                assert_eq!(crate::render::command(&op), command);
+                assert_eq!(d.interfaces[0].onlink_gateways, [gw.parse::<IpAddr>().unwrap()]);
+                assert!(d.warnings.is_empty(), "{:#?}", d.warnings);
+                let local = BTreeSet::from([a.split('/').next().unwrap().parse::<IpAddr>().unwrap()]);
+                let set = crate::behaviour::probes_for_desired(&d, &local);
+                assert_eq!(set.probes.len(), 1, "{set:#?}");
+                assert_eq!(set.probes[0].expected_gateway, Some(gw.parse().unwrap()));
+                assert_ne!(set.probes[0].to, gw.parse::<IpAddr>().unwrap());
+                assert_eq!(set.skipped.len(), 1, "no peer on a bare /32: {set:#?}");
+            }
+            // Without `onlink` it is refused, with the way to say it.
+            let e = plan_on(&host, &format!("[[interface]]\nname = \"rail0\"\ngateway = \"{gw}\"\n"))
+                .unwrap_err();
+            assert!(e.what.contains("outside every subnet"), "{e}");
+            assert!(e.hint.contains("onlink = true"), "{e}");
+        }
+    }
+
+    #[test]
+    fn gateway_needs_an_address_of_its_family() {
+        // rail1 has IPv4 only: an IPv6 gateway (even link-local, even
+        // onlink) would make a default route no rule leads to.
+        let host = [addr("rail1", "198.51.100.11/24")];
+        for g in ["\"fe80::1\"", "{ address = \"2001:db8:ffff::1\", onlink = true }"] {
+            let e = plan_on(&host, &format!("[[interface]]\nname = \"rail1\"\ngateway = {g}\n")).unwrap_err();
+            assert!(e.what.contains("is IPv6 but the interface has no global IPv6 address"), "{e}");
+            assert_eq!(e.loc.map(|l| l.line), Some(3));
+        }
+    }
+
+    /// What `ip -6 addr` shows as `temporary`, `deprecated`, `dadfailed`.
+    fn flagged(ifname: &str, a: &str, flag: &str) -> Address {
+        let base = addr(ifname, a);
+        match flag {
+            "temporary" => Address { temporary: true, ..base },
+            "deprecated" => Address { deprecated: true, ..base },
+            "dadfailed" => Address { dad_failed: true, tentative: true, ..base },
+            _ => panic!("{flag}"),
+        }
+    }
+
+    #[test]
+    fn discovered_addresses_leave_out_deprecated_temporary_and_dad_failed() {
+        let host = [
+            addr("rail0", "198.51.100.10/24"),
+            flagged("rail0", "2001:db8:1::abcd/64", "temporary"),
+            addr("rail0", "2001:db8:1::10/64"),
+            flagged("rail0", "2001:db8:1::dead/64", "deprecated"),
+            flagged("rail0", "198.51.100.20/24", "deprecated"),
+            flagged("rail0", "2001:db8:2::bad/64", "dadfailed"),
+        ];
+        let d = plan_on(&host, "[[interface]]\nname = \"rail0\"\n").unwrap();
+        let a: Vec<String> = d.interfaces[0].addresses.iter().map(ToString::to_string).collect();
+        assert_eq!(a, ["198.51.100.10/24", "2001:db8:1::10/64"]);
+        assert_eq!(d.rules.len(), 2);
+        // No route for 2001:db8:2::/64, which only the dad-failed address is in.
+        assert!(!d.routes.iter().any(|r| r.dst.to_string() == "2001:db8:2::/64"), "{:#?}", d.routes);
+        for (left, why) in [
+            ("2001:db8:1::abcd/64", "is a temporary (privacy) address"),
+            ("2001:db8:1::dead/64", "is deprecated"),
+            ("198.51.100.20/24", "is deprecated"),
+            ("2001:db8:2::bad/64", "failed duplicate address detection"),
+        ] {
+            let w = d
+                .warnings
+                .iter()
+                .find(|w| w.starts_with(&format!("{left} on rail0 ")))
+                .unwrap_or_else(|| panic!("no warning names {left}: {:#?}", d.warnings));
+            assert!(w.contains(why) && w.contains("left out"), "{w}");
+        }
+        assert_eq!(d.warnings.len(), 4, "{:#?}", d.warnings);
+        // Nothing usable left: say what was left out.
+        let host = [flagged("rail1", "2001:db8:1::abcd/64", "temporary")];
+        let e = plan_on(&host, "[[interface]]\nname = \"rail1\"\n").unwrap_err();
+        assert!(
+            e.what.contains("no usable global address (left out: 2001:db8:1::abcd/64 (temporary))"),
+            "{e}"
+        );
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((2, 8)));
+    }
+
+    #[test]
+    fn listed_addresses_in_those_states() {
+        // Asked for by name: used, with a warning; but a duplicate found by
+        // DAD can never be a source, so that is an error where it is listed.
+        let host = [
+            flagged("rail0", "2001:db8:1::abcd/64", "temporary"),
+            flagged("rail0", "2001:db8:2::bad/64", "dadfailed"),
+        ];
+        let d =
+            plan_on(&host, "[[interface]]\nname = \"rail0\"\naddresses = [\"2001:db8:1::abcd\"]\n").unwrap();
+        assert_eq!(d.rules.len(), 1);
+        assert!(
+            d.warnings.iter().any(|w| w.starts_with("2001:db8:1::abcd/64 on rail0 is a temporary")),
+            "{:#?}",
+            d.warnings
+        );
+        let toml =
+            "[[interface]]\nname = \"rail0\"\naddresses = [\"2001:db8:1::abcd\", \"2001:db8:2::bad/64\"]\n";
+        let e = plan_on(&host, toml).unwrap_err();
+        assert!(
+            e.what.contains("address 2001:db8:2::bad/64 on \"rail0\" failed duplicate address detection"),
+            "{e}"
+        );
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((3, 34)));
+        assert!(e.hint.contains("ip addr del 2001:db8:2::bad/64 dev rail0"), "{e}");
+    }
+
+    /// The same address on two configured rails: two rules, the second never
+    /// matches. Refused whether each rail lists it or has it on the host, at
+    /// the rail where it was found (where `addresses` would settle it).
+    #[test]
+    fn an_address_on_two_configured_interfaces_is_refused() {
+        let two = |a: &str, b: &str| {
+            format!("[[interface]]\nname = \"rail0\"\n{a}[[interface]]\nname = \"rail1\"\n{b}")
+        };
+        for (same, other) in
+            [("198.51.100.10/24", "198.51.100.11/24"), ("2001:db8:1::10/64", "2001:db8:1::11/64")]
+        {
+            let ip = same.split('/').next().unwrap();
+            let host = [addr("rail0", same), addr("rail1", same), addr("rail1", other)];
+            let listed = format!("addresses = [\"{same}\"]\n");
+            // (rail0's key, rail1's key, expected position, rail to fix, message)
+            let cases = [
+                (
+                    "",
+                    "",
+                    (4, 8),
+                    "rail1",
+                    format!(
+                        "address {ip} is on interfaces \"rail0\" (found on the host: it lists no `addresses`) and \"rail1\" (found on the host: it lists no `addresses`)"
+                    ),
+                ),
+                (
+                    listed.as_str(),
+                    "",
+                    (5, 8),
+                    "rail1",
+                    format!(
+                        "address {ip} is on interfaces \"rail0\" (listed at 3:14) and \"rail1\" (found on the host"
+                    ),
+                ),
+                (
+                    "",
+                    listed.as_str(),
+                    (2, 8),
+                    "rail0",
+                    format!(
+                        "address {ip} is on interfaces \"rail0\" (found on the host: it lists no `addresses`) and \"rail1\" (listed at 5:14)"
+                    ),
+                ),
+            ];
+            for (a, b, at, fix, what) in cases {
+                let e = plan_on(&host, &two(a, b)).unwrap_err();
+                assert!(e.what.contains(&what), "{e}\nwanted: {what}");
+                assert_eq!(e.loc.map(|l| (l.line, l.col)), Some(at), "{e}");
+                assert!(e.hint.contains(&format!("list `addresses` for \"{fix}\" without it")), "{e}");
+                assert!(e.hint.contains(&format!("ip addr del {ip}/LEN")), "{e}");
+            }
+            // Listing the other address on rail1 settles it.
+            plan_on(&host, &two("", &format!("addresses = [\"{other}\"]\n"))).unwrap();
+        }
+        // IPv4 lets one interface hold an address twice, with two lengths.
+        let host = [addr("rail0", "198.51.100.10/24"), addr("rail0", "198.51.100.10/25")];
+        let e = plan_on(&host, "[[interface]]\nname = \"rail0\"\n").unwrap_err();
+        assert!(e.what.contains("address 198.51.100.10 is on interface \"rail0\" twice"), "{e}");
+    }
+
+    #[test]
+    fn discovered_addresses_get_the_checks_listed_ones_get() {
+        let cases = [
+            ("198.51.100.0/24", "the network address of 198.51.100.0/24"),
+            ("203.0.113.255/24", "the broadcast address of 203.0.113.0/24"),
+            ("198.51.100.3/30", "the broadcast address of 198.51.100.0/30"),
+        ];
+        for (a, why) in cases {
+            let host = [addr("rail0", "198.51.100.10/24"), addr("rail0", a)];
+            let e = plan_on(&host, "\n[[interface]]\nname = \"rail0\"\n").unwrap_err();
+            assert!(e.what.contains(&format!("interface \"rail0\" has address {a}, which is {why}")), "{e}");
+            assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((3, 8)));
+            assert!(e.hint.contains("list the ones to use in `addresses`"), "{e}");
+            // Listed, it is refused by the config with the same words.
+            let listed =
+                config::parse("t.toml", &format!("[[interface]]\nname = \"rail0\"\naddresses = [\"{a}\"]\n"));
+            assert!(listed.unwrap_err().what.contains(why));
+        }
+        // The length of a point-to-point address is its peer's: no network or
+        // broadcast address of the local one to speak of.
+        let host = [p2p("rail0", "198.51.100.0", "203.0.113.0/24")];
+        plan_on(&host, "[[interface]]\nname = \"rail0\"\n").unwrap();
     }
 }

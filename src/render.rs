@@ -115,6 +115,10 @@ fn route_spec(r: &Route) -> String {
     if r.metric != 0 {
         let _ = write!(s, " metric {}", r.metric);
     }
+    // Where `ip route show` prints the nexthop flags.
+    if r.onlink {
+        s.push_str(" onlink");
+    }
     s
 }
 
@@ -239,6 +243,22 @@ mod tests {
         assert_eq!(
             command(&Op::DelRoute { route: v6, raw: None }),
             "ip -6 route del 2001:db8:1::/64 dev rail0 table 100 proto 234 src 2001:db8:1::10 metric 1024"
+        );
+    }
+
+    #[test]
+    fn onlink_gateways_render_the_flag() {
+        let mut gw = Route::default_via(100, "203.0.113.1".parse().unwrap(), "rail0", 234);
+        gw.onlink = true;
+        assert_eq!(
+            command(&Op::AddRoute { route: gw }),
+            "ip -4 route add default via 203.0.113.1 dev rail0 table 100 proto 234 scope global onlink"
+        );
+        let mut v6 = Route::default_via(100, "2001:db8:ffff::1".parse().unwrap(), "rail0", 234);
+        v6.onlink = true;
+        assert_eq!(
+            route_line(&v6),
+            "ip -6 route: default via 2001:db8:ffff::1 dev rail0 table 100 proto 234 metric 1024 onlink"
         );
     }
 

@@ -189,7 +189,7 @@ impl Effects for Kernel<'_> {
                 .nl
                 .execute(op)
                 .await
-                .map_err(|e| StepFailure { errno: Some(Errno::from_raw(e.errno)), message: e.to_string() }),
+                .map_err(|e| StepFailure { errno: Some(e.errno), message: e.to_string() }),
         }
     }
 }

@@ -50,7 +50,8 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
         Some(s) => s.record()?,
         None if !crate::netns::can_admin_network() => {
             ctx.warn(format!(
-                "not run as root: the record of earlier runs under {} cannot be read, so routes and sysctls                  left by interfaces dropped from the config, and interrupted runs, are not checked",
+                "not run as root: the record of earlier runs under {} cannot be read, so routes and sysctls \
+                 left by interfaces dropped from the config, and interrupted runs, are not checked",
                 ctx.state_base.display()
             ));
             Record::default()
@@ -69,7 +70,8 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
                 .iter()
                 .filter(|w| !plan.overrides.iter().any(|o| w.starts_with(&o.describe())))
                 .for_each(|w| ctx.warn(w.clone()));
-            let traffic = probe_all(&nl, &desired).await?;
+            let (traffic, not_verified) = probe_all(&nl, &desired).await?;
+            not_verified.into_iter().for_each(|n| ctx.warn(n));
             build_report(&plan, traffic, &fix_all, &cfg.file)
         }
         // The config is valid (it parsed) but the host no longer matches it:
@@ -139,18 +141,14 @@ fn difference(op: &Op) -> Difference {
 }
 
 /// Asks the kernel, for every configured address, which way its traffic goes.
-async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<Vec<Verdict>, Error> {
+/// Also returns, as "not verified: ..." lines, the probes that could not be made.
+async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<(Vec<Verdict>, Vec<String>), Error> {
     let local = reconcile::local_addresses(nl).await?;
-    let probes: Vec<_> = desired
-        .interfaces
-        .iter()
-        .flat_map(|iface| {
-            iface.addresses.iter().flat_map(|addr| {
-                behaviour::probes_for(&iface.name, iface.table, addr, &iface.gateways, &local)
-            })
-        })
-        .collect();
-    Ok(reconcile::ask(nl, &probes).await)
+    let set = behaviour::probes_for_desired(desired, &local);
+    Ok((
+        reconcile::ask(nl, &set.probes).await,
+        set.skipped.iter().map(behaviour::Skipped::describe).collect(),
+    ))
 }
 
 fn print_human(r: &CheckReport) {

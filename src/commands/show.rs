@@ -12,7 +12,7 @@ use super::{Ctx, Done, connect, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::config::DEFAULT_PROTOCOL;
 use crate::error::{Error, exit};
-use crate::model::{Family, Prefix, Route, Rule, SysctlKey};
+use crate::model::{Family, Route, Rule, SysctlKey};
 use crate::netlink::Netlink;
 use crate::reconcile;
 use crate::say;
@@ -154,14 +154,7 @@ async fn probe(
         let Some(src) = rule.src.filter(|s| s.len == s.family().max_len()) else {
             continue;
         };
-        let in_table: Vec<&Route> = routes.iter().filter(|r| r.table == rule.table).collect();
-        let subnet = in_table
-            .iter()
-            .find(|r| r.gateway.is_none() && !r.dst.is_default() && r.dst.contains(&src.addr))
-            .map_or(Prefix::host(src.addr), |r| Prefix::new(src.addr, r.dst.len));
-        let gateways: Vec<IpAddr> =
-            in_table.iter().filter(|r| r.dst.is_default()).filter_map(|r| r.gateway).collect();
-        let probes = behaviour::probes_for(&iface.name, rule.table, &subnet, &gateways, local);
+        let probes = behaviour::probes_from_routes(&iface.name, rule.table, src.addr, routes, local).probes;
         out.extend(reconcile::ask(nl, &probes).await);
     }
     out
