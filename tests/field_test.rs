@@ -453,3 +453,88 @@ fn check_without_root_says_what_it_could_not_read() {
     let run = Run::of(outer).expect_code(EXIT_OK);
     run.expect_stderr(&["not run as root", "not checked"]);
 }
+
+// ---------------------------------------------------------------------------
+// 3 and 6. Probes apply can satisfy; point-to-point and onlink, end to end
+
+/// Two subnets on every rail, with a gateway: the off-subnet probe used to
+/// fall inside the second subnet (exit 3 forever, with "run apply").
+#[test]
+fn two_subnets_on_one_rail_check_in_sync() {
+    let tb = Testbed::builder().rails(2).build();
+    for (k, r) in tb.rails().iter().enumerate() {
+        tb.ip_host(&format!("addr add 203.0.113.{}/24 dev {}", 10 + k, r.name));
+    }
+    let text: String = tb
+        .rails()
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            format!(
+                "[[interface]]\nname = \"{}\"\naddresses = [\"{}\", \"203.0.113.{}/24\"]\ngateway = \"{GATEWAY_V4}\"\n",
+                r.name,
+                r.v4_cidr(),
+                10 + k
+            )
+        })
+        .collect();
+    let cfg = tb.write_config(&text);
+    tb.rr(&["apply", path_str(&cfg)]).expect_code(EXIT_OK);
+    let check = tb.rr(&["check", path_str(&cfg)]).expect_code(EXIT_OK);
+    check.expect_stdout(&["in sync", "lookups"]);
+    // The off-subnet probe really leaves by the gateway of its own rail.
+    let got = tb.route_get("198.18.0.1", "203.0.113.11");
+    assert!(got.contains(&format!("via {GATEWAY_V4} dev rail1")) && got.contains("table 101"), "{got}");
+}
+
+/// `198.51.100.1 peer 198.51.100.0/32` with the peer as gateway, and a bare
+/// /32 with a gateway reached onlink: apply takes both, check is in sync,
+/// the kernel routes by them, and rollback restores the host.
+#[test]
+fn point_to_point_and_onlink_gateways_apply_check_and_roll_back() {
+    require_root();
+    require_tools();
+    let ns = Netns::create(format!("rr-ft-p2p-{}", std::process::id()));
+    for (rail, peer) in [("rail0", "p0"), ("rail1", "p1")] {
+        ns.ip(&format!("link add {rail} type veth peer name {peer}"));
+        ns.ip(&format!("link set {rail} up"));
+        ns.ip(&format!("link set {peer} up"));
+    }
+    ns.ip("addr add 198.51.100.1 peer 198.51.100.0/32 dev rail0");
+    ns.ip("-6 addr add 2001:db8::1 peer 2001:db8::2/128 dev rail0 nodad");
+    ns.ip("addr add 198.51.100.7/32 dev rail1");
+    let dir = TempDir::create("ft-p2p");
+    let cfg = dir.path().join("p2p.toml");
+    fs::write(
+        &cfg,
+        "[[interface]]\nname = \"rail0\"\ngateway = [\"198.51.100.0\", \"2001:db8::2\"]\n\n\
+         [[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.7/32\"]\n\
+         gateway = { address = \"203.0.113.1\", onlink = true }\n",
+    )
+    .unwrap();
+    let rr = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
+        cmd.arg("--netns").arg(ns.name()).args(args).env("ROCE_ROUTE_STATE_DIR", dir.path().join("state"));
+        cmd.stdin(Stdio::null());
+        Run::of(cmd)
+    };
+    let dump = || {
+        ns.ip("-4 rule")
+            + &ns.ip("-6 rule")
+            + &ns.ip("route show table all")
+            + &ns.ip("-6 route show table all")
+    };
+    let before = dump();
+    rr(&["apply", path_str(&cfg)]).expect_code(EXIT_OK);
+    rr(&["apply", path_str(&cfg)]).expect_code(EXIT_OK).expect_stdout(&["in sync"]);
+    rr(&["check", path_str(&cfg)])
+        .expect_code(EXIT_OK)
+        .expect_stderr(&["not verified: traffic from 198.51.100.7"]);
+    let via_peer = ns.ip("route get 198.18.0.1 from 198.51.100.1");
+    assert!(via_peer.contains("via 198.51.100.0 dev rail0 table 100"), "{via_peer}");
+    let onlink = ns.ip("route get 198.18.0.1 from 198.51.100.7");
+    assert!(onlink.contains("via 203.0.113.1 dev rail1 table 101"), "{onlink}");
+    assert!(ns.ip("route show table 101").contains("onlink"), "{}", ns.ip("route show table 101"));
+    rr(&["rollback"]).expect_code(EXIT_OK);
+    assert_dump_eq(&before, &dump(), "rollback of the point-to-point and onlink setup");
+}
