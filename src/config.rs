@@ -10,7 +10,7 @@
 //! Every error names the file, the line and column of the offending value,
 //! the key or interface it belongs to, and a hint saying how to fix it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr};
@@ -125,7 +125,12 @@ pub struct Interface {
     pub addresses: Option<Vec<AddrSpec>>,
     /// At most one per family.
     pub gateways: Vec<Gateway>,
+    /// The `table` given, or table_base + position until the host is read:
+    /// then `reconcile` keeps the table the interface had at the last apply
+    /// or gives it the lowest free one (`plan::assign_tables`).
     pub table: u32,
+    /// Whether `table` was written in the config (it then always wins).
+    pub table_explicit: bool,
     /// Of the `table` value if given, else of `name`.
     pub table_loc: Loc,
     pub priority: u32,
@@ -388,14 +393,63 @@ pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
             "add one [[interface]] table per RDMA NIC, e.g. [[interface]] name = \"ib0\"",
         ));
     }
-    let interfaces = raw
-        .interface
-        .into_iter()
-        .enumerate()
-        .map(|(pos, ri)| cx.interface(ri, pos, &defaults))
-        .collect::<Result<Vec<_>, _>>()?;
+    let interfaces =
+        raw.interface.into_iter().map(|ri| cx.interface(ri, &defaults)).collect::<Result<Vec<_>, _>>()?;
     cx.check_across(&interfaces)?;
-    Ok(Config { file: file.to_string(), defaults, interfaces })
+    let mut cfg = Config { file: file.to_string(), defaults, interfaces };
+    // Provisional tables, before the host is read: the lowest free ones.
+    assign_tables(&mut cfg, &BTreeMap::new(), &|_, _| false)?;
+    Ok(cfg)
+}
+
+/// Gives every interface without an explicit `table` its table: the one it
+/// had at the last apply (`kept`, by interface name) unless an explicit
+/// table claims it, else the lowest id from `table_base` that is not
+/// reserved, not taken by another interface of the config and not
+/// `occupied(table, interface)` (used by routes or rules roce-route does
+/// not own that are not that interface's own, as a hand-made setup of the
+/// classic guide is). So an interface keeps its table across config edits:
+/// dropping a rail never renumbers the others. Pure.
+pub fn assign_tables(
+    cfg: &mut Config,
+    kept: &BTreeMap<String, u32>,
+    occupied: &dyn Fn(u32, &str) -> bool,
+) -> Result<(), ConfigError> {
+    let mut taken: BTreeSet<u32> =
+        cfg.interfaces.iter().filter(|i| i.table_explicit).map(|i| i.table).collect();
+    let mut unassigned = Vec::new();
+    for (k, iface) in cfg.interfaces.iter_mut().enumerate().filter(|(_, i)| !i.table_explicit) {
+        match kept.get(&iface.name).filter(|t| !taken.contains(t) && reserved_table(**t).is_none()) {
+            Some(t) => {
+                iface.table = *t;
+                taken.insert(*t);
+            }
+            None => unassigned.push(k),
+        }
+    }
+    let mut next = cfg.defaults.table_base;
+    for k in unassigned {
+        let name = cfg.interfaces[k].name.clone();
+        while taken.contains(&next) || occupied(next, &name) || reserved_table(next).is_some() {
+            next = next.checked_add(1).ok_or_else(|| {
+                let iface = &cfg.interfaces[k];
+                ConfigError::at(
+                    &cfg.file,
+                    Some(iface.loc),
+                    format!(
+                        "interface \"{}\": no free table from table_base {} up to {}",
+                        iface.name,
+                        cfg.defaults.table_base,
+                        u32::MAX
+                    ),
+                    "set `table` on this interface, or lower table_base in [defaults]",
+                )
+            })?;
+        }
+        cfg.interfaces[k].table = next;
+        taken.insert(next);
+    }
+    Ok(())
 }
 
 /// What every check needs: the file name for messages and the text for
@@ -524,14 +578,16 @@ impl Ctx<'_> {
 
     // --- [[interface]] ----------------------------------------------------
 
-    fn interface(&self, raw: RawInterface, pos: usize, d: &Defaults) -> Res<Interface> {
+    fn interface(&self, raw: RawInterface, d: &Defaults) -> Res<Interface> {
         let loc = self.loc(&raw.name);
         self.check_ifname(&raw.name)?;
         let name = raw.name.get_ref().clone();
         let who = format!("interface \"{name}\"");
+        let table_explicit = raw.table.is_some();
+        // Without `table`: given by `assign_tables` once every interface is read.
         let (table, table_loc) = match &raw.table {
             Some(v) => (self.explicit_table(v, &who)?, self.loc(v)),
-            None => (self.computed_table(d.table_base, pos, &who, loc)?, loc),
+            None => (d.table_base, loc),
         };
         let (priority, priority_loc) = match &raw.priority {
             Some(v) => (self.priority(v, &who)?, self.loc(v)),
@@ -546,7 +602,18 @@ impl Ctx<'_> {
         for gw in &gateways {
             self.check_on_link(gw, addresses.as_deref(), &who)?;
         }
-        Ok(Interface { name, loc, addresses, gateways, table, table_loc, priority, priority_loc, sysctls })
+        Ok(Interface {
+            name,
+            loc,
+            addresses,
+            gateways,
+            table,
+            table_explicit,
+            table_loc,
+            priority,
+            priority_loc,
+            sysctls,
+        })
     }
 
     fn check_ifname(&self, name: &Str) -> Res<()> {
@@ -563,32 +630,6 @@ impl Ctx<'_> {
                 self.loc(v),
                 format!("{who}: table = {t} is reserved by the kernel ({kind})"),
                 "tables 0, 253, 254 and 255 are the kernel's; pick another id, e.g. 100",
-            )),
-            None => Ok(t),
-        }
-    }
-
-    fn computed_table(&self, base: u32, pos: usize, who: &str, loc: Loc) -> Res<u32> {
-        let hint = "set `table` on this interface, or change table_base in [defaults]";
-        let sum = u32::try_from(pos).ok().and_then(|p| base.checked_add(p));
-        let Some(t) = sum else {
-            return Err(self.err(
-                loc,
-                format!(
-                    "{who}: table_base {base} + position {pos} overflows the largest table id {}",
-                    u32::MAX
-                ),
-                hint,
-            ));
-        };
-        match reserved_table(t) {
-            Some(kind) => Err(self.err(
-                loc,
-                format!(
-                    "{who} gets table {t} (table_base {base} + position {pos}), which is \
-                     reserved by the kernel ({kind})"
-                ),
-                hint,
             )),
             None => Ok(t),
         }
@@ -771,8 +812,9 @@ impl Ctx<'_> {
         }
     }
 
+    /// Explicit tables are unique; the others are given at apply time.
     fn check_unique_tables(&self, ifaces: &[Interface]) -> Res<()> {
-        match first_duplicate(ifaces.iter().map(|i| (i.table, i))) {
+        match first_duplicate(ifaces.iter().filter(|i| i.table_explicit).map(|i| (i.table, i))) {
             Some((first, second)) => Err(self.err(
                 second.table_loc,
                 format!(
@@ -780,7 +822,7 @@ impl Ctx<'_> {
                     first.name, first.table_loc, second.name, second.table
                 ),
                 "each interface needs its own table: change `table`, or leave it out to get \
-                 table_base + the interface's position",
+                 a free table from table_base",
             )),
             None => Ok(()),
         }
@@ -1195,8 +1237,10 @@ mod tests {
         assert_eq!(ib1.loc, loc(23, 8));
         assert_eq!(ib1.addresses, None);
         assert_eq!(ib1.gateways, vec![Gateway { addr: ip("fe80::1"), loc: loc(24, 11), onlink: false }]);
-        // Position 1 in the file: table_base + 1; the rest from [defaults].
-        assert_eq!((ib1.table, ib1.table_loc), (201, ib1.loc));
+        // No `table`: the lowest free from table_base (ib0's 100 is below
+        // it); the rest from [defaults].
+        assert_eq!((ib1.table, ib1.table_loc), (200, ib1.loc));
+        assert!(ib0.table_explicit && !ib1.table_explicit);
         assert_eq!((ib1.priority, ib1.priority_loc), (900, ib1.loc));
         assert_eq!(ib1.sysctls, c.defaults.sysctls);
         let ib2 = &c.interfaces[2];
@@ -1247,7 +1291,7 @@ mod tests {
             ])
         );
         let b = &c.interfaces[1];
-        assert_eq!((b.table, b.priority), (11, 5));
+        assert_eq!((b.table, b.priority), (10, 5));
         assert_eq!(
             b.sysctls,
             sysctls(&[(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2), (SysctlKey::RpFilter, 1),])
@@ -1652,9 +1696,10 @@ mod tests {
     fn duplicate_tables() {
         let text = "[[interface]]\nname = \"a\"\ntable = 7\n[[interface]]\nname = \"b\"\ntable = 7\n";
         assert_err(text, 6, 9, &["interfaces \"a\" (at 3:9) and \"b\" both use table 7"]);
-        // An explicit table colliding with a computed one (100 + 0).
+        // An explicit table wins over a given one: "a" takes the next free.
         let text = "[[interface]]\nname = \"a\"\n[[interface]]\nname = \"b\"\ntable = 100\n";
-        assert_err(text, 5, 9, &["interfaces \"a\" (at 2:8) and \"b\" both use table 100"]);
+        let c = ok(text);
+        assert_eq!((c.interfaces[0].table, c.interfaces[1].table), (101, 100));
     }
 
     #[test]
@@ -1662,22 +1707,45 @@ mod tests {
         for (t, kind) in [(0, "unspecified"), (253, "`default`"), (254, "`main`"), (255, "`local`")] {
             assert_err(&iface(&format!("table = {t}\n")), 3, 9, &[&format!("table = {t} is reserved"), kind]);
         }
-        // Computed: 251 + position 2.
+        // Given tables skip the kernel's reserved ones.
         let text = format!("[defaults]\ntable_base = 251\n{}", named(&["a", "b", "c"]));
-        assert_err(
-            &text,
-            8,
-            8,
-            &["interface \"c\" gets table 253 (table_base 251 + position 2)", "`default`"],
-        );
-        let text = "[defaults]\ntable_base = 254\n[[interface]]\nname = \"a\"\n";
-        assert_err(text, 4, 8, &["table 254 (table_base 254 + position 0)", "`main`"]);
+        let tables: Vec<u32> = ok(&text).interfaces.iter().map(|i| i.table).collect();
+        assert_eq!(tables, [251, 252, 256]);
         let text = "[defaults]\ntable_base = 0\n[[interface]]\nname = \"a\"\n";
-        assert_err(text, 4, 8, &["table 0 (table_base 0 + position 0)"]);
-        // An explicit table avoids the computed reserved one.
+        assert_eq!(ok(text).interfaces[0].table, 1);
         let text = format!("[defaults]\ntable_base = 0\n{}table = 5\n", named(&["a"]));
         let text = format!("{text}{}", named(&["b"]));
         assert_eq!(ok(&text).interfaces[1].table, 1);
+    }
+
+    #[test]
+    fn tables_stay_with_their_interfaces() {
+        let four = named(&["rail0", "rail1", "rail2", "rail3"]);
+        let mut c = ok(&four);
+        let tables = |c: &Config| c.interfaces.iter().map(|i| (i.name.clone(), i.table)).collect::<Vec<_>>();
+        let kept: BTreeMap<String, u32> = tables(&c).into_iter().collect();
+        assert_eq!(kept.values().copied().collect::<Vec<_>>(), [100, 101, 102, 103]);
+        // rail1 dropped: rail2 and rail3 keep 102 and 103.
+        let mut three = ok(&named(&["rail0", "rail2", "rail3"]));
+        assign_tables(&mut three, &kept, &|_, _| false).unwrap();
+        assert_eq!(tables(&three), [("rail0".into(), 100), ("rail2".into(), 102), ("rail3".into(), 103)]);
+        // A new rail takes the lowest free table not used by foreign
+        // entries of another interface (101: foreign entries of rail1).
+        let mut five = ok(&named(&["rail0", "rail2", "rail3", "rail4", "rail5"]));
+        assign_tables(&mut five, &kept, &|t, i| t == 101 && i != "rail1").unwrap();
+        let got: Vec<u32> = five.interfaces.iter().map(|i| i.table).collect();
+        assert_eq!(got, [100, 102, 103, 104, 105]);
+        // A hand-made table of the interface itself is its own (adoption).
+        let mut fresh = ok(&named(&["rail0", "rail1"]));
+        assign_tables(&mut fresh, &BTreeMap::new(), &|t, i| t == 100 && i != "rail0").unwrap();
+        assert_eq!(tables(&fresh), [("rail0".into(), 100), ("rail1".into(), 101)]);
+        // An explicit table always wins, even over a kept one.
+        let text = format!("{}table = 101\n{}", named(&["rail9"]), named(&["rail1"]));
+        let mut c2 = ok(&text);
+        assign_tables(&mut c2, &kept, &|_, _| false).unwrap();
+        assert_eq!(tables(&c2), [("rail9".into(), 101), ("rail1".into(), 100)]);
+        assign_tables(&mut c, &kept, &|_, _| false).unwrap();
+        assert_eq!(tables(&c), kept.into_iter().collect::<Vec<_>>());
     }
 
     #[test]
@@ -1692,7 +1760,7 @@ mod tests {
         );
         assert_eq!(ok(&iface("table = 4294967295\n")).interfaces[0].table, u32::MAX);
         let text = format!("[defaults]\ntable_base = 4294967295\n{}", named(&["a", "b"]));
-        assert_err(&text, 6, 8, &["interface \"b\": table_base 4294967295 + position 1 overflows"]);
+        assert_err(&text, 6, 8, &["interface \"b\": no free table from table_base 4294967295"]);
     }
 
     // --- priority, protocol, sysctls ----------------------------------------

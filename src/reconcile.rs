@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use anyhow::{Context, Result};
 
-use crate::config::Config;
+use crate::config::{self, Config};
 use crate::diff::{self, Observed, Plan};
 use crate::error::Error;
 use crate::model::{Family, RESERVED_TABLES, SysctlKey};
@@ -27,10 +27,68 @@ pub async fn reconcile(
     record: &Record,
 ) -> Result<(Desired, Plan), Error> {
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
-    let desired = plan::plan(cfg, nl.links(), &addrs)?;
+    let cfg = resolve_tables(nl, cfg, record, &addrs).await?;
+    let desired = plan::plan(&cfg, nl.links(), &addrs)?;
     let observed = observe(nl, &desired, record).await?;
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan))
+}
+
+/// The config with every interface's table given (`config::assign_tables`):
+/// kept from the last apply, or the lowest table from table_base that no
+/// foreign route or rule of another interface uses. A table is checked for
+/// foreign routes only when it is about to be given out (a table-filtered
+/// dump each), so a large main table is never read.
+async fn resolve_tables(
+    nl: &Netlink,
+    cfg: &Config,
+    record: &Record,
+    addrs: &[crate::model::Address],
+) -> Result<Config, Error> {
+    let ours = |p: u8| p == cfg.defaults.protocol || record.protocols.contains(&p);
+    let owner_of = |ip: &IpAddr| addrs.iter().find(|a| a.addr.addr == *ip).map(|a| a.ifname.clone());
+    // Table -> the interfaces its foreign entries belong to (None: none).
+    let mut foreign: BTreeMap<u32, BTreeSet<Option<String>>> = BTreeMap::new();
+    for r in nl.rules().await.context("cannot read the policy rules")? {
+        if !ours(r.item.protocol) && r.item.table != 0 {
+            let owner = r.item.src.and_then(|s| owner_of(&s.addr));
+            foreign.entry(r.item.table).or_default().insert(owner);
+        }
+    }
+    let mut checked: BTreeSet<u32> = BTreeSet::new();
+    loop {
+        let mut resolved = cfg.clone();
+        let occupied = |t: u32, iface: &str| {
+            foreign.get(&t).is_some_and(|owners| owners.iter().any(|o| o.as_deref() != Some(iface)))
+        };
+        config::assign_tables(&mut resolved, &record.assigned, &occupied)?;
+        let fresh: BTreeSet<u32> = resolved
+            .interfaces
+            .iter()
+            .filter(|i| !i.table_explicit && record.assigned.get(&i.name) != Some(&i.table))
+            .map(|i| i.table)
+            .filter(|t| !checked.contains(t))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(resolved);
+        }
+        for r in routes_of_tables(nl, &fresh).await? {
+            if !ours(r.item.protocol) {
+                foreign.entry(r.item.table).or_default().insert(r.item.oif.clone());
+            }
+        }
+        checked.extend(fresh);
+    }
+}
+
+/// The tables given to interfaces without an explicit `table`, to record.
+pub fn assignments(cfg: &Config, desired: &Desired) -> BTreeMap<String, u32> {
+    desired
+        .interfaces
+        .iter()
+        .filter(|pi| cfg.interfaces.iter().any(|i| i.name == pi.name && !i.table_explicit))
+        .map(|pi| (pi.name.clone(), pi.table))
+        .collect()
 }
 
 /// Reads what the diff needs: every rule, the routes of the tables

@@ -104,13 +104,14 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
             }
             return Ok(Done::new(exit::OK, false, ApplyReport::new(&plan, false)));
         }
-        let header = transaction::header_for(
+        let mut header = transaction::header_for(
             "apply",
             Some(cfg.file.clone()),
             cfg.defaults.protocol,
             &plan.ops,
             &record,
         );
+        header.assigned = reconcile::assignments(&cfg, &desired);
         let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
         let result = transaction::begin(&env, &plan.ops, header).await;
         match result {

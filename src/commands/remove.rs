@@ -79,6 +79,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     }
     let mut header = transaction::header_for("remove", None, 0, &ops, &record);
     header.protocols = record.protocols.iter().copied().collect();
+    header.assigned = record.assigned.clone();
     let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
     transaction::begin(&env, &ops, header).await?.commit()?;
     // Only the remove's own journal stays: `rollback` undoes the remove.

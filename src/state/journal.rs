@@ -44,6 +44,9 @@ pub struct JournalHeader {
     /// `protocol` (a remove records them so that its undo owns them again).
     #[serde(default)]
     pub protocols: Vec<u8>,
+    /// The tables interfaces got without an explicit `table` (apply).
+    #[serde(default)]
+    pub assigned: std::collections::BTreeMap<String, u32>,
     /// How many step lines follow; fewer, or a damaged one, is corruption
     /// rather than a torn append.
     #[serde(default)]
@@ -64,6 +67,7 @@ impl JournalHeader {
             released_origins: Vec::new(),
             tables: Vec::new(),
             protocols: Vec::new(),
+            assigned: Default::default(),
             steps: None,
         }
     }

@@ -152,6 +152,10 @@ pub struct Record {
     /// also after `[defaults] protocol` changed.
     #[serde(default)]
     pub protocols: BTreeSet<u8>,
+    /// The table each interface got (without an explicit `table`): it
+    /// keeps it across config edits.
+    #[serde(default)]
+    pub assigned: BTreeMap<String, u32>,
 }
 
 impl Record {
@@ -160,6 +164,7 @@ impl Record {
         self.origins.on_start(&run_origins(header));
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
+        self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
     }
 
     /// Once every step of the run is made.
@@ -169,6 +174,7 @@ impl Record {
             // Nothing of roce-route's is left.
             self.tables.clear();
             self.protocols.clear();
+            self.assigned.clear();
         }
     }
 
@@ -177,6 +183,7 @@ impl Record {
         self.origins.on_undo(&run_origins(header));
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
+        self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
     }
 }
 
