@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Live, Op, RawBytes, Route, RouteKey, Rule, Sysctl, SysctlKey};
+use crate::model::{Live, Op, Prefix, RawBytes, Route, RouteKey, Rule, Sysctl, SysctlKey};
 use crate::plan::Desired;
 use crate::render;
 use crate::state::Origins;
@@ -180,19 +180,26 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
     let ours = |p: u8| live.owns(desired, p);
     let sources = desired.source_addresses();
     let present: BTreeSet<&Rule> = live.rules.iter().map(|r| &r.item).collect();
-    for want in &desired.rules {
-        if !present.contains(want) {
-            plan.ops.push(Op::AddRule { rule: want.clone(), raw: None });
-        }
-    }
+    let missing: Vec<&Rule> = desired.rules.iter().filter(|w| !present.contains(w)).collect();
     let wanted: BTreeSet<&Rule> = desired.rules.iter().collect();
+    let del = |r: &Live<Rule>| Op::DelRule { rule: r.item.clone(), raw: Some(RawBytes(r.raw.clone())) };
+    // An owned rule the kernel would take for a missing one (it has every
+    // selector of it and more) goes first: while both exist, the add
+    // fails with EEXIST or the undo of the add deletes the older rule.
+    let confusable = |r: &Live<Rule>| {
+        ours(r.item.protocol)
+            && !wanted.contains(&r.item)
+            && missing.iter().any(|w| kernel_may_confuse(w, &r.item))
+    };
+    plan.ops.extend(live.rules.iter().filter(|r| confusable(r)).map(del));
+    plan.ops.extend(missing.iter().map(|w| Op::AddRule { rule: (*w).clone(), raw: None }));
     for r in &live.rules {
-        if wanted.contains(&r.item) {
+        if wanted.contains(&r.item) || confusable(r) {
             continue;
         }
-        let raw = Some(RawBytes(r.raw.clone()));
         if ours(r.item.protocol) {
-            plan.ops.push(Op::DelRule { rule: r.item.clone(), raw });
+            plan.ops.push(del(r));
+            warn_order_after_undo(live, r, &ours, &mut plan.warnings);
             continue;
         }
         // `not from ADDR` selects everything but ADDR: no conflict.
@@ -204,10 +211,65 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
                 why: format!("a rule not owned by roce-route selects source {}", r.item.src.unwrap().addr),
             });
             if adopt {
-                plan.ops.push(Op::DelRule { rule: r.item.clone(), raw });
+                plan.ops.push(del(r));
             }
         }
     }
+}
+
+/// The kernel adds a rule after every rule of its priority, so the undo of
+/// a delete puts the rule back behind the foreign rules that followed it
+/// at the same priority: when one of them can catch the same traffic, a
+/// rollback would change which rule matches first. Say so before.
+fn warn_order_after_undo(
+    live: &Observed,
+    deleted: &Live<Rule>,
+    ours: &dyn Fn(u8) -> bool,
+    warnings: &mut Vec<String>,
+) {
+    let d = &deleted.item;
+    let after = live.rules.iter().skip_while(|r| !std::ptr::eq(*r, deleted)).skip(1);
+    let overlaps = |f: &Rule| {
+        f.family == d.family
+            && match (f.src, d.src) {
+                (None, _) | (_, None) => true,
+                (Some(a), Some(b)) => a.contains(&b.addr) || b.contains(&a.addr),
+            }
+    };
+    for f in after.filter(|f| f.item.priority == d.priority && !ours(f.item.protocol) && overlaps(&f.item)) {
+        warnings.push(format!(
+            "`{}` (not roce-route's) shares priority {} with `{}`, which this run deletes: a rollback \
+             re-adds that rule after it (the kernel appends), so the foreign rule would match first; \
+             give the foreign rule another priority",
+            render::rule_line(&f.item),
+            d.priority,
+            render::rule_line(d)
+        ));
+    }
+}
+
+/// Whether a request naming `asked` could match `live` in the kernel:
+/// `fib_rules.c` finds a rule to delete (`rule_find`), and refuses an add
+/// as existing (`rule_exists`), comparing only the selectors the request
+/// gives. A live rule with every selector of `asked` and more is taken for
+/// it.
+pub fn kernel_may_confuse(asked: &Rule, live: &Rule) -> bool {
+    let given = |a: Option<Prefix>, l: Option<Prefix>| a.is_none_or(|p| p.len == 0 || l == Some(p));
+    let given_eq = |a: &Option<String>, l: &Option<String>| a.is_none() || a == l;
+    let given_u32 = |a: Option<u32>, l: Option<u32>| a.is_none_or(|v| v == 0 || l == Some(v));
+    asked != live
+        && asked.family == live.family
+        && asked.priority == live.priority
+        && (asked.action == 0 || asked.action == live.action)
+        && (asked.table == 0 || asked.table == live.table)
+        && (asked.protocol == 0 || asked.protocol == live.protocol)
+        && (asked.tos == 0 || asked.tos == live.tos)
+        && given(asked.src, live.src)
+        && given(asked.dst, live.dst)
+        && given_eq(&asked.iif, &live.iif)
+        && given_eq(&asked.oif, &live.oif)
+        && given_u32(asked.fwmark, live.fwmark)
+        && given_u32(asked.fwmask, live.fwmask)
 }
 
 fn diff_sysctls(desired: &Desired, live: &Observed, plan: &mut Plan) {
@@ -398,6 +460,42 @@ mod tests {
             "{:?}",
             p.warnings
         );
+    }
+
+    #[test]
+    fn an_owned_rule_with_more_selectors_is_deleted_before_the_add() {
+        let d = desired(1);
+        let mut live = applied(&d);
+        let wider = Rule { iif: Some("lo".into()), ..d.rules[0].clone() };
+        live.rules = vec![self::live(wider)];
+        let p = diff(&d, &live, false);
+        assert_eq!(kinds(&p), ["del_rule", "add_rule"], "the kernel would take the old rule for the new one");
+        // Unrelated owned rules are still deleted after the adds.
+        let mut other = d.rules[0].clone();
+        other.src = Some(Prefix::host("198.51.100.99".parse().unwrap()));
+        live.rules = vec![self::live(other)];
+        assert_eq!(kinds(&diff(&d, &live, false)), ["add_rule", "del_rule"]);
+        assert!(!kernel_may_confuse(&d.rules[0], &d.rules[0]));
+    }
+
+    #[test]
+    fn a_foreign_rule_after_a_deleted_one_at_its_priority_is_warned() {
+        let d2 = desired(2);
+        let mut live = applied(&d2);
+        let foreign = Rule {
+            src: Some(Prefix::new("198.51.100.0".parse().unwrap(), 24)),
+            ..rule(1000, "198.51.100.0", 50, 4)
+        };
+        live.rules.push(self::live(foreign));
+        let p = diff(&desired(1), &live, false);
+        assert!(
+            p.warnings.iter().any(|w| w.contains("shares priority 1000") && w.contains("lookup 50")),
+            "{:?}",
+            p.warnings
+        );
+        // At another priority it cannot come first: no warning.
+        live.rules.last_mut().unwrap().item.priority = 2000;
+        assert!(diff(&desired(1), &live, false).warnings.is_empty());
     }
 
     #[test]
