@@ -11,15 +11,14 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    Background, GATEWAY_V4, GATEWAY_V6, PEER_V4, PEER_V6, Run, SUBNET_V4, Testbed, assert_dump_eq,
-    canonical_lines, describe, describe_output, field_after, path_str,
+    Background, GATEWAY_V4, GATEWAY_V6, Nobody, PEER_V4, PEER_V6, Run, SUBNET_V4, Testbed, assert_dump_eq,
+    canonical_lines, describe_output, describe_with_config, field_after, path_str, toml_str,
 };
 
 /// The protocol number roce-route marks its routes and rules with.
@@ -27,52 +26,15 @@ const OURS: &str = "proto 234";
 /// Outside every rail subnet: only a default route reaches it.
 const REMOTE_V4: &str = "203.0.113.1";
 const REMOTE_V6: &str = "2001:db8:ffff::1";
-/// What `setpriv` switches to for the unprivileged runs (nobody/nogroup).
-const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
 
 // ---------------------------------------------------------------------------
 // Running roce-route
-
-/// `roce-route --netns <host ns> ARGS`, ready to run or spawn.
-fn roce_route_cmd(tb: &Testbed, args: &[&str]) -> Command {
-    let mut cmd = tb.roce_route_command();
-    cmd.args(args);
-    cmd
-}
-
-/// How a run is shown in failure messages: the command line and the config.
-fn describe_run(cmd: &Command, config: &Path) -> String {
-    let text = fs::read_to_string(config).unwrap_or_else(|e| format!("<unreadable: {e}>"));
-    format!("`{}`\n--- {} ---\n{text}", describe(cmd), config.display())
-}
-
-/// `apply FLAGS CONFIG` in the host namespace.
-fn apply(tb: &Testbed, config: &Path, flags: &[&str]) -> Run {
-    let mut args = vec!["apply"];
-    args.extend(flags);
-    args.push(path_str(config));
-    let cmd = roce_route_cmd(tb, &args);
-    let what = describe_run(&cmd, config);
-    Run::with_what(cmd, what)
-}
-
-/// Writes `toml` to a new config file; applies it with `flags`.
-fn apply_toml(tb: &Testbed, toml: &str, flags: &[&str]) -> Run {
-    apply(tb, &tb.write_config(toml), flags)
-}
-
-/// Applies `toml`, which must succeed; returns the config's path.
-fn apply_ok(tb: &Testbed, toml: &str) -> PathBuf {
-    let config = tb.write_config(toml);
-    apply(tb, &config, &[]).expect_code(0);
-    config
-}
 
 /// `apply --dry-run FLAGS CONFIG`, which must succeed: the script printed.
 fn dry_run(tb: &Testbed, config: &Path, flags: &[&str]) -> String {
     let mut all = vec!["--dry-run"];
     all.extend(flags);
-    apply(tb, config, &all).expect_code(0).stdout()
+    tb.apply(config, &all).expect_code(0).stdout()
 }
 
 /// The command lines of a dry-run script (lines not starting with '#').
@@ -92,10 +54,11 @@ fn run_script(tb: &Testbed, script: &str) {
     );
 }
 
-/// A repeated apply says "in sync" and changes nothing.
-fn assert_in_sync(tb: &Testbed, config: &Path, flags: &[&str]) {
+/// A repeated apply says "in sync" and changes nothing. (Not the check
+/// command's verdict: that is lifecycle.rs's `assert_check_in_sync`.)
+fn assert_reapply_in_sync(tb: &Testbed, config: &Path, flags: &[&str]) {
     let before = tb.dump();
-    let run = apply(tb, config, flags).expect_code(0);
+    let run = tb.apply(config, flags).expect_code(0);
     assert!(run.stdout().contains("in sync"), "a repeated apply should say it is in sync:\n{}", run.report());
     assert_dump_eq(&before, &tb.dump(), "a repeated apply changed the host");
 }
@@ -232,7 +195,7 @@ fn assert_dry_run_exact(a: &Testbed, b: &Testbed, toml: &str, flags: &[&str]) ->
     let script = dry_run(a, &config_a, flags);
     assert!(!commands(&script).is_empty(), "the dry-run printed no command:\n{script}");
     run_script(a, &script);
-    apply_toml(b, toml, flags).expect_code(0);
+    b.apply(&b.write_config(toml), flags).expect_code(0);
     assert_dump_eq(
         &portable_dump(b),
         &portable_dump(a),
@@ -241,7 +204,7 @@ fn assert_dry_run_exact(a: &Testbed, b: &Testbed, toml: &str, flags: &[&str]) ->
              --- script ---\n{script}"
         ),
     );
-    assert_in_sync(a, &config_a, flags);
+    assert_reapply_in_sync(a, &config_a, flags);
     script
 }
 
@@ -257,7 +220,7 @@ fn apply_fixes_routing_arp_and_replies_on_every_rail() {
         assert_eq!(tb.route_get_dev(PEER_V6, v6), "rail0", "before apply, from {v6}");
     }
 
-    apply_ok(&tb, &tb.config_toml());
+    tb.apply_ok(&tb.standard_config());
     assert_fixed(&tb);
 }
 
@@ -267,8 +230,9 @@ fn apply_fixes_routing_arp_and_replies_on_every_rail() {
 #[test]
 fn a_second_apply_is_in_sync_and_changes_nothing() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
-    let config = apply_ok(&tb, &tb.config_toml());
-    assert_in_sync(&tb, &config, &[]);
+    let config = tb.standard_config();
+    tb.apply_ok(&config);
+    assert_reapply_in_sync(&tb, &config, &[]);
 
     let script = dry_run(&tb, &config, &[]);
     assert!(commands(&script).is_empty(), "a dry-run after apply should print only comments:\n{script}");
@@ -300,7 +264,7 @@ fn dropping_a_rail_removes_its_entries_and_leaves_foreign_ones() {
     let foreign = add_foreign_entries(&tb);
     assert!(foreign.iter().any(|l| l.contains("from 203.0.113.5 lookup 50")), "{foreign:?}");
 
-    apply_ok(&tb, &tb.config_toml());
+    tb.apply_ok(&tb.standard_config());
     assert_eq!(foreign_entries(&tb), foreign, "foreign entries after the 4-rail apply");
     let kept: Vec<(Vec<String>, Vec<String>)> =
         (0..3).map(|k| (table_routes(&tb, tb.rail(k).table), rules_to(&tb, tb.rail(k).table))).collect();
@@ -311,7 +275,7 @@ fn dropping_a_rail_removes_its_entries_and_leaves_foreign_ones() {
         tb.dump()
     );
 
-    apply_ok(&tb, &tb.render_config_for(|r| r.name != "rail3", |_| Vec::new()));
+    tb.apply_ok(&tb.write_config(&tb.render_config_for(|r| r.name != "rail3", |_| Vec::new())));
     assert_eq!(table_routes(&tb, dropped), Vec::<String>::new(), "table {dropped}");
     assert_eq!(rules_to(&tb, dropped), Vec::<String>::new(), "rules to {dropped}");
     for (k, (routes, rules)) in kept.iter().enumerate() {
@@ -331,7 +295,7 @@ fn gateway_gives_each_rail_its_default_route() {
     let v4_before = tb.try_ip_host(&format!("route get {REMOTE_V4} from {}", tb.rail(1).v4));
     assert!(v4_before.is_err(), "no route to {REMOTE_V4} before apply: {v4_before:?}");
 
-    apply_ok(&tb, &tb.config_toml_with_gateway());
+    tb.apply_ok(&tb.write_config(&tb.config_toml_with_gateway()));
     for r in tb.rails() {
         let v6 = r.v6.as_deref().expect("ipv6 testbed");
         for (gw, src, remote) in [(GATEWAY_V4, r.v4.as_str(), REMOTE_V4), (GATEWAY_V6, v6, REMOTE_V6)] {
@@ -379,9 +343,9 @@ fn a_hand_made_setup_is_refused_then_adopted() {
     let tb = Testbed::builder().rails(4).build();
     tb.fix_by_hand();
     let by_hand = tb.dump();
-    let config = tb.write_config(&tb.config_toml());
+    let config = tb.standard_config();
 
-    let refused = apply(&tb, &config, &[]).expect_code(1);
+    let refused = tb.apply(&config, &[]).expect_code(1);
     for r in tb.rails() {
         refused.expect_stderr(&[
             &format!("from {} lookup {}", r.v4, r.table),
@@ -391,7 +355,7 @@ fn a_hand_made_setup_is_refused_then_adopted() {
     refused.expect_stderr(&["--adopt"]);
     assert_dump_eq(&by_hand, &tb.dump(), "a refused apply changed the host");
 
-    apply(&tb, &config, &["--adopt"]).expect_code(0);
+    tb.apply(&config, &["--adopt"]).expect_code(0);
     for r in tb.rails() {
         let rules = rules_from(&tb, &r.v4);
         assert!(
@@ -407,7 +371,7 @@ fn a_hand_made_setup_is_refused_then_adopted() {
         );
     }
     assert_fixed(&tb);
-    assert_in_sync(&tb, &config, &[]);
+    assert_reapply_in_sync(&tb, &config, &[]);
 }
 
 // ---------------------------------------------------------------------------
@@ -423,14 +387,14 @@ fn dry_run_is_exact_on_a_fresh_host() {
 fn dry_run_is_exact_for_a_change() {
     let (a, b) = twin_testbeds(4, true);
     for tb in [&a, &b] {
-        apply_ok(tb, &tb.config_toml());
+        tb.apply_ok(&tb.standard_config());
     }
     // rail3 dropped, a gateway added, rail1's arp_ignore overridden and
     // its rp_filter set.
     let changed = a.render_config_for(
         |r| r.name != "rail3",
         |r| {
-            let mut extra = vec![format!("gateway = \"{GATEWAY_V4}\"")];
+            let mut extra = vec![format!("gateway = {}", toml_str(GATEWAY_V4))];
             if r.name == "rail1" {
                 extra.extend(["arp_ignore = 2".to_string(), "rp_filter = 2".to_string()]);
             }
@@ -476,7 +440,7 @@ fn assert_rolled_back_when_down(tb: &Testbed, config: &Path, iface: &str) -> usi
         "the first step through {iface} should add a route: {step}"
     );
     let before = tb.dump();
-    let run = apply(tb, config, &[]).expect_code(1);
+    let run = tb.apply(config, &[]).expect_code(1);
     let stderr = run.stderr();
     let failed_cmd = stderr
         .split_once("failed: `")
@@ -511,7 +475,7 @@ fn a_failing_step_rolls_back_a_fresh_apply() {
     tb.ip_host("link set rail2 down");
     // The standard config lists every address, so the plan does not depend
     // on rail2's (still present) address being usable.
-    let config = tb.write_config(&tb.config_toml());
+    let config = tb.standard_config();
     let undone = assert_rolled_back_when_down(&tb, &config, "rail2");
     assert!(undone > 0, "the failure should come after some steps were made");
 }
@@ -519,14 +483,15 @@ fn a_failing_step_rolls_back_a_fresh_apply() {
 #[test]
 fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
     let tb = Testbed::builder().rails(4).build();
-    apply_ok(&tb, &tb.config_toml_with_gateway());
+    tb.apply_ok(&tb.write_config(&tb.config_toml_with_gateway()));
     // The kernel flushes table 103's routes through rail3 as it goes down.
     tb.ip_host("link set rail3 down");
     // Another gateway for every rail: the default routes of tables
     // 100..102 are replaced before rail3's routes are added (and fail).
     // Deletions come after every add (make-before-break), so a failing add
     // can never follow one; the signal test below covers undoing deletions.
-    let moved = tb.render_config(|_| vec![format!("gateway = \"{PEER_V4}\""), "rp_filter = 1".into()]);
+    let moved =
+        tb.render_config(|_| vec![format!("gateway = {}", toml_str(PEER_V4)), "rp_filter = 1".into()]);
     let config = tb.write_config(&moved);
     let script = dry_run(&tb, &config, &[]);
     let (index, _) = first_step_on(&script, "rail3");
@@ -541,13 +506,9 @@ fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
 /// Runs `apply CONFIG` with a pause of `delay` before each step and sends
 /// `signal` (e.g. "TERM") `after` the start.
 fn apply_with_signal(tb: &Testbed, config: &Path, delay: Duration, signal: &str, after: Duration) -> Run {
-    let mut cmd = roce_route_cmd(tb, &["apply", path_str(config)]);
+    let mut cmd = tb.rr_cmd(&["apply", path_str(config)]);
     cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay.as_millis().to_string());
-    let what = format!(
-        "{}\nwith ROCE_ROUTE_STEP_DELAY_MS={} and SIG{signal} after {after:?}",
-        describe_run(&cmd, config),
-        delay.as_millis()
-    );
+    let what = format!("{}\nwith SIG{signal} after {after:?}", describe_with_config(&cmd, config));
     let child = Background::spawn(cmd, what);
     thread::sleep(after);
     let kill = Command::new("kill").arg(format!("-{signal}")).arg(child.pid().to_string()).output();
@@ -570,7 +531,7 @@ fn assert_interrupted(tb: &Testbed, run: &Run, signal: u8, before: &str) -> usiz
 #[test]
 fn sigterm_mid_apply_rolls_back() {
     let tb = Testbed::builder().rails(4).build();
-    let config = tb.write_config(&tb.config_toml());
+    let config = tb.standard_config();
     let steps = commands(&dry_run(&tb, &config, &[])).len();
     let before = tb.dump();
     let delay = Duration::from_millis(100);
@@ -586,12 +547,12 @@ fn sigterm_mid_apply_rolls_back() {
 #[test]
 fn sigint_after_deletions_rolls_them_back() {
     let tb = Testbed::builder().rails(4).build();
-    apply_ok(&tb, &tb.config_toml());
+    tb.apply_ok(&tb.standard_config());
     // rail3 dropped (a rule and a route deleted), gateways added, and
     // rp_filter set on each remaining rail: the sysctls come last.
     let changed = tb.render_config_for(
         |r| r.name != "rail3",
-        |_| vec![format!("gateway = \"{GATEWAY_V4}\""), "rp_filter = 1".into()],
+        |_| vec![format!("gateway = {}", toml_str(GATEWAY_V4)), "rp_filter = 1".into()],
     );
     let config = tb.write_config(&changed);
     let started = Instant::now();
@@ -628,7 +589,7 @@ fn sigint_after_deletions_rolls_them_back() {
 fn assert_invalid(tb: &Testbed, toml: &str, line: usize, col: Option<usize>, needles: &[&str]) {
     let config = tb.write_config(toml);
     let before = tb.dump();
-    let run = apply(tb, &config, &[]).expect_code(2);
+    let run = tb.apply(&config, &[]).expect_code(2);
     let at = match col {
         Some(col) => format!("{}:{line}:{col}", config.display()),
         None => format!("{}:{line}:", config.display()),
@@ -652,38 +613,16 @@ fn invalid_configs_exit_2_with_a_position_and_touch_nothing() {
     assert_invalid(&tb, "[[interface]]\nname = \"rail0\"\ntable = = 5\n", 3, None, &[]);
 }
 
-/// `ip netns exec <host ns> setpriv <nobody> roce-route ARGS`: an
-/// unprivileged roce-route inside the host namespace (`--netns` itself
-/// needs root, so the namespace is entered before dropping privileges).
-/// The binary and config are copied where nobody can read them.
-fn run_as_nobody(tb: &Testbed, args: &[&str], config: &Path) -> Run {
-    let found = Command::new("setpriv").arg("--version").output();
-    assert!(found.is_ok_and(|o| o.status.success()), "this test needs `setpriv` (util-linux)");
-    let bin = tb.dir().join("roce-route");
-    fs::copy(env!("CARGO_BIN_EXE_roce-route"), &bin).expect("copy the binary");
-    for (path, mode) in [(tb.dir(), 0o755), (bin.as_path(), 0o755), (config, 0o644)] {
-        fs::set_permissions(path, fs::Permissions::from_mode(mode))
-            .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
-    }
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", tb.host_ns(), "setpriv"])
-        .args(NOBODY)
-        .arg(&bin)
-        .args(args)
-        .arg(config)
-        .env("ROCE_ROUTE_STATE_DIR", tb.state_base())
-        .current_dir(tb.dir());
-    let what = describe_run(&cmd, config);
-    Run::with_what(cmd, what)
-}
-
 #[test]
 fn without_root_apply_fails_untouched_and_dry_run_still_works() {
     let tb = Testbed::builder().rails(2).build();
-    let config = tb.write_config(&tb.config_toml());
+    // Nobody runs a copy of the binary and reads a copy of the config.
+    let nobody = Nobody::new(&tb);
+    let config = nobody.config(&tb.config_toml());
+    let cfg = path_str(&config);
     let before = tb.dump();
 
-    let denied = run_as_nobody(&tb, &["apply"], &config).expect_code(1);
+    let denied = nobody.run(&["apply", cfg]).expect_code(1);
     let stderr = denied.stderr();
     assert!(
         stderr.contains("root") || stderr.contains("CAP_NET_ADMIN"),
@@ -694,7 +633,7 @@ fn without_root_apply_fails_untouched_and_dry_run_still_works() {
 
     // Reading the host needs no privilege: the unprivileged dry-run prints
     // exactly what root's does.
-    let unprivileged = run_as_nobody(&tb, &["apply", "--dry-run"], &config).expect_code(0);
+    let unprivileged = nobody.run(&["apply", "--dry-run", cfg]).expect_code(0);
     assert_eq!(unprivileged.stdout(), dry_run(&tb, &config, &[]), "{}", unprivileged.report());
     assert!(!commands(&unprivileged.stdout()).is_empty());
     assert_dump_eq(&before, &tb.dump(), "a dry-run changed the host");

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::{
     Background, EXIT_DRIFT, EXIT_FAILED, EXIT_OK, FIRST_TABLE, GATEWAY_V4, Run, Testbed, assert_dump_eq,
-    describe_output, journal_files, lines_only_in, path_str, poll_until,
+    confirmation_pending, describe_output, journal_files, lines_only_in, path_str, poll_until, state_files,
+    toml_str,
 };
 
 const LOCK_MESSAGE: &str = "another roce-route works in this network namespace";
@@ -25,36 +26,7 @@ const ROUNDS: usize = 3;
 const CONFIRM_WAIT: Duration = Duration::from_secs(15);
 
 // ---------------------------------------------------------------------------
-// Running roce-route
-
-/// Runs roce-route with `base` as the state dir.
-fn rr_in(tb: &Testbed, base: &Path, args: &[&str]) -> Run {
-    Run::of(tb.roce_route_in(base, args))
-}
-
-fn rr(tb: &Testbed, args: &[&str]) -> Run {
-    rr_in(tb, &tb.state_base(), args)
-}
-
-fn rr_expect(tb: &Testbed, args: &[&str], code: i32) -> Run {
-    rr(tb, args).expect_code(code)
-}
-
-/// The files under `base/<namespace id>/`, as "net-X/name".
-fn state_files(base: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    let Ok(namespaces) = fs::read_dir(base) else {
-        return files;
-    };
-    for ns in namespaces.flatten() {
-        let ns_name = ns.file_name().to_string_lossy().into_owned();
-        for f in fs::read_dir(ns.path()).into_iter().flatten().flatten() {
-            files.push(format!("{ns_name}/{}", f.file_name().to_string_lossy()));
-        }
-    }
-    files.sort();
-    files
-}
+// The state dir and the host
 
 fn journals(base: &Path) -> Vec<String> {
     state_files(base).into_iter().filter(|f| f.contains("/journal-")).collect()
@@ -79,7 +51,7 @@ fn lines_differing(a: &str, b: &str) -> usize {
 /// undid.
 fn rollback_all(tb: &Testbed) -> usize {
     for undone in 0..=4 * PROCESSES {
-        let out = rr_expect(tb, &["rollback"], EXIT_OK);
+        let out = tb.rr(&["rollback"]).expect_code(EXIT_OK);
         if out.stdout().contains("nothing to roll back") {
             return undone;
         }
@@ -93,10 +65,10 @@ fn rollback_all(tb: &Testbed) -> usize {
 /// Config A (all rails, the default sysctls) and config B (rails 0-3, with
 /// the peer's gateway and an arp_ignore override).
 fn configs(tb: &Testbed) -> (PathBuf, PathBuf) {
-    let a = tb.write_config(&tb.config_toml());
+    let a = tb.standard_config();
     let b = tb.write_config(&tb.render_config_for(
         |r| r.table < FIRST_TABLE + 4,
-        |_| vec![format!("gateway = \"{GATEWAY_V4}\""), "arp_ignore = 2".to_string()],
+        |_| vec![format!("gateway = {}", toml_str(GATEWAY_V4)), "arp_ignore = 2".to_string()],
     ));
     (a, b)
 }
@@ -139,17 +111,17 @@ fn concurrent_commands_serialise_and_end_in_a_clean_state() {
     let base = tb.state_base();
 
     let o_dump = tb.dump();
-    rr_expect(&tb, &["apply", a], EXIT_OK);
+    tb.rr(&["apply", a]).expect_code(EXIT_OK);
     let a_dump = tb.dump();
-    rr_expect(&tb, &["apply", b], EXIT_OK);
+    tb.rr(&["apply", b]).expect_code(EXIT_OK);
     let b_over_a = tb.dump();
-    rr_expect(&tb, &["rollback"], EXIT_OK);
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
     assert_dump_eq(&a_dump, &tb.dump(), "rollback of B over A");
-    rr_expect(&tb, &["rollback"], EXIT_OK);
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
     assert_dump_eq(&o_dump, &tb.dump(), "rollback of A");
-    rr_expect(&tb, &["apply", b], EXIT_OK);
+    tb.rr(&["apply", b]).expect_code(EXIT_OK);
     let b_dump = tb.dump();
-    rr_expect(&tb, &["apply", a], EXIT_OK);
+    tb.rr(&["apply", a]).expect_code(EXIT_OK);
     assert_dump_eq(&a_dump, &tb.dump(), "A applied over B");
     assert_eq!(rollback_all(&tb), 2);
     assert_dump_eq(&o_dump, &tb.dump(), "rollback of A over B, then of B");
@@ -204,8 +176,8 @@ fn concurrent_commands_serialise_and_end_in_a_clean_state() {
                 assert_dump_eq(nearest, &final_dump, &format!("round {round}: not a clean state; vs {name}"));
                 unreachable!()
             });
-        let check_a = rr(&tb, &["check", a]).code();
-        let check_b = rr(&tb, &["check", b]).code();
+        let check_a = tb.rr(&["check", a]).code();
+        let check_b = tb.rr(&["check", b]).code();
         let want_a = if state == "A" { EXIT_OK } else { EXIT_DRIFT };
         let want_b = if state.starts_with('B') { EXIT_OK } else { EXIT_DRIFT };
         assert_eq!(check_a, Some(want_a), "round {round}: check A in state {state}");
@@ -237,8 +209,8 @@ fn different_namespaces_do_not_wait_for_each_other() {
     let one = Testbed::builder().rails(8).build();
     let two = Testbed::builder().rails(8).build();
     let shared = one.dir().join("shared-state");
-    let config_one = one.write_config(&one.config_toml());
-    let config_two = two.write_config(&two.config_toml());
+    let config_one = one.standard_config();
+    let config_two = two.standard_config();
     let o_one = one.dump();
     let o_two = two.dump();
 
@@ -269,7 +241,7 @@ fn different_namespaces_do_not_wait_for_each_other() {
     let namespaces = fs::read_dir(&shared).expect("the shared state base").count();
     assert_eq!(namespaces, 2, "one state subdirectory per namespace");
     for (tb, config) in [(&one, &config_one), (&two, &config_two)] {
-        rr_in(tb, &shared, &["check", path_str(config)]).expect_code(EXIT_OK);
+        tb.rr_in(&shared, &["check", path_str(config)]).expect_code(EXIT_OK);
     }
 
     // Namespace 1's lock held for as long as the test wants.
@@ -279,16 +251,16 @@ fn different_namespaces_do_not_wait_for_each_other() {
         "apply --confirm in namespace 1",
     );
     wait_for_pending(&shared);
-    rr_in(&two, &shared, &["--lock-timeout", "0", "rollback"]).expect_code(EXIT_OK);
+    two.rr_in(&shared, &["--lock-timeout", "0", "rollback"]).expect_code(EXIT_OK);
     assert_dump_eq(&o_two, &two.dump(), "namespace 2 rolled back");
-    rr_in(&two, &shared, &["--lock-timeout", "0", "apply", path_str(&config_two)]).expect_code(EXIT_OK);
-    rr_in(&one, &shared, &["confirm"]).expect_code(EXIT_OK);
+    two.rr_in(&shared, &["--lock-timeout", "0", "apply", path_str(&config_two)]).expect_code(EXIT_OK);
+    one.rr_in(&shared, &["confirm"]).expect_code(EXIT_OK);
     held.wait().expect_code(EXIT_OK);
 
     // Each namespace's stack is its own: two rollbacks each restore it.
     for (tb, o) in [(&one, &o_one), (&two, &o_two)] {
         for _ in 0..2 {
-            rr_in(tb, &shared, &["rollback"]).expect_code(EXIT_OK);
+            tb.rr_in(&shared, &["rollback"]).expect_code(EXIT_OK);
         }
         assert_dump_eq(o, &tb.dump(), &format!("{} after its rollbacks", tb.host_ns()));
     }
@@ -298,9 +270,7 @@ fn different_namespaces_do_not_wait_for_each_other() {
 /// Waits until an `apply --confirm` under `base` is waiting for confirmation
 /// (it holds the lock then).
 fn wait_for_pending(base: &Path) {
-    poll_until("apply --confirm to wait for confirmation", CONFIRM_WAIT, || {
-        state_files(base).iter().any(|f| f.ends_with("/pending"))
-    });
+    poll_until("apply --confirm to wait for confirmation", CONFIRM_WAIT, || confirmation_pending(base));
 }
 
 // ---------------------------------------------------------------------------
@@ -319,7 +289,7 @@ fn a_held_lock_times_out_with_exit_1() {
     poll_until("the slow apply to start", CONFIRM_WAIT, || !journal_files(&base).is_empty());
 
     let started = Instant::now();
-    let out = rr(&tb, &["--lock-timeout", "1", "apply", path_str(&b)]);
+    let out = tb.rr(&["--lock-timeout", "1", "apply", path_str(&b)]);
     let waited = started.elapsed();
     let out = out.expect_code(EXIT_FAILED);
     out.expect_stderr(&[LOCK_MESSAGE, &format!("pid {}", held.pid())]);
@@ -328,7 +298,7 @@ fn a_held_lock_times_out_with_exit_1() {
         "--lock-timeout 1 gave up after {waited:?}"
     );
     held.wait().expect_code(EXIT_OK);
-    rr_expect(&tb, &["check", path_str(&a)], EXIT_OK);
+    tb.rr(&["check", path_str(&a)]).expect_code(EXIT_OK);
     assert_eq!(journal_files(&base).len(), 1, "the timed-out apply left a journal");
 }
 
@@ -347,12 +317,12 @@ fn an_apply_during_a_confirmation_window_is_refused() {
     wait_for_pending(&base);
     let a_dump = tb.dump();
     assert_ne!(a_dump, o_dump);
-    let out = rr(&tb, &["apply", path_str(&b)]).expect_code(EXIT_FAILED);
+    let out = tb.rr(&["apply", path_str(&b)]).expect_code(EXIT_FAILED);
     out.expect_stderr(&["waiting for its confirmation", "confirm"]);
     assert_dump_eq(&a_dump, &tb.dump(), "after the refused apply");
-    rr_expect(&tb, &["confirm"], EXIT_OK);
+    tb.rr(&["confirm"]).expect_code(EXIT_OK);
     held.wait().expect_code(EXIT_OK);
     assert_dump_eq(&a_dump, &tb.dump(), "after confirm");
-    rr_expect(&tb, &["rollback"], EXIT_OK);
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
     assert_dump_eq(&o_dump, &tb.dump(), "after rollback");
 }

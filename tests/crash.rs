@@ -13,11 +13,11 @@ mod common;
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Instant;
 
 use common::{
     EXIT_FAILED, EXIT_OK, GATEWAY_V4, PEER_V4, Run, Testbed, assert_dump_eq, journal_files, path_str,
+    toml_str,
 };
 
 const RAILS: usize = 32;
@@ -26,25 +26,12 @@ const SIGKILL: i32 = 9;
 // ---------------------------------------------------------------------------
 // Running roce-route
 
-/// `roce-route --netns <host ns> ARGS` with this test's state dir and,
-/// if given, a crash point.
-fn rr_cmd(tb: &Testbed, args: &[&str], crash: Option<&str>) -> Command {
-    let mut cmd = tb.roce_route_in(&tb.state_base(), args);
-    if let Some(point) = crash {
-        cmd.env("ROCE_ROUTE_CRASH_AT", point);
-    }
-    cmd
-}
-
-/// Runs roce-route; panics with its output unless it exits `code`.
-fn rr_expect(tb: &Testbed, args: &[&str], code: i32, what: &str) -> Run {
-    Run::with_what(rr_cmd(tb, args, None), format!("{what}: roce-route {args:?}")).expect_code(code)
-}
-
 /// `apply CONFIG` with a crash point; panics unless the process died of
 /// SIGKILL.
 fn apply_crashing(tb: &Testbed, config: &str, point: &str) {
-    let run = Run::of(rr_cmd(tb, &["apply", config], Some(point)));
+    let mut cmd = tb.rr_cmd(&["apply", config]);
+    cmd.env("ROCE_ROUTE_CRASH_AT", point);
+    let run = Run::of(cmd);
     assert_eq!(
         run.out.status.signal(),
         Some(SIGKILL),
@@ -65,14 +52,14 @@ fn large_host() -> (Testbed, PathBuf) {
     tb.ip_host("rule add priority 500 from 203.0.113.5 lookup 50");
     tb.ip_host(&format!("route add 192.0.2.0/24 via {PEER_V4} dev rail0 table 50"));
     tb.set_host_sysctl("rail5", "arp_ignore", 2);
-    let config = tb.write_config(&tb.render_config(|_| vec![format!("gateway = \"{GATEWAY_V4}\"")]));
+    let config = tb.write_config(&tb.render_config(|_| vec![format!("gateway = {}", toml_str(GATEWAY_V4))]));
     (tb, config)
 }
 
 /// The steps of `apply` on the current host: the command lines of the
 /// dry-run script.
 fn dry_run_steps(tb: &Testbed, config: &str) -> Vec<String> {
-    let out = rr_expect(tb, &["apply", "--dry-run", config], EXIT_OK, "dry run");
+    let out = tb.rr(&["apply", "--dry-run", config]).context("dry run").expect_code(EXIT_OK);
     out.stdout()
         .lines()
         .map(str::trim)
@@ -102,11 +89,11 @@ fn a_crash_at_any_point_is_rolled_back_or_completed() {
 
     // The applied state, from a clean apply; and rollback restores the
     // original from it.
-    rr_expect(&tb, &["apply", &config], EXIT_OK, "clean apply");
+    tb.rr(&["apply", &config]).context("clean apply").expect_code(EXIT_OK);
     let applied = tb.dump();
     assert_ne!(applied, original);
     assert!(applied.contains("from 203.0.113.5 lookup 50"), "{applied}");
-    rr_expect(&tb, &["rollback"], EXIT_OK, "clean rollback");
+    tb.rr(&["rollback"]).context("clean rollback").expect_code(EXIT_OK);
     assert_dump_eq(&original, &tb.dump(), "after a clean apply and rollback");
     assert!(journal_files(&base).is_empty());
     let setup = started.elapsed();
@@ -120,7 +107,7 @@ fn a_crash_at_any_point_is_rolled_back_or_completed() {
 
             // 1-2: crash, then rollback the unfinished journal.
             apply_crashing(&tb, &config, &crash);
-            let out = rr_expect(&tb, &["rollback"], EXIT_OK, &format!("rollback after {at}"));
+            let out = tb.rr(&["rollback"]).context(&format!("rollback after {at}")).expect_code(EXIT_OK);
             let said = out.stdout();
             assert!(
                 said.contains("had not finished"),
@@ -130,12 +117,16 @@ fn a_crash_at_any_point_is_rolled_back_or_completed() {
 
             // 3: crash again, then a plain apply completes it.
             apply_crashing(&tb, &config, &crash);
-            rr_expect(&tb, &["apply", &config], EXIT_OK, &format!("apply after {at}"));
+            tb.rr(&["apply", &config]).context(&format!("apply after {at}")).expect_code(EXIT_OK);
             assert_dump_eq(&applied, &tb.dump(), &format!("apply after {at}"));
             // Two journals (or one when the crash had made every step):
             // both rollbacks succeed and end at the original host.
-            rr_expect(&tb, &["rollback"], EXIT_OK, &format!("1st rollback after apply after {at}"));
-            rr_expect(&tb, &["rollback"], EXIT_OK, &format!("2nd rollback after apply after {at}"));
+            tb.rr(&["rollback"])
+                .context(&format!("1st rollback after apply after {at}"))
+                .expect_code(EXIT_OK);
+            tb.rr(&["rollback"])
+                .context(&format!("2nd rollback after apply after {at}"))
+                .expect_code(EXIT_OK);
             assert_dump_eq(&original, &tb.dump(), &format!("two rollbacks after {at}"));
             let left = journal_files(&base);
             assert!(left.is_empty(), "{at}: journals left behind: {left:?}");
@@ -158,7 +149,7 @@ fn a_corrupt_journal_is_refused_and_the_host_untouched() {
     let config = path_str(&config);
     let base = tb.state_base();
 
-    rr_expect(&tb, &["apply", config], EXIT_OK, "apply");
+    tb.rr(&["apply", config]).context("apply").expect_code(EXIT_OK);
     let applied = tb.dump();
     let journals = journal_files(&base);
     assert_eq!(journals.len(), 1, "one apply, one journal: {journals:?}");
@@ -171,7 +162,7 @@ fn a_corrupt_journal_is_refused_and_the_host_untouched() {
     lines[bad_line - 1] = "{\"step\": 1, \"undo\": garbage";
     fs::write(journal, lines.join("\n") + "\n").expect("write the journal");
 
-    let out = rr_expect(&tb, &["rollback"], EXIT_FAILED, "rollback of a corrupt journal");
+    let out = tb.rr(&["rollback"]).context("rollback of a corrupt journal").expect_code(EXIT_FAILED);
     let stderr = out.stderr();
     let name = journal.file_name().unwrap().to_string_lossy();
     assert!(stderr.contains(&*name), "the error should name {name}:\n{stderr}");
@@ -191,13 +182,13 @@ fn a_corrupt_journal_is_refused_and_the_host_untouched() {
 #[test]
 fn a_crash_at_any_point_of_a_change_is_rolled_back_or_completed() {
     let tb = Testbed::builder().rails(6).ipv6(true).build();
-    let before = tb.write_config(&tb.render_config(|_| vec![format!("gateway = \"{GATEWAY_V4}\"")]));
+    let before = tb.write_config(&tb.render_config(|_| vec![format!("gateway = {}", toml_str(GATEWAY_V4))]));
     let before = path_str(&before).to_string();
-    rr_expect(&tb, &["apply", &before], EXIT_OK, "the starting apply");
+    tb.rr(&["apply", &before]).context("the starting apply").expect_code(EXIT_OK);
     let start = tb.dump();
     let kept = |r: &common::Rail| r.table < common::FIRST_TABLE + 4;
     let after = tb.render_config_for(kept, |r| {
-        let mut keys = vec![format!("gateway = \"{PEER_V4}\"")];
+        let mut keys = vec![format!("gateway = {}", toml_str(PEER_V4))];
         if r.table == common::FIRST_TABLE + 1 {
             keys.push("arp_ignore = 2".into());
         }
@@ -208,25 +199,25 @@ fn a_crash_at_any_point_of_a_change_is_rolled_back_or_completed() {
     for kind in ["replace", "del", "sysctl"] {
         assert!(steps.iter().any(|s| s.contains(kind)), "the change has no {kind} step: {steps:#?}");
     }
-    rr_expect(&tb, &["apply", &after], EXIT_OK, "the clean change");
+    tb.rr(&["apply", &after]).context("the clean change").expect_code(EXIT_OK);
     let changed = tb.dump();
-    rr_expect(&tb, &["rollback"], EXIT_OK, "rollback of the clean change");
+    tb.rr(&["rollback"]).context("rollback of the clean change").expect_code(EXIT_OK);
     assert_dump_eq(&start, &tb.dump(), "rollback of the clean change");
 
     for (k, step) in steps.iter().enumerate() {
         for point in [format!("record:{k}"), format!("step:{k}")] {
             let what = format!("crash at {point} ({step})");
             apply_crashing(&tb, &after, &point);
-            rr_expect(&tb, &["rollback"], EXIT_OK, &what);
+            tb.rr(&["rollback"]).context(&what).expect_code(EXIT_OK);
             assert_dump_eq(&start, &tb.dump(), &format!("{what}, then rollback"));
             apply_crashing(&tb, &after, &point);
-            let completing = rr_expect(&tb, &["apply", &after], EXIT_OK, &what);
+            let completing = tb.rr(&["apply", &after]).context(&what).expect_code(EXIT_OK);
             assert_dump_eq(&changed, &tb.dump(), &format!("{what}, then apply"));
             // A crash after the last step leaves nothing to complete: that
             // apply is in sync and pushes no journal of its own.
             let journals = if completing.stdout().contains("in sync") { 1 } else { 2 };
             for _ in 0..journals {
-                rr_expect(&tb, &["rollback"], EXIT_OK, &what);
+                tb.rr(&["rollback"]).context(&what).expect_code(EXIT_OK);
             }
             assert_dump_eq(&start, &tb.dump(), &format!("{what}, then apply and rollbacks"));
         }

@@ -11,12 +11,9 @@
 
 mod common;
 
-use std::fs;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Testbed, assert_dump_eq, describe_output, path_str};
+use common::{Run, Testbed, assert_dump_eq, path_str, state_files, toml_list, toml_str};
 
 const RAILS: usize = 64;
 const ROUNDS: usize = 100;
@@ -35,7 +32,7 @@ fn second_v4(k: usize) -> String {
 
 /// A timed roce-route run.
 struct Measured {
-    out: Output,
+    run: Run,
     wall: Duration,
 }
 
@@ -43,50 +40,22 @@ struct Measured {
 /// panics unless it exits 0.
 fn run_measured(tb: &Testbed, args: &[&str]) -> Measured {
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_roce-route"))
-        .arg("--netns")
-        .arg(tb.host_ns())
-        .args(args)
-        .env("ROCE_ROUTE_STATE_DIR", tb.state_base())
-        .env_remove("ROCE_ROUTE_CRASH_AT")
-        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
-        .current_dir(tb.dir())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run roce-route {args:?}: {e}"));
+    let run = tb.rr(args);
     let wall = started.elapsed();
-    assert_eq!(out.status.code(), Some(0), "roce-route {args:?} failed\n{}", describe_output(&out));
-    Measured { out, wall }
+    assert_eq!(run.code(), Some(0), "roce-route {args:?} failed\n{}", run.report());
+    Measured { run, wall }
 }
 
-/// Every file under the state base, relative to it.
-fn state_files(base: &Path) -> Vec<String> {
-    fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) {
-        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
-            let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                walk(&entry.path(), &format!("{name}/"), out);
-            } else {
-                out.push(name);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(base, "", &mut files);
-    files.sort();
-    files
-}
-
+/// Every rail with its two addresses and its table.
 fn config(tb: &Testbed) -> String {
     tb.rails()
         .iter()
         .enumerate()
         .map(|(k, r)| {
             format!(
-                "[[interface]]\nname = \"{}\"\naddresses = [\"{}\", \"{}/24\"]\ntable = {}\n",
-                r.name,
-                r.v4_cidr(),
-                second_v4(k),
+                "[[interface]]\nname = {}\naddresses = {}\ntable = {}\n",
+                toml_str(&r.name),
+                toml_list(&[r.v4_cidr(), format!("{}/24", second_v4(k))]),
                 r.table
             )
         })
@@ -119,7 +88,7 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
     // 64 rails x (2 connected routes, 2 rules, 2 sysctls).
     let applied_line = format!("applied {} changes", RAILS * 6);
     let first = run_measured(&tb, &["apply", config]);
-    let said = String::from_utf8_lossy(&first.out.stdout);
+    let said = first.run.stdout();
     assert!(said.contains(&applied_line), "warm-up apply said\n{said}");
     run_measured(&tb, &["rollback"]);
     assert_dump_eq(&original, &tb.dump(), "warm-up round");
@@ -132,7 +101,7 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
     for round in 1..=ROUNDS {
         let round_started = Instant::now();
         let apply = run_measured(&tb, &["apply", config]);
-        let said = String::from_utf8_lossy(&apply.out.stdout);
+        let said = apply.run.stdout();
         assert!(said.contains(&applied_line), "round {round}: apply said\n{said}");
         run_measured(&tb, &["check", config]);
         run_measured(&tb, &["rollback"]);

@@ -21,12 +21,15 @@
 //! CLI property runs at most 16, as each case starts a process). Failing
 //! inputs are printed, not persisted.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use common::{TempDir, toml_list, toml_str};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config as ProptestConfig, TestRunner};
@@ -193,29 +196,6 @@ fn check_located(text: &str, result: &Result<Config, ConfigError>) -> Result<(),
 }
 
 // ---------------------------------------------------------------------------
-// Writing TOML
-
-/// A TOML basic string: quotes, backslashes and control characters escaped.
-fn tq(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn tq_list<S: AsRef<str>>(items: &[S]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| tq(s.as_ref())).collect();
-    format!("[{}]", quoted.join(", "))
-}
-
-// ---------------------------------------------------------------------------
 // Structured configs: pieces that know whether they are invalid on their own
 
 /// A TOML value as written, and whether it alone makes any config invalid
@@ -340,8 +320,8 @@ fn name_val(noise: u32) -> impl Strategy<Value = Val> {
         ".x",
         "x.",
     ])
-    .prop_map(|n| good(tq(n)));
-    let generated = "[a-z][a-z0-9_.-]{0,14}".prop_map(|n| good(tq(&n)));
+    .prop_map(|n| good(toml_str(n)));
+    let generated = "[a-z][a-z0-9_.-]{0,14}".prop_map(|n| good(toml_str(&n)));
     let invalid = prop::sample::select(vec![
         "",
         ".",
@@ -362,8 +342,8 @@ fn name_val(noise: u32) -> impl Strategy<Value = Val> {
         "ib\u{2028}0",
         "ééééééééé",
     ])
-    .prop_map(|n| bad(tq(n)));
-    let long = "[a-z0-9.]{16,40}".prop_map(|n| bad(tq(&n)));
+    .prop_map(|n| bad(toml_str(n)));
+    let long = "[a-z0-9.]{16,40}".prop_map(|n| bad(toml_str(&n)));
     let not_a_string = prop::sample::select(vec!["0", "true", "[\"ib0\"]", "{ x = 1 }", "1.5"]).prop_map(bad);
     prop_oneof![
         40 => pool,
@@ -518,7 +498,7 @@ fn address_item(noise: u32) -> impl Strategy<Value = Val> {
             None => ip.to_string(),
         };
         let is_bad = len == Some(0) || len.is_some_and(|l| v4_role(ip, l));
-        Val { toml: tq(&text), bad: is_bad }
+        Val { toml: toml_str(&text), bad: is_bad }
     });
     let v6 = (
         prop::sample::select(vec!["2001:db8::", "2001:db8:0:0::", "fe80::", "fd00::"]),
@@ -530,7 +510,7 @@ fn address_item(noise: u32) -> impl Strategy<Value = Val> {
                 Some(l) => format!("{net}{x:x}/{l}"),
                 None => format!("{net}{x:x}"),
             };
-            good(tq(&text))
+            good(toml_str(&text))
         });
     let invalid = prop::sample::select(vec![
         "10.0.0.x",
@@ -560,7 +540,7 @@ fn address_item(noise: u32) -> impl Strategy<Value = Val> {
         "10.0.0.1/24/24",
         "ib0",
     ])
-    .prop_map(|t| bad(tq(t)));
+    .prop_map(|t| bad(toml_str(t)));
     let not_a_string = prop::sample::select(vec!["1", "true", "[\"10.0.0.1\"]"]).prop_map(bad);
     prop_oneof![60 => v4, 30 => v6, 2 * noise => invalid, noise => not_a_string]
 }
@@ -614,10 +594,10 @@ fn gateway_val(noise: u32) -> impl Strategy<Value = Val> {
         let v4 = items.iter().filter(|(_, ip)| ip.is_some_and(|i| i.is_ipv4())).count();
         let v6 = items.iter().filter(|(_, ip)| ip.is_some_and(|i| i.is_ipv6())).count();
         let texts: Vec<&str> = items.iter().map(|(t, _)| t.as_str()).collect();
-        Val { toml: tq_list(&texts), bad: unusable || v4 > 1 || v6 > 1 }
+        Val { toml: toml_list(&texts), bad: unusable || v4 > 1 || v6 > 1 }
     };
     let one = prop_oneof![gateway_item(true, noise), gateway_item(false, noise)]
-        .prop_map(|(t, ip)| Val { toml: tq(&t), bad: ip.is_none() });
+        .prop_map(|(t, ip)| Val { toml: toml_str(&t), bad: ip.is_none() });
     // At most one per family, in either order.
     let pair = (
         prop::option::of(gateway_item(true, noise)),
@@ -843,17 +823,17 @@ impl ValidDoc {
             out.push_str("\n\n");
         }
         for i in &self.interfaces {
-            out.push_str(&format!("[[interface]]\nname = {}\n", tq(&i.name)));
+            out.push_str(&format!("[[interface]]\nname = {}\n", toml_str(&i.name)));
             if !i.addresses.is_empty() {
                 let texts: Vec<&str> = i.addresses.iter().map(|(t, _, _)| t.as_str()).collect();
-                out.push_str(&format!("addresses = {}\n", tq_list(&texts)));
+                out.push_str(&format!("addresses = {}\n", toml_list(&texts)));
             }
             match i.gateways.as_slice() {
                 [] => {}
-                [g] => out.push_str(&format!("gateway = {}\n", tq(&g.to_string()))),
+                [g] => out.push_str(&format!("gateway = {}\n", toml_str(&g.to_string()))),
                 many => {
                     let texts: Vec<String> = many.iter().map(|g| g.to_string()).collect();
-                    out.push_str(&format!("gateway = {}\n", tq_list(&texts)));
+                    out.push_str(&format!("gateway = {}\n", toml_list(&texts)));
                 }
             }
             if let Some(t) = i.table {
@@ -1125,24 +1105,8 @@ fn error_kind(e: &ConfigError) -> String {
 // The real binary
 
 /// A scratch directory for this test process, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("roce-route-fuzz-{}-{tag}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
-        Scratch(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
+fn scratch_dir(tag: &str) -> TempDir {
+    TempDir::create(&format!("roce-route-fuzz-{}-{tag}", std::process::id()))
 }
 
 /// Runs `roce-route apply --dry-run FILE` on an invalid config: exit 2, the
@@ -1189,7 +1153,7 @@ fn assert_cli_rejects(
 
 #[test]
 fn cli_rejects_invalid_configs_with_exit_2() {
-    let scratch = Scratch::new("cli");
+    let scratch = scratch_dir("cli");
     let counter = std::cell::Cell::new(0usize);
     let cfg = proptest_config(cases().min(CLI_CASES));
     let mut runner = TestRunner::new(cfg);
@@ -1210,7 +1174,7 @@ fn cli_rejects_invalid_configs_with_exit_2() {
 /// non-UTF-8 files. The binary must refuse them cleanly, not crash.
 #[test]
 fn cli_survives_pathological_files() {
-    let scratch = Scratch::new("patho");
+    let scratch = scratch_dir("patho");
     let depth = 100_000;
     let cases: Vec<Vec<u8>> = vec![
         format!("a = {}{}\n", "[".repeat(depth), "]".repeat(depth)).into_bytes(),
@@ -1244,7 +1208,7 @@ fn cli_survives_pathological_files() {
 /// A config path that is not a readable file is a config error too.
 #[test]
 fn cli_rejects_unreadable_config_paths() {
-    let scratch = Scratch::new("paths");
+    let scratch = scratch_dir("paths");
     let dir = scratch.path().join("a-directory.toml");
     fs::create_dir(&dir).unwrap();
     for path in [scratch.path().join("missing.toml"), dir] {

@@ -21,57 +21,20 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::os::unix::fs::{MetadataExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{
-    Background, Run, SUBNET_V4, Testbed, assert_dump_eq, describe, journal_files, lines_only_in, path_str,
-    poll_until,
+    Background, NOBODY_UID, Nobody, SUBNET_V4, Testbed, assert_dump_eq, chmod, describe_with_env,
+    journal_files, json_doc, lines_only_in, ns_state_dir, path_str, poll_until, toml_str,
 };
 
 /// The protocol number roce-route marks its routes and rules with.
 const OURS: &str = "proto 234";
-/// nobody / nogroup on Debian-like systems.
-const NOBODY_UID: u32 = 65534;
 
 // ---------------------------------------------------------------------------
-// Running roce-route
-
-/// How a run is shown in failure messages: its environment and command line.
-fn describe_with_env(cmd: &Command) -> String {
-    let envs: Vec<String> = cmd
-        .get_envs()
-        .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy())))
-        .collect();
-    format!("`{} {}`", envs.join(" "), describe(cmd))
-}
-
-fn run_cmd(cmd: Command) -> Run {
-    let what = describe_with_env(&cmd);
-    Run::with_what(cmd, what)
-}
-
-/// Runs roce-route with an explicit state base.
-fn rr_state(tb: &Testbed, state: &Path, args: &[&str]) -> Run {
-    run_cmd(tb.roce_route_in(state, args))
-}
-
-/// Runs roce-route with this test's state base.
-fn rr(tb: &Testbed, args: &[&str]) -> Run {
-    rr_state(tb, &tb.state_base(), args)
-}
-
-/// Writes the standard config (one [[interface]] per rail, tables 100+k).
-fn standard_config(tb: &Testbed) -> PathBuf {
-    tb.write_config(&tb.config_toml())
-}
-
-/// Applies `config` as root; must succeed.
-fn apply_ok(tb: &Testbed, config: &Path) {
-    rr(tb, &["apply", path_str(config)]).expect_code(0);
-}
+// Observing the host and the state dir
 
 /// The lines only in `a` (-) or only in `b` (+).
 fn diff_lines(a: &str, b: &str) -> Vec<String> {
@@ -84,22 +47,6 @@ fn diff_lines(a: &str, b: &str) -> Vec<String> {
 /// every rail) with its value, in the host namespace.
 fn conf_snapshot(tb: &Testbed) -> String {
     tb.sh_host("cd /proc/sys/net/ipv4/conf && grep -r . -- * 2>/dev/null | sort || true")
-}
-
-/// The per-namespace state directory (`<base>/net-<inode>`): there is one.
-fn ns_state_dir(base: &Path) -> PathBuf {
-    let dirs: Vec<PathBuf> = fs::read_dir(base)
-        .unwrap_or_else(|e| panic!("read {}: {e}", base.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("net-")))
-        .collect();
-    assert_eq!(dirs.len(), 1, "expected one namespace dir in {}: {dirs:?}", base.display());
-    dirs.into_iter().next().unwrap()
-}
-
-fn chmod(path: &Path, mode: u32) {
-    fs::set_permissions(path, fs::Permissions::from_mode(mode))
-        .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", path.display()));
 }
 
 fn chown(path: &Path, uid: u32, gid: u32) {
@@ -116,20 +63,6 @@ fn fingerprint(path: &Path) -> (Vec<u8>, i64, i64) {
 
 // ---------------------------------------------------------------------------
 // 1. Interface names that would escape /proc/sys/net/ipv4/conf
-
-/// A TOML basic string.
-fn toml_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out + "\""
-}
 
 /// A config whose only interface is `name`, setting all four sysctls to
 /// values the test bed never has, so that a write anywhere would show.
@@ -171,7 +104,7 @@ fn names_that_would_escape_proc_sys_are_refused_and_nothing_is_written() {
         for cmd in [&["apply"][..], &["apply", "--dry-run"], &["check"]] {
             let mut args = cmd.to_vec();
             args.push(path_str(&config));
-            let run = rr(&tb, &args).expect_code(2);
+            let run = tb.rr(&args).expect_code(2);
             run.expect_stderr(&[path_str(&config), name, "interface name"]);
             assert!(run.stdout().is_empty(), "a refused config printed:\n{}", run.report());
         }
@@ -191,7 +124,7 @@ fn names_that_would_escape_proc_sys_are_refused_and_nothing_is_written() {
 #[test]
 fn a_state_dir_that_is_a_symlink_is_refused() {
     let tb = Testbed::builder().rails(2).build();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let real = tb.dir().join("real-state");
     fs::create_dir(&real).unwrap();
     chmod(&real, 0o700);
@@ -203,7 +136,7 @@ fn a_state_dir_that_is_a_symlink_is_refused() {
     let with_slash = PathBuf::from(format!("{}/", link.display()));
     for state in [&link, &with_slash] {
         for args in [&["apply", path_str(&config)][..], &["rollback"], &["remove"]] {
-            let run = rr_state(&tb, state, args).expect_code(1);
+            let run = tb.rr_in(state, args).expect_code(1);
             run.expect_stderr(&["symlink", path_str(&link)]);
         }
     }
@@ -215,16 +148,16 @@ fn a_state_dir_that_is_a_symlink_is_refused() {
     let file = tb.dir().join("state-file");
     fs::write(&file, "not a directory\n").unwrap();
     chmod(&file, 0o600);
-    rr_state(&tb, &file, &["apply", path_str(&config)]).expect_code(1).expect_stderr(&["not a directory"]);
+    tb.rr_in(&file, &["apply", path_str(&config)]).expect_code(1).expect_stderr(&["not a directory"]);
     assert_dump_eq(&before, &tb.dump(), "a state path that is a file did not stop the change");
 }
 
 #[test]
 fn a_namespace_state_dir_writable_by_others_or_foreign_is_refused() {
     let tb = Testbed::builder().rails(2).build();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     // A first run creates <base>/net-<inode> (nothing to roll back).
-    rr(&tb, &["rollback"]).expect_code(0);
+    tb.rr(&["rollback"]).expect_code(0);
     let base = tb.state_base();
     let dir = ns_state_dir(&base);
     assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o777, 0o700, "{}", dir.display());
@@ -236,9 +169,9 @@ fn a_namespace_state_dir_writable_by_others_or_foreign_is_refused() {
         (0o702, "writable by group or others"),
     ] {
         chmod(&dir, mode);
-        let run = rr(&tb, &["apply", path_str(&config)]).expect_code(1);
+        let run = tb.rr(&["apply", path_str(&config)]).expect_code(1);
         run.expect_stderr(&[needle, &format!("{mode:04o}"), path_str(&dir)]);
-        rr(&tb, &["rollback"]).expect_code(1).expect_stderr(&[needle]);
+        tb.rr(&["rollback"]).expect_code(1).expect_stderr(&[needle]);
         assert_dump_eq(&before, &tb.dump(), &format!("state dir mode {mode:o} did not stop the change"));
     }
 
@@ -246,7 +179,7 @@ fn a_namespace_state_dir_writable_by_others_or_foreign_is_refused() {
     chmod(&dir, 0o700);
     for mode in [0o1777, 0o777] {
         chmod(&base, mode);
-        rr(&tb, &["apply", path_str(&config)])
+        tb.rr(&["apply", path_str(&config)])
             .expect_code(1)
             .expect_stderr(&["writable by group or others", path_str(&base)]);
     }
@@ -255,24 +188,24 @@ fn a_namespace_state_dir_writable_by_others_or_foreign_is_refused() {
 
     // Owned by another user, even with a strict mode.
     chown(&dir, NOBODY_UID, NOBODY_UID);
-    let run = rr(&tb, &["apply", path_str(&config)]).expect_code(1);
+    let run = tb.rr(&["apply", path_str(&config)]).expect_code(1);
     run.expect_stderr(&[&format!("owned by uid {NOBODY_UID}"), path_str(&dir)]);
-    rr(&tb, &["remove"]).expect_code(1).expect_stderr(&["owned by uid"]);
+    tb.rr(&["remove"]).expect_code(1).expect_stderr(&["owned by uid"]);
     assert_dump_eq(&before, &tb.dump(), "a foreign-owned state dir did not stop the change");
 
     // Put right, the same apply goes through: the refusals were about the
     // directory, nothing else.
     chown(&dir, 0, 0);
-    apply_ok(&tb, &config);
+    tb.apply_ok(&config);
     assert!(tb.dump().contains(OURS), "the apply did nothing:\n{}", tb.dump());
 }
 
 #[test]
 fn symlinks_inside_the_state_dir_are_never_followed() {
     let tb = Testbed::builder().rails(2).build();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let fresh = tb.dump();
-    apply_ok(&tb, &config);
+    tb.apply_ok(&config);
     let applied = tb.dump();
     let base = tb.state_base();
     let dir = ns_state_dir(&base);
@@ -285,7 +218,7 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
     let target_before = fingerprint(&target);
     fs::remove_file(&journal).unwrap();
     symlink(&target, &journal).unwrap();
-    let run = rr(&tb, &["rollback"]).expect_code(1);
+    let run = tb.rr(&["rollback"]).expect_code(1);
     run.expect_stderr(&["symlink", path_str(&journal)]);
     assert_dump_eq(&applied, &tb.dump(), "rollback through a symlinked journal changed the host");
     assert_eq!(fingerprint(&target), target_before, "the symlink target was touched");
@@ -307,8 +240,8 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
     let planted_before = fingerprint(&planted);
     fs::remove_file(&origins).unwrap();
     symlink(&planted, &origins).unwrap();
-    rr(&tb, &["apply", path_str(&changed)]).expect_code(1).expect_stderr(&["symlink", path_str(&origins)]);
-    rr(&tb, &["remove"]).expect_code(1).expect_stderr(&["symlink", path_str(&origins)]);
+    tb.rr(&["apply", path_str(&changed)]).expect_code(1).expect_stderr(&["symlink", path_str(&origins)]);
+    tb.rr(&["remove"]).expect_code(1).expect_stderr(&["symlink", path_str(&origins)]);
     assert_eq!(fingerprint(&planted), planted_before, "the planted origins were touched");
     assert_dump_eq(&applied, &tb.dump(), "symlinked origins did not stop the change");
 
@@ -316,7 +249,7 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
     fs::remove_file(&origins).unwrap();
     fs::copy(&target, &journal).unwrap();
     chmod(&journal, 0o600);
-    rr(&tb, &["rollback"]).expect_code(0);
+    tb.rr(&["rollback"]).expect_code(0);
     assert_dump_eq(&fresh, &tb.dump(), "rollback did not restore the host");
 }
 
@@ -326,8 +259,8 @@ fn symlinks_inside_the_state_dir_are_never_followed() {
 #[test]
 fn rollback_refuses_a_journal_of_an_unknown_version() {
     let tb = Testbed::builder().rails(2).build();
-    let config = standard_config(&tb);
-    apply_ok(&tb, &config);
+    let config = tb.standard_config();
+    tb.apply_ok(&config);
     let applied = tb.dump();
     let journal = journal_files(&tb.state_base()).pop().expect("the apply left no journal");
     let text = fs::read_to_string(&journal).unwrap();
@@ -338,15 +271,14 @@ fn rollback_refuses_a_journal_of_an_unknown_version() {
     doc["version"] = serde_json::json!(999);
     fs::write(&journal, format!("{doc}\n{rest}")).unwrap();
 
-    let run = rr(&tb, &["rollback"]).expect_code(1);
+    let run = tb.rr(&["rollback"]).expect_code(1);
     run.expect_stderr(&["version 999", path_str(&journal)]);
     assert_dump_eq(&applied, &tb.dump(), "rollback of an unknown journal version changed the host");
     assert!(journal.exists(), "the unreadable journal was deleted");
 
     // `--json` reports the same error as a document.
-    let run = rr(&tb, &["rollback", "--json"]).expect_code(1);
-    let doc: serde_json::Value =
-        serde_json::from_str(&run.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", run.report()));
+    let run = tb.rr(&["rollback", "--json"]).expect_code(1);
+    let doc = json_doc(&run);
     assert_eq!(doc["ok"], false, "{}", run.report());
     assert!(doc["error"]["message"].as_str().is_some_and(|e| e.contains("version 999")), "{}", run.report());
     assert_dump_eq(&applied, &tb.dump(), "rollback --json changed the host");
@@ -354,66 +286,6 @@ fn rollback_refuses_a_journal_of_an_unknown_version() {
 
 // ---------------------------------------------------------------------------
 // 4. Not root
-
-/// How to drop to nobody: setpriv (util-linux), else runuser.
-fn drop_privileges() -> Vec<String> {
-    let works =
-        |prog: &str, arg: &str| Command::new(prog).arg(arg).output().is_ok_and(|o| o.status.success());
-    if works("setpriv", "--version") {
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"].map(String::from).to_vec()
-    } else if works("runuser", "--version") {
-        ["runuser", "-u", "nobody", "--"].map(String::from).to_vec()
-    } else {
-        panic!("this test needs `setpriv` or `runuser`: install util-linux");
-    }
-}
-
-/// An unprivileged roce-route inside the host namespace: `ip netns exec`
-/// enters it as root (`--netns` needs root), then privileges are dropped.
-struct Nobody<'a> {
-    tb: &'a Testbed,
-    bin: PathBuf,
-    prefix: Vec<String>,
-}
-
-impl<'a> Nobody<'a> {
-    /// Makes the test dir traversable and copies the binary there, so that
-    /// nobody can run it whatever the target dir's permissions.
-    fn new(tb: &'a Testbed) -> Nobody<'a> {
-        chmod(tb.dir(), 0o755);
-        let bin = tb.dir().join("roce-route");
-        fs::copy(env!("CARGO_BIN_EXE_roce-route"), &bin).expect("copy the binary");
-        chmod(&bin, 0o755);
-        Nobody { tb, bin, prefix: drop_privileges() }
-    }
-
-    /// Writes a config nobody can read: in the 0755 test dir, mode 0644.
-    fn config(&self, toml: &str) -> PathBuf {
-        let path = self.tb.write_config(toml);
-        chmod(&path, 0o644);
-        path
-    }
-
-    /// `roce-route ARGS` as nobody in the host namespace.
-    fn run(&self, args: &[&str]) -> Run {
-        let bin = path_str(&self.bin).to_string();
-        let mut all = vec![bin.as_str()];
-        all.extend(args);
-        self.exec(&all)
-    }
-
-    /// Any program as nobody in the host namespace.
-    fn exec(&self, argv: &[&str]) -> Run {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", self.tb.host_ns()])
-            .args(&self.prefix)
-            .args(argv)
-            .env("ROCE_ROUTE_STATE_DIR", self.tb.state_base())
-            .current_dir(self.tb.dir())
-            .stdin(Stdio::null());
-        run_cmd(cmd)
-    }
-}
 
 #[test]
 fn without_root_changes_are_refused_and_reading_works() {
@@ -441,7 +313,7 @@ fn without_root_changes_are_refused_and_reading_works() {
 
     // Reading needs no privilege: the dry run prints exactly root's.
     let dry = nobody.run(&["apply", "--dry-run", cfg]).expect_code(0);
-    let root_dry = rr(&tb, &["apply", "--dry-run", cfg]).expect_code(0);
+    let root_dry = tb.rr(&["apply", "--dry-run", cfg]).expect_code(0);
     assert!(dry.stdout().contains(" route add "), "{}", dry.report());
     assert_eq!(dry.stdout(), root_dry.stdout(), "{}", dry.report());
 
@@ -457,7 +329,7 @@ fn without_root_changes_are_refused_and_reading_works() {
     assert!(!tb.state_base().exists(), "an unprivileged read created the state dir");
 
     // After root applies, the unprivileged check agrees and show lists it.
-    apply_ok(&tb, &config);
+    tb.apply_ok(&config);
     let applied = tb.dump();
     nobody.run(&["check", cfg]).expect_code(0);
     nobody.run(&["check", "--json", cfg]).expect_code(0);
@@ -482,7 +354,7 @@ fn has_our_route(tb: &Testbed, table: u32) -> bool {
 
 /// Spawns `apply CONFIG` pausing `delay_ms` before each step.
 fn spawn_slow_apply(tb: &Testbed, config: &Path, delay_ms: u64) -> Background {
-    let mut cmd = tb.roce_route_in(&tb.state_base(), &["apply", path_str(config)]);
+    let mut cmd = tb.rr_cmd(&["apply", path_str(config)]);
     cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay_ms.to_string());
     let what = describe_with_env(&cmd);
     Background::spawn(cmd, what)
@@ -537,7 +409,7 @@ fn rails_0_to_2_state(tb: &Testbed) -> String {
 #[test]
 fn an_interface_deleted_during_apply_leaves_no_mixture() {
     let tb = Testbed::builder().rails(4).build();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let before = rails_0_to_2_state(&tb);
     // The plan: 4 routes (rail3's is step 4), 4 rules, 8 sysctls, with a
     // pause of 150 ms before each step.
@@ -572,11 +444,11 @@ fn an_interface_deleted_during_apply_leaves_no_mixture() {
             "does not exist",
         ]);
         assert!(journal_files(&tb.state_base()).is_empty(), "a rolled-back apply left a journal");
-        let rollback = rr(&tb, &["rollback"]).expect_code(0);
+        let rollback = tb.rr(&["rollback"]).expect_code(0);
         assert!(rollback.stdout().contains("nothing to roll back"), "{}", rollback.report());
     } else {
         let rails_0_2 = tb.render_config_for(|r| r.name != "rail3", |_| vec![]);
-        let dry = rr(&tb, &["apply", "--dry-run", path_str(&tb.write_config(&rails_0_2))]).expect_code(0);
+        let dry = tb.rr(&["apply", "--dry-run", path_str(&tb.write_config(&rails_0_2))]).expect_code(0);
         assert!(
             dry.stdout().contains("in sync"),
             "a mixture: neither as before nor fully applied for rails 0-2:\n{}\n\
@@ -591,7 +463,7 @@ fn an_interface_deleted_during_apply_leaves_no_mixture() {
 #[test]
 fn a_conflicting_route_added_mid_apply_is_reported_and_nothing_is_left() {
     let tb = Testbed::builder().rails(4).build();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let before = tb.dump();
     let rail3 = tb.rail(3).clone();
     let foreign = format!("{SUBNET_V4} dev {} table {} src {}", rail3.name, rail3.table, rail3.v4);
@@ -630,24 +502,24 @@ fn a_conflicting_route_added_mid_apply_is_reported_and_nothing_is_left() {
 #[test]
 fn a_rolled_back_apply_does_not_decide_what_remove_restores() {
     let tb = Testbed::builder().rails(2).build();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     // rail1 down: the kernel refuses the route through it (step 2), before
     // any sysctl step; everything made is rolled back.
     tb.ip_host("link set rail1 down");
     let before_failure = tb.dump();
-    rr(&tb, &["apply", path_str(&config)]).expect_code(1).expect_stderr(&["rolled back"]);
+    tb.rr(&["apply", path_str(&config)]).expect_code(1).expect_stderr(&["rolled back"]);
     assert_dump_eq(&before_failure, &tb.dump(), "the failed apply was not rolled back");
     assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 0);
     tb.ip_host("link set rail1 up");
 
     // Another actor (the admin) sets their own value; roce-route changes it.
     tb.set_host_sysctl("rail0", "arp_ignore", 2);
-    apply_ok(&tb, &config);
+    tb.apply_ok(&config);
     assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 1);
 
-    let origins = fs::read_to_string(ns_state_dir(&tb.state_base()).join("record.json"))
-        .unwrap_or_else(|e| format!("<{e}>"));
-    rr(&tb, &["remove"]).expect_code(0);
+    let origins =
+        fs::read_to_string(tb.ns_state_dir().join("record.json")).unwrap_or_else(|e| format!("<{e}>"));
+    tb.rr(&["remove"]).expect_code(0);
     assert_eq!(
         tb.host_sysctl("rail0", "arp_ignore"),
         2,

@@ -10,17 +10,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    Background, EXIT_DRIFT, EXIT_FAILED, EXIT_INVALID, EXIT_OK, Run, Testbed, assert_dump_eq, path_str,
-    poll_until,
+    Background, EXIT_DRIFT, EXIT_FAILED, EXIT_INVALID, EXIT_OK, Testbed, assert_dump_eq,
+    confirmation_pending, journal_files, json_doc, path_str, poll_until, toml_str,
 };
 use serde_json::Value;
 
-/// The protocol number roce-route stamps on what it owns.
-const PROTO: &str = "proto 234";
 /// Bound for a waiting `apply --confirm` to apply, or to exit once it
 /// should.
 const CONFIRM_WAIT: Duration = Duration::from_secs(15);
@@ -30,54 +27,13 @@ const LINK_WAIT: Duration = Duration::from_secs(10);
 // ---------------------------------------------------------------------------
 // Running roce-route with the test's own state dir
 
-/// `roce-route --netns <host ns> ARGS`, run from the test's temp dir with
-/// ROCE_ROUTE_STATE_DIR set to this test's state dir, stdin closed.
-fn roce_route_cmd(tb: &Testbed, args: &[&str]) -> Command {
-    let mut cmd = tb.roce_route_command();
-    cmd.args(args).stdin(Stdio::null());
-    cmd
-}
-
-fn rr(tb: &Testbed, args: &[&str]) -> Run {
-    Run::with_what(roce_route_cmd(tb, args), format!("roce-route {args:?}"))
-}
-
-/// Runs roce-route and panics, with its whole output, unless it exits `code`.
-fn rr_expect(tb: &Testbed, args: &[&str], code: i32) -> Run {
-    rr(tb, args).expect_code(code)
-}
-
-/// Runs roce-route, expects exit 0, returns stdout.
-fn rr_ok(tb: &Testbed, args: &[&str]) -> String {
-    rr_expect(tb, args, EXIT_OK).stdout()
-}
-
-/// The single JSON document on stdout.
-fn json_of(run: &Run) -> Value {
-    serde_json::from_slice(&run.out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document: {e}\n{}", run.report()))
-}
-
-fn apply(tb: &Testbed, config: &Path) -> String {
-    rr_ok(tb, &["apply", path_str(config)])
-}
-
-fn apply_adopt(tb: &Testbed, config: &Path) -> String {
-    rr_ok(tb, &["apply", "--adopt", path_str(config)])
-}
-
 fn rollback(tb: &Testbed) -> String {
-    rr_ok(tb, &["rollback"])
+    tb.rr_ok(&["rollback"])
 }
 
 /// `check CONFIG --json` expecting exit `code`; the parsed report.
 fn check_json(tb: &Testbed, config: &Path, code: i32) -> Value {
-    json_of(&rr_expect(tb, &["check", path_str(config), "--json"], code))
-}
-
-/// The standard config (every rail, its addresses, table 100+k), written.
-fn standard_config(tb: &Testbed) -> PathBuf {
-    tb.write_config(&tb.config_toml())
+    json_doc(&tb.rr(&["check", path_str(config), "--json"]).expect_code(code))
 }
 
 /// The first `n` `[[interface]]` blocks of a config rendered by the testbed.
@@ -90,22 +46,8 @@ fn first_interfaces(toml: &str, n: usize) -> String {
 // ---------------------------------------------------------------------------
 // Observations
 
-/// Every rule and route (both families, all tables) with proto 234.
-fn owned_entries(tb: &Testbed) -> Vec<String> {
-    let mut out = Vec::new();
-    for args in ["-4 rule show", "-6 rule show", "-4 route show table all", "-6 route show table all"] {
-        out.extend(
-            tb.ip_host(args)
-                .lines()
-                .filter(|l| l.contains(PROTO))
-                .map(|l| format!("ip {args}: {}", l.trim())),
-        );
-    }
-    out
-}
-
 fn owned_rules(tb: &Testbed) -> usize {
-    owned_entries(tb).iter().filter(|l| l.contains(" rule show")).count()
+    tb.owned_entries().iter().filter(|l| l.contains(" rule show")).count()
 }
 
 fn json_array<'a>(v: &'a Value, key: &str) -> &'a Vec<Value> {
@@ -165,7 +107,9 @@ fn assert_traffic_ok(traffic: &[Value], what: &str) {
 
 /// Asserts check says "in sync": exit 0, in_sync, no differences, every
 /// lookup ok, and one lookup at least per address of each configured rail.
-fn assert_in_sync(tb: &Testbed, config: &Path, what: &str) {
+/// (Not a repeated apply's "in sync": that is apply.rs's
+/// `assert_reapply_in_sync`.)
+fn assert_check_in_sync(tb: &Testbed, config: &Path, what: &str) {
     let report = check_json(tb, config, EXIT_OK);
     assert_eq!(report["command"], "check", "{report:#}");
     assert_eq!(report["in_sync"], true, "{what}: {report:#}");
@@ -173,7 +117,7 @@ fn assert_in_sync(tb: &Testbed, config: &Path, what: &str) {
     let traffic = json_array(&report, "traffic");
     assert_traffic_ok(traffic, what);
     let text = std::fs::read_to_string(config).expect("read config");
-    let configured = tb.rails().iter().filter(|r| text.contains(&format!("name = \"{}\"", r.name)));
+    let configured = tb.rails().iter().filter(|r| text.contains(&format!("name = {}", toml_str(&r.name))));
     for rail in configured {
         for addr in std::iter::once(&rail.v4).chain(&rail.v6) {
             assert!(
@@ -182,7 +126,7 @@ fn assert_in_sync(tb: &Testbed, config: &Path, what: &str) {
             );
         }
     }
-    let human = rr_ok(tb, &["check", path_str(config)]);
+    let human = tb.rr_ok(&["check", path_str(config)]);
     assert!(human.contains("in sync"), "{what}: human check said:\n{human}");
 }
 
@@ -235,16 +179,7 @@ fn flap(tb: &Testbed, rail: &str) {
 /// Starts `roce-route ARGS` in the background; it is killed (by its own
 /// pid) if the test ends first.
 fn spawn(tb: &Testbed, args: &[&str]) -> Background {
-    Background::spawn(roce_route_cmd(tb, args), format!("roce-route {args:?}"))
-}
-
-/// The state dir of the host namespace: the only subdirectory of the base.
-fn ns_state_dir(tb: &Testbed) -> Option<PathBuf> {
-    let entries = std::fs::read_dir(tb.state_base()).ok()?;
-    let dirs: Vec<PathBuf> =
-        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
-    assert!(dirs.len() <= 1, "several namespace state dirs: {dirs:?}");
-    dirs.into_iter().next()
+    Background::spawn(tb.rr_cmd(args), format!("roce-route {args:?}"))
 }
 
 /// Starts `apply --confirm SECONDS` and waits until it has applied and
@@ -254,7 +189,7 @@ fn start_waiting_apply(tb: &Testbed, config: &Path, seconds: u64) -> Background 
     let mut bg = spawn(tb, &["apply", "--confirm", &secs, path_str(config)]);
     poll_until("apply --confirm to apply and wait", CONFIRM_WAIT, || {
         assert!(bg.is_running(), "{} exited before confirmation", bg.what());
-        owned_rules(tb) > 0 && ns_state_dir(tb).is_some_and(|d| d.join("pending").exists())
+        owned_rules(tb) > 0 && confirmation_pending(&tb.state_base())
     });
     bg
 }
@@ -265,14 +200,14 @@ fn start_waiting_apply(tb: &Testbed, config: &Path, seconds: u64) -> Background 
 #[test]
 fn rollback_returns_the_exact_pre_apply_state() {
     let (tb, before) = host_with_foreign_state(true);
-    apply(&tb, &standard_config(&tb));
+    tb.apply_ok(&tb.standard_config());
     assert_ne!(tb.dump(), before, "apply changed nothing");
     assert_eq!(tb.host_sysctl("rail1", "arp_ignore"), 1);
 
     rollback(&tb);
     assert_dump_eq(&before, &tb.dump(), "after apply + rollback");
 
-    let out = rr_ok(&tb, &["rollback"]);
+    let out = tb.rr_ok(&["rollback"]);
     assert!(out.contains("nothing to roll back"), "second rollback said:\n{out}");
     assert_dump_eq(&before, &tb.dump(), "after a second rollback");
 }
@@ -280,22 +215,21 @@ fn rollback_returns_the_exact_pre_apply_state() {
 #[test]
 fn rollback_unwinds_a_stack_of_applies() {
     let (tb, original) = host_with_foreign_state(true);
-    let config_a = standard_config(&tb);
+    let config_a = tb.standard_config();
     let config_b = tb.write_config(&first_interfaces(&tb.config_toml_with_gateway(), 3));
 
-    apply(&tb, &config_a);
+    tb.apply_ok(&config_a);
     let after_a = tb.dump();
-    apply(&tb, &config_b);
+    tb.apply_ok(&config_b);
     let after_b = tb.dump();
     assert_ne!(after_a, after_b, "apply B changed nothing");
-    assert_in_sync(&tb, &config_b, "after apply B");
+    assert_check_in_sync(&tb, &config_b, "after apply B");
 
     rollback(&tb);
     assert_dump_eq(&after_a, &tb.dump(), "after rolling back B");
     rollback(&tb);
     assert_dump_eq(&original, &tb.dump(), "after rolling back B then A");
-    let out = rr_ok(&tb, &["rollback", "--json"]);
-    let report: Value = serde_json::from_str(&out).expect("rollback --json");
+    let report = json_doc(&tb.rr(&["rollback", "--json"]).expect_code(EXIT_OK));
     assert_eq!(report["changed"], false, "{report:#}");
 }
 
@@ -307,15 +241,15 @@ fn rollback_after_adopt_restores_the_hand_made_fix() {
     let tb = Testbed::builder().rails(4).build();
     tb.fix_by_hand();
     let hand_made = tb.dump();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
 
-    rr_expect(&tb, &["apply", path_str(&config)], EXIT_FAILED).expect_stderr(&["--adopt"]);
+    tb.rr(&["apply", path_str(&config)]).expect_code(EXIT_FAILED).expect_stderr(&["--adopt"]);
     assert_dump_eq(&hand_made, &tb.dump(), "after a refused apply");
 
-    apply_adopt(&tb, &config);
-    assert_in_sync(&tb, &config, "after apply --adopt");
+    tb.apply(&config, &["--adopt"]).expect_code(EXIT_OK);
+    assert_check_in_sync(&tb, &config, "after apply --adopt");
     let owned = owned_rules(&tb);
-    assert_eq!(owned, tb.rails().len(), "{:#?}", owned_entries(&tb));
+    assert_eq!(owned, tb.rails().len(), "{:#?}", tb.owned_entries());
 
     rollback(&tb);
     assert_dump_eq(&hand_made, &tb.dump(), "after apply --adopt + rollback");
@@ -326,33 +260,28 @@ fn rollback_after_adopt_restores_the_hand_made_fix() {
 
 /// Deletes the namespace's journals, keeping record.json.
 fn delete_journals(tb: &Testbed) {
-    let dir = ns_state_dir(tb).expect("apply created a state dir");
-    let mut deleted = 0;
-    for entry in std::fs::read_dir(&dir).expect("read state dir") {
-        let path = entry.expect("dir entry").path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with("journal-") && name.ends_with(".jsonl") {
-            std::fs::remove_file(&path).expect("delete journal");
-            deleted += 1;
-        }
+    let dir = tb.ns_state_dir();
+    let journals = journal_files(&tb.state_base());
+    for path in &journals {
+        std::fs::remove_file(path).expect("delete journal");
     }
-    assert!(deleted > 0, "no journal in {}", dir.display());
+    assert!(!journals.is_empty(), "no journal in {}", dir.display());
     assert!(dir.join("record.json").exists(), "no record.json in {}", dir.display());
 }
 
 #[test]
 fn remove_without_journals_takes_out_everything_owned() {
     let (tb, before) = host_with_foreign_state(true);
-    apply(&tb, &tb.write_config(&tb.config_toml_with_gateway()));
-    assert!(!owned_entries(&tb).is_empty(), "apply installed nothing");
+    tb.apply_ok(&tb.write_config(&tb.config_toml_with_gateway()));
+    assert!(!tb.owned_entries().is_empty(), "apply installed nothing");
     delete_journals(&tb);
 
-    rr_ok(&tb, &["remove"]);
-    assert_eq!(owned_entries(&tb), Vec::<String>::new(), "left after remove");
+    tb.rr_ok(&["remove"]);
+    assert_eq!(tb.owned_entries(), Vec::<String>::new(), "left after remove");
     assert_eq!(tb.host_sysctl("rail1", "arp_ignore"), 2, "rail1's own value");
     assert_dump_eq(&before, &tb.dump(), "after remove");
 
-    let again = rr_ok(&tb, &["remove"]);
+    let again = tb.rr_ok(&["remove"]);
     assert!(again.contains("nothing to remove"), "second remove said:\n{again}");
     assert_dump_eq(&before, &tb.dump(), "after a second remove");
 }
@@ -362,23 +291,23 @@ fn remove_without_journals_takes_out_everything_owned() {
 
 /// An applied standard config, checked in sync; the config.
 fn applied(tb: &Testbed) -> PathBuf {
-    let config = standard_config(tb);
-    apply(tb, &config);
-    assert_in_sync(tb, &config, "right after apply");
+    let config = tb.standard_config();
+    tb.apply_ok(&config);
+    assert_check_in_sync(tb, &config, "right after apply");
     config
 }
 
 #[test]
 fn check_is_in_sync_after_apply_and_not_before() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let report = assert_drift(&tb, &config);
     let kinds = difference_kinds(&report);
     for kind in ["missing_route", "missing_rule", "sysctl", "traffic"] {
         assert!(kinds.iter().any(|k| k == kind), "no {kind} in {kinds:?}");
     }
-    apply(&tb, &config);
-    assert_in_sync(&tb, &config, "after apply");
+    tb.apply_ok(&config);
+    assert_check_in_sync(&tb, &config, "after apply");
 }
 
 #[test]
@@ -393,7 +322,7 @@ fn check_finds_a_deleted_rule_and_its_fix_repairs_it() {
     assert!(missing["description"].as_str().unwrap().contains(&rail.v4), "{missing:#}");
     let fix = missing["fix"].as_str().unwrap();
     tb.host().exec("sh", &["-c", fix]);
-    assert_in_sync(&tb, &config, &format!("after running the fix `{fix}`"));
+    assert_check_in_sync(&tb, &config, &format!("after running the fix `{fix}`"));
 }
 
 #[test]
@@ -421,8 +350,8 @@ fn check_finds_the_routes_a_link_flap_dropped() {
         assert!(t["dev"] != "rail1", "a wrong verdict leaves via rail1: {t:#}");
     }
 
-    apply(&tb, &config);
-    assert_in_sync(&tb, &config, "after re-applying");
+    tb.apply_ok(&config);
+    assert_check_in_sync(&tb, &config, "after re-applying");
 }
 
 #[test]
@@ -435,8 +364,8 @@ fn check_finds_a_sysctl_changed_by_hand() {
     assert_eq!(difference_kinds(&report), ["sysctl"], "{report:#}");
     let d = difference(&report, "sysctl");
     assert!(d["fix"].as_str().unwrap().contains("rail2.arp_ignore=1"), "{d:#}");
-    apply(&tb, &config);
-    assert_in_sync(&tb, &config, "after re-applying");
+    tb.apply_ok(&config);
+    assert_check_in_sync(&tb, &config, "after re-applying");
 }
 
 #[test]
@@ -453,8 +382,8 @@ fn check_finds_a_shadowing_foreign_rule_and_adopt_takes_it_over() {
     assert!(!wrong.is_empty(), "shadowed traffic judged ok: {report:#}");
     difference(&report, "traffic");
 
-    apply_adopt(&tb, &config);
-    assert_in_sync(&tb, &config, "after apply --adopt");
+    tb.apply(&config, &["--adopt"]).expect_code(EXIT_OK);
+    assert_check_in_sync(&tb, &config, "after apply --adopt");
 }
 
 #[test]
@@ -468,15 +397,14 @@ fn check_finds_arp_ignore_overridden_by_conf_all() {
     // roce-route never writes conf/all: the fix is to accept the value.
     assert!(d["fix"].as_str().unwrap().contains("set `arp_ignore = 2` for interface"), "{d:#}");
     tb.set_host_sysctl("all", "arp_ignore", 0);
-    assert_in_sync(&tb, &config, "with conf/all/arp_ignore back to 0");
+    assert_check_in_sync(&tb, &config, "with conf/all/arp_ignore back to 0");
 }
 
 // ---------------------------------------------------------------------------
 // 5. show
 
 fn show_json(tb: &Testbed) -> Value {
-    let report: Value = serde_json::from_str(&rr_ok(tb, &["show", "--json"]))
-        .unwrap_or_else(|e| panic!("show --json is not JSON: {e}"));
+    let report = json_doc(&tb.rr(&["show", "--json"]).expect_code(EXIT_OK));
     assert_eq!(report["command"], "show", "{report:#}");
     assert_eq!(report["protocols"], serde_json::json!([234]), "{report:#}");
     report
@@ -512,7 +440,7 @@ fn show_lists_every_rail_with_its_table_rules_sysctls_and_traffic() {
         assert_traffic_ok(json_array(i, "traffic"), &what);
     }
 
-    let human = rr_ok(&tb, &["show"]);
+    let human = tb.rr_ok(&["show"]);
     for rail in tb.rails() {
         assert!(human.contains(&rail.name), "{} not in show:\n{human}", rail.name);
     }
@@ -535,7 +463,7 @@ fn show_reports_a_flapped_rail() {
     assert_eq!(orphans.len(), 1, "{report:#}");
     assert_eq!(orphans[0]["table"], 101, "{report:#}");
     assert_eq!(orphans[0]["src"]["addr"], tb.rail(1).v4, "{report:#}");
-    let human = rr_ok(&tb, &["show"]);
+    let human = tb.rr_ok(&["show"]);
     assert!(
         human.contains("rule without routes in its table") && human.contains("lookup 101"),
         "human show after a flap of rail1:\n{human}"
@@ -554,8 +482,7 @@ fn apply_json(tb: &Testbed, config: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["apply", "--json"];
     args.extend(extra);
     args.push(path_str(config));
-    let report: Value =
-        serde_json::from_str(&rr_ok(tb, &args)).unwrap_or_else(|e| panic!("apply {args:?} is not JSON: {e}"));
+    let report = json_doc(&tb.rr(&args).expect_code(EXIT_OK));
     assert_eq!(report["command"], "apply", "{report:#}");
     for key in ["changes", "conflicts", "warnings"] {
         json_array(&report, key);
@@ -566,7 +493,7 @@ fn apply_json(tb: &Testbed, config: &Path, extra: &[&str]) -> Value {
 #[test]
 fn apply_json_reports_changed_then_unchanged() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let first = apply_json(&tb, &config, &[]);
     assert_eq!(first["changed"], true, "{first:#}");
     assert_eq!(first["dry_run"], false, "{first:#}");
@@ -590,7 +517,7 @@ fn dry_run_json_announces_exactly_what_apply_does() {
 
     let real = apply_json(&tb, &config, &[]);
     assert_eq!(dry["changes"], real["changes"], "dry run vs apply");
-    assert_in_sync(&tb, &config, "after apply");
+    assert_check_in_sync(&tb, &config, "after apply");
 }
 
 #[test]
@@ -598,8 +525,8 @@ fn bad_config_with_json_prints_an_error_document() {
     let tb = Testbed::builder().rails(2).build();
     let before = tb.dump();
     let config = tb.write_config("[[interface]]\nname = \"rail0\"\ntable = \"not a number\"\n");
-    let out = rr_expect(&tb, &["apply", "--json", path_str(&config)], EXIT_INVALID);
-    let doc = json_of(&out);
+    let out = tb.rr(&["apply", "--json", path_str(&config)]).expect_code(EXIT_INVALID);
+    let doc = json_doc(&out);
     assert_eq!(doc["command"], "apply", "{doc:#}");
     assert_eq!(doc["ok"], false, "{doc:#}");
     assert_eq!(doc["exit_code"], EXIT_INVALID, "{doc:#}");
@@ -614,7 +541,7 @@ fn bad_config_with_json_prints_an_error_document() {
 #[test]
 fn unconfirmed_apply_rolls_back_after_its_timeout() {
     let (tb, before) = host_with_foreign_state(true);
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let start = Instant::now();
     // The change must really be in place during the wait, then undone.
     let waiting = start_waiting_apply(&tb, &config, 2);
@@ -624,22 +551,22 @@ fn unconfirmed_apply_rolls_back_after_its_timeout() {
     let out = out.expect_code(EXIT_FAILED);
     assert!(took >= Duration::from_secs(2) && took < CONFIRM_WAIT, "exited after {took:?}\n{}", out.report());
     assert_dump_eq(&before, &tb.dump(), "after an unconfirmed apply");
-    let out = rr_ok(&tb, &["rollback"]);
+    let out = tb.rr_ok(&["rollback"]);
     assert!(out.contains("nothing to roll back"), "rollback said:\n{out}");
 }
 
 #[test]
 fn confirm_keeps_the_waiting_apply() {
     let (tb, before) = host_with_foreign_state(true);
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let waiting = start_waiting_apply(&tb, &config, 20);
     let applied_dump = tb.dump();
     assert_ne!(applied_dump, before, "nothing applied");
 
-    rr_ok(&tb, &["confirm"]);
+    tb.rr_ok(&["confirm"]);
     waiting.wait_timeout(CONFIRM_WAIT).expect_code(EXIT_OK);
     assert_dump_eq(&applied_dump, &tb.dump(), "after confirm");
-    assert_in_sync(&tb, &config, "after confirm");
+    assert_check_in_sync(&tb, &config, "after confirm");
     // The confirmed apply is an ordinary one: rollback still undoes it.
     rollback(&tb);
     assert_dump_eq(&before, &tb.dump(), "after rolling back a confirmed apply");
@@ -648,7 +575,7 @@ fn confirm_keeps_the_waiting_apply() {
 #[test]
 fn sighup_rolls_back_a_waiting_apply_at_once() {
     let (tb, before) = host_with_foreign_state(true);
-    let config = standard_config(&tb);
+    let config = tb.standard_config();
     let waiting = start_waiting_apply(&tb, &config, 20);
     let pid = waiting.pid().to_string();
     let start = Instant::now();
@@ -663,5 +590,5 @@ fn sighup_rolls_back_a_waiting_apply_at_once() {
 #[test]
 fn confirm_with_nothing_waiting_fails() {
     let tb = Testbed::builder().rails(1).build();
-    rr_expect(&tb, &["confirm"], EXIT_FAILED);
+    tb.rr(&["confirm"]).expect_code(EXIT_FAILED);
 }

@@ -22,6 +22,7 @@
 #![allow(dead_code)]
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -65,6 +66,24 @@ pub fn describe(cmd: &Command) -> String {
     let mut parts = vec![cmd.get_program().to_string_lossy().into_owned()];
     parts.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
     parts.join(" ")
+}
+
+/// The command line with the environment it sets, for failure messages
+/// (`ROCE_ROUTE_STATE_DIR=... roce-route --netns ... apply ...`).
+pub fn describe_with_env(cmd: &Command) -> String {
+    let mut parts: Vec<String> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy())))
+        .collect();
+    parts.push(describe(cmd));
+    parts.join(" ")
+}
+
+/// How a run with a config is shown in failure messages: its command line
+/// and environment, and the config's text.
+pub fn describe_with_config(cmd: &Command, config: &Path) -> String {
+    let text = fs::read_to_string(config).unwrap_or_else(|e| format!("<unreadable: {e}>"));
+    format!("`{}`\n--- {} ---\n{text}", describe_with_env(cmd), config.display())
 }
 
 /// Runs `cmd`; panics only if it cannot be started at all.
@@ -241,8 +260,11 @@ pub struct TempDir {
 }
 
 impl TempDir {
+    /// `<temp dir>/<name>`, empty: one left by an earlier process of the
+    /// same pid is cleared first.
     pub fn create(name: &str) -> TempDir {
         let path = std::env::temp_dir().join(name);
+        let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
         TempDir { path }
     }
@@ -676,44 +698,24 @@ impl Testbed {
         self.dir().join("state")
     }
 
-    /// `roce-route --netns <host ns>`, to run from the test's temp dir: add
-    /// arguments and environment, then run or spawn it. Its state (journals,
-    /// lock) lives in the test's temp dir (`state_base()`), never in
-    /// /run/roce-route, so tests never share state (a caller may set
-    /// ROCE_ROUTE_STATE_DIR again).
-    pub fn roce_route_command(&self) -> Command {
+    /// `roce-route --netns <host ns> ARGS`, run from the test's temp dir
+    /// with `base` as its state dir (ROCE_ROUTE_STATE_DIR; never
+    /// /run/roce-route, so tests never share state), stdin closed, and no
+    /// test hook (ROCE_ROUTE_CRASH_AT, ROCE_ROUTE_STEP_DELAY_MS) inherited
+    /// from the test's environment. Every run of roce-route in the tests
+    /// starts here: a test that wants a hook sets it on the command it gets
+    /// (a later `env` wins over the removal), then runs or spawns it.
+    pub fn roce_route_in(&self, base: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
         cmd.arg("--netns")
             .arg(self.host_ns())
-            .env("ROCE_ROUTE_STATE_DIR", self.state_base())
-            .current_dir(self.dir());
-        cmd
-    }
-
-    /// `roce-route --netns <host ns> ARGS` with `base` as the state dir,
-    /// stdin closed, and no test hook (ROCE_ROUTE_CRASH_AT,
-    /// ROCE_ROUTE_STEP_DELAY_MS) inherited from the test's environment.
-    pub fn roce_route_in(&self, base: &Path, args: &[&str]) -> Command {
-        let mut cmd = self.roce_route_command();
-        cmd.args(args)
+            .args(args)
             .env("ROCE_ROUTE_STATE_DIR", base)
             .env_remove("ROCE_ROUTE_CRASH_AT")
             .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
+            .current_dir(self.dir())
             .stdin(Stdio::null());
         cmd
-    }
-
-    /// Runs `roce-route --netns <host ns> <args...>` from the test's temp dir.
-    pub fn run_roce_route(&self, args: &[&str]) -> Output {
-        output_of(self.roce_route_command().args(args))
-    }
-
-    /// Like `run_roce_route`, and panics with exit status, stdout and stderr
-    /// unless it succeeded; returns stdout.
-    pub fn run_roce_route_ok(&self, args: &[&str]) -> String {
-        let out = self.run_roce_route(args);
-        assert!(out.status.success(), "roce-route {args:?} failed:\n{}", describe_output(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Writes `toml` to a new file in the test's temp dir.
@@ -766,10 +768,18 @@ pub struct Run {
 }
 
 impl Run {
-    /// Runs `cmd`, shown in failure messages by its command line.
+    /// Runs `cmd`, shown in failure messages by its command line and the
+    /// environment it sets.
     pub fn of(cmd: Command) -> Run {
-        let what = format!("`{}`", describe(&cmd));
+        let what = format!("`{}`", describe_with_env(&cmd));
         Run::with_what(cmd, what)
+    }
+
+    /// The same run, its failure messages starting with `context` (what the
+    /// test was doing: "rollback after a crash at step:3").
+    pub fn context(mut self, context: &str) -> Run {
+        self.what = format!("{context}: {}", self.what);
+        self
     }
 
     /// Runs `cmd`, shown in failure messages as `what`.
@@ -970,11 +980,26 @@ pub fn describe_output(out: &Output) -> String {
     )
 }
 
-fn toml_str(s: &str) -> String {
-    format!("\"{s}\"")
+/// A TOML basic string: `"` and `\` escaped, and every control character
+/// TOML forbids raw in one (U+0000 to U+001F, U+007F) as `\uXXXX` (a tab
+/// may stand raw, but escaped it reads back the same), so any text reads
+/// back as itself.
+pub fn toml_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
-fn toml_list<S: AsRef<str>>(items: &[S]) -> String {
+/// A TOML array of basic strings: `["a", "b"]`.
+pub fn toml_list<S: AsRef<str>>(items: &[S]) -> String {
     let quoted: Vec<String> = items.iter().map(|s| toml_str(s.as_ref())).collect();
     format!("[{}]", quoted.join(", "))
 }
@@ -1041,15 +1066,48 @@ fn push_section(out: &mut String, title: &str, lines: Vec<String>) {
 // Shared by every test file (one definition each)
 
 impl Testbed {
-    /// `roce-route --netns <host> ARGS`, stdin closed, no test hook
-    /// inherited, run to completion.
+    /// `roce-route --netns <host> ARGS` with this test's state base (see
+    /// `roce_route_in`: stdin closed, no test hook inherited), to run or
+    /// spawn, e.g. after setting a hook on it.
+    pub fn rr_cmd(&self, args: &[&str]) -> Command {
+        self.roce_route_in(&self.state_base(), args)
+    }
+
+    /// `roce-route --netns <host> ARGS` (as `rr_cmd`), run to completion.
     pub fn rr(&self, args: &[&str]) -> Run {
-        Run::of(self.roce_route_in(&self.state_base(), args))
+        Run::of(self.rr_cmd(args))
     }
 
     /// Like `rr`, with the state base `base`.
     pub fn rr_in(&self, base: &Path, args: &[&str]) -> Run {
         Run::of(self.roce_route_in(base, args))
+    }
+
+    /// Like `rr`; panics unless it exits 0 (without a panic); its stdout.
+    pub fn rr_ok(&self, args: &[&str]) -> String {
+        self.rr(args).expect_code(EXIT_OK).stdout()
+    }
+
+    /// `apply FLAGS CONFIG` (as `rr`), shown in failure messages with the
+    /// config's text.
+    pub fn apply(&self, config: &Path, flags: &[&str]) -> Run {
+        let mut args = vec!["apply"];
+        args.extend(flags);
+        args.push(path_str(config));
+        let cmd = self.rr_cmd(&args);
+        let what = describe_with_config(&cmd, config);
+        Run::with_what(cmd, what)
+    }
+
+    /// `apply CONFIG`; panics unless it exits 0; its stdout.
+    pub fn apply_ok(&self, config: &Path) -> String {
+        self.apply(config, &[]).expect_code(EXIT_OK).stdout()
+    }
+
+    /// Writes the standard config (`config_toml`: every rail with its
+    /// addresses, table 100+k); returns its path.
+    pub fn standard_config(&self) -> PathBuf {
+        self.write_config(&self.config_toml())
     }
 
     /// Writes a config of the first `rails` rails, each with `extra`
@@ -1097,6 +1155,31 @@ pub fn ns_state_dir(base: &Path) -> PathBuf {
     dirs.into_iter().next().unwrap()
 }
 
+/// Every file under the state base `base` (all namespaces), relative to
+/// it ("net-X/journal-000001.jsonl"), sorted; none without a base.
+pub fn state_files(base: &Path) -> Vec<String> {
+    fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&entry.path(), &format!("{name}/"), out);
+            } else {
+                out.push(name);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(base, "", &mut files);
+    files.sort();
+    files
+}
+
+/// Whether an `apply --confirm` under the state base `base` waits for its
+/// confirmation (its `pending` file exists).
+pub fn confirmation_pending(base: &Path) -> bool {
+    state_files(base).iter().any(|f| f.ends_with("/pending"))
+}
+
 /// The JSON document a `--json` run printed on stdout.
 pub fn json_doc(run: &Run) -> serde_json::Value {
     serde_json::from_str(&run.stdout())
@@ -1109,4 +1192,80 @@ pub fn quoted_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
     let start = rest.find('`')? + 1;
     let len = rest[start..].find('`')?;
     Some(&rest[start..start + len])
+}
+
+// ---------------------------------------------------------------------------
+// Runs without root
+
+/// The uid (and gid) of nobody / nogroup on Debian-like systems.
+pub const NOBODY_UID: u32 = 65534;
+
+/// `chmod MODE PATH`; panics on failure.
+pub fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", path.display()));
+}
+
+/// How to drop to nobody: setpriv (util-linux), else runuser.
+fn drop_privileges() -> Vec<String> {
+    let works =
+        |prog: &str, arg: &str| Command::new(prog).arg(arg).output().is_ok_and(|o| o.status.success());
+    let uid = NOBODY_UID.to_string();
+    if works("setpriv", "--version") {
+        vec!["setpriv".into(), format!("--reuid={uid}"), format!("--regid={uid}"), "--clear-groups".into()]
+    } else if works("runuser", "--version") {
+        ["runuser", "-u", "nobody", "--"].map(String::from).to_vec()
+    } else {
+        panic!("this test needs `setpriv` or `runuser`: install util-linux");
+    }
+}
+
+/// An unprivileged roce-route inside the host namespace: `ip netns exec`
+/// enters it as root (`--netns` needs root), then privileges are dropped.
+pub struct Nobody<'a> {
+    tb: &'a Testbed,
+    bin: PathBuf,
+    prefix: Vec<String>,
+}
+
+impl<'a> Nobody<'a> {
+    /// Makes the test dir traversable and copies the binary there, so that
+    /// nobody can run it whatever the target dir's permissions.
+    pub fn new(tb: &'a Testbed) -> Nobody<'a> {
+        chmod(tb.dir(), 0o755);
+        let bin = tb.dir().join("roce-route");
+        fs::copy(env!("CARGO_BIN_EXE_roce-route"), &bin).expect("copy the binary");
+        chmod(&bin, 0o755);
+        Nobody { tb, bin, prefix: drop_privileges() }
+    }
+
+    /// Writes a config nobody can read: in the 0755 test dir, mode 0644.
+    pub fn config(&self, toml: &str) -> PathBuf {
+        let path = self.tb.write_config(toml);
+        chmod(&path, 0o644);
+        path
+    }
+
+    /// `roce-route ARGS` as nobody in the host namespace, with the test's
+    /// state base and, as `Testbed::roce_route_in`, no test hook inherited.
+    pub fn run(&self, args: &[&str]) -> Run {
+        let bin = path_str(&self.bin).to_string();
+        let mut all = vec![bin.as_str()];
+        all.extend(args);
+        self.exec(&all)
+    }
+
+    /// Any program as nobody in the host namespace (stdin closed).
+    pub fn exec(&self, argv: &[&str]) -> Run {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", self.tb.host_ns()])
+            .args(&self.prefix)
+            .args(argv)
+            .env("ROCE_ROUTE_STATE_DIR", self.tb.state_base())
+            .env_remove("ROCE_ROUTE_CRASH_AT")
+            .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
+            .current_dir(self.tb.dir())
+            .stdin(Stdio::null());
+        Run::of(cmd)
+    }
 }
