@@ -8,8 +8,10 @@ Builds a private namespace with RAILS veth rails, two IPv4 addresses each
 (198.51.100.x/24 and 203.0.113.x/24; peers in a second namespace), then runs
 ROUNDS rounds of `apply`, `check`, `rollback`, timing each process and
 reading its peak RSS (GNU time; wall times include its small fork). Prints the medians of the first and the last
-ten rounds and their ratio. tests/endurance.rs asserts the state and memory
-side of the same loop; timings are measured here, never asserted in a test.
+ten rounds and their ratio. tests/endurance.rs asserts the state side of
+the same loop (host and state directory as before, every round); timings
+and memory are measured here, never asserted in a test. Needs GNU time
+(Debian package `time`), which the tests do not.
 Both namespaces and the state directory are deleted on exit.
 """
 

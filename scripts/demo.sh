@@ -12,7 +12,7 @@
 #                   (the gateway, and the "remote side" doing ARP)
 #
 # Nothing outside those namespaces is touched: roce-route's state directory
-# (undo journal, lock) is a temporary one, not /run/roce-route.
+# (undo journals, record) is a temporary one, not /run/roce-route.
 set -euo pipefail
 
 RAILS=4
@@ -90,7 +90,7 @@ setup() {
         ip -n "$PEER" link set "p$k" master br0 up
     done
     WORK="$(mktemp -d /tmp/rrdemo.XXXXXX)"
-    # roce-route's journal and lock go here rather than /run/roce-route.
+    # roce-route's journals and record go here rather than /run/roce-route.
     export ROCE_ROUTE_STATE_DIR="$WORK/state"
     {
         echo "# One [[interface]] per rail; the addresses are read from the host."

@@ -10,7 +10,9 @@ Exit codes:
   1  failed; the host was left as it was
   2  invalid command line or configuration; nothing touched
   3  `check`: the live state differs from the config
-  4  failed, and the rollback failed too";
+  4  failed, and the rollback failed too
+  5  `apply`: applied what the host is ready for; some rails or addresses
+     are not ready (missing, down, in DAD) and were left alone";
 
 /// Per-NIC policy routing for multi-NIC RDMA hosts (InfiniBand/IPoIB, RoCE).
 #[derive(Debug, Parser)]
@@ -20,7 +22,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "NAME")]
     pub netns: Option<String>,
 
-    /// Where journals, recorded sysctl values and the lock live (one
+    /// Where journals and the record of earlier runs live (one
     /// subdirectory per network namespace).
     #[arg(long, global = true, value_name = "DIR", env = "ROCE_ROUTE_STATE_DIR", default_value = crate::state::DEFAULT_BASE)]
     pub state_dir: PathBuf,
@@ -85,6 +87,17 @@ pub struct ApplyArgs {
     /// pressed) within SECONDS; otherwise roll it back.
     #[arg(long, value_name = "SECONDS", conflicts_with = "dry_run", value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub confirm: Option<u64>,
+
+    /// All or nothing: when any configured rail or address is not ready
+    /// (missing, down, in DAD), change nothing and exit 1 (default: apply
+    /// the rest and exit 5).
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Wait up to SECONDS for IPv6 addresses still in duplicate address
+    /// detection (tentative) before taking them for not ready.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub settle: u64,
 }
 
 #[derive(Debug, clap::Args)]

@@ -170,6 +170,10 @@ fn diff_routes(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan,
                 why: format!("table {} belongs to roce-route for this config", r.item.table),
             });
         }
+        // Entries of parts the host is not ready for stay as they are.
+        if ours(r.item.protocol) && desired.keep.route(&r.item) {
+            continue;
+        }
         if ours(r.item.protocol) || (foreign_in_ours && adopt) {
             dels.push(Op::DelRoute { route: r.item.clone(), raw: Some(RawBytes(r.raw.clone())) });
         }
@@ -189,6 +193,7 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
     let confusable = |r: &Live<Rule>| {
         ours(r.item.protocol)
             && !wanted.contains(&r.item)
+            && !desired.keep.rule(&r.item)
             && missing.iter().any(|w| kernel_may_confuse(w, &r.item))
     };
     plan.ops.extend(live.rules.iter().filter(|r| confusable(r)).map(del));
@@ -198,6 +203,10 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
             continue;
         }
         if ours(r.item.protocol) {
+            // The rule of an address that is not ready stays.
+            if desired.keep.rule(&r.item) {
+                continue;
+            }
             plan.ops.push(del(r));
             warn_order_after_undo(live, r, &ours, &mut plan.warnings);
             continue;
@@ -291,7 +300,7 @@ fn diff_sysctls(desired: &Desired, live: &Observed, plan: &mut Plan) {
     // lists goes back to the value it had before.
     let wanted: BTreeSet<(&String, SysctlKey)> = desired.sysctls.iter().map(|s| (&s.iface, s.key)).collect();
     for ((iface, key), origin) in live.origins.iter() {
-        if wanted.contains(&(iface, *key)) {
+        if wanted.contains(&(iface, *key)) || desired.keep.sysctls_of.contains(iface) {
             continue;
         }
         if let Some(now) = current(iface, *key).filter(|now| now != origin) {

@@ -11,6 +11,8 @@ pub mod exit {
     pub const INVALID: i32 = 2;
     pub const DRIFT: i32 = 3;
     pub const ROLLBACK_FAILED: i32 = 4;
+    /// `apply`: applied; some rails or addresses were not ready.
+    pub const NOT_READY: i32 = 5;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,9 @@ pub enum Error {
     /// Reverting an unconfirmed change failed: the host is not as before.
     #[error("{0}")]
     RevertFailed(String),
+    /// `apply --strict`: parts of the config the host is not ready for.
+    #[error("{0}")]
+    NotReady(String),
     /// Anything else (reading the host failed, ...), with context.
     #[error("{0:#}")]
     Other(#[from] anyhow::Error),
@@ -87,6 +92,7 @@ impl Error {
             Error::Busy(_) => "busy",
             Error::HostChanged(_) => "host_changed",
             Error::RevertFailed(_) => "revert_failed",
+            Error::NotReady(_) => "not_ready",
             Error::Other(_) => "other",
         }
     }
@@ -111,6 +117,7 @@ impl Error {
             | Error::NothingToConfirm(_)
             | Error::Busy(_)
             | Error::HostChanged(_)
+            | Error::NotReady(_)
             | Error::Other(_) => exit::FAILED,
         }
     }

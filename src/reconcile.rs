@@ -28,7 +28,7 @@ pub async fn reconcile(
 ) -> Result<(Desired, Plan), Error> {
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
     let cfg = resolve_tables(nl, cfg, record, &addrs).await?;
-    let desired = plan::plan(&cfg, nl.links(), &addrs)?;
+    let desired = plan::plan_with(&cfg, nl.links(), &addrs, &record.discovered)?;
     let observed = observe(nl, &desired, record).await?;
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan))
@@ -175,4 +175,25 @@ pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate:
         verdicts.push(crate::behaviour::judge(probe, answer.as_ref().map_err(Clone::clone)));
     }
     verdicts
+}
+
+/// Waits up to `settle` for the configured interfaces' IPv6 addresses to
+/// leave duplicate address detection (a stop request ends the wait).
+pub async fn settle_dad(
+    nl: &Netlink,
+    cfg: &Config,
+    settle: std::time::Duration,
+    stop: &crate::signals::StopFlag,
+) -> Result<(), Error> {
+    let deadline = std::time::Instant::now() + settle;
+    loop {
+        let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
+        let waiting = addrs
+            .iter()
+            .any(|a| a.tentative && !a.dad_failed && cfg.interfaces.iter().any(|i| i.name == a.ifname));
+        if !waiting || std::time::Instant::now() >= deadline || stop.requested().is_some() {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

@@ -289,8 +289,8 @@ fn a_failed_run_keeps_every_rollback_point() {
     }
     let kept = journal_files(&tb.state_base());
     assert_eq!(kept.len(), 32);
-    tb.ip_host("link set rail1 down");
-    tb.rr(&["apply", &tb.config_for(2, &["gateway = \"198.51.100.254\""])]).expect_code(EXIT_FAILED);
+    let gateways = tb.config_for(2, &["gateway = \"198.51.100.254\""]);
+    tb.apply_failing_mid_run(&gateways, "rail1", 200).expect_code(EXIT_FAILED);
     assert_eq!(journal_files(&tb.state_base()), kept, "the failed run changed the rollback history");
 }
 
@@ -393,20 +393,46 @@ fn every_command_prints_one_envelope() {
     }
 }
 
-/// The error document keeps the warning that explains the failure.
+/// The error document keeps the warnings of the run (it used to drop
+/// them): here the conf/all override, then the conflict that stops it.
 #[test]
-fn the_error_document_keeps_the_explaining_warning() {
+fn the_error_document_keeps_the_warnings_of_the_run() {
     let tb = Testbed::builder().rails(2).build();
-    tb.ip_host("link set rail1 down");
+    tb.set_host_sysctl("all", "arp_ignore", 2);
+    tb.ip_host("rule add priority 500 from 198.51.100.11 lookup main");
     let run = tb.rr(&["--json", "apply", &tb.config_for(2, &[])]).expect_code(EXIT_FAILED);
     let doc = json_doc(&run);
     assert_eq!(doc["changed"], false, "{doc:#}");
+    assert_eq!(doc["error"]["kind"], "conflicts", "{doc:#}");
     let warnings = doc["warnings"].as_array().unwrap();
-    assert!(
-        warnings.iter().any(|w| w.as_str().unwrap().contains("rail1 is administratively down")),
+    assert!(warnings.iter().any(|w| w.as_str().unwrap().contains("all.arp_ignore=2 overrides")), "{doc:#}");
+}
+
+/// A step that fails mid-run: the error document says nothing changed
+/// (rolled back) and names the step.
+#[test]
+fn a_step_failing_mid_run_is_reported_in_the_error_document() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.config_for(2, &["gateway = \"198.51.100.254\""]);
+    let before = tb.dump();
+    let journals = journal_files(&tb.state_base()).len();
+    let mut cmd = tb.rr_cmd(&["--json", "apply", &cfg]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "200");
+    let mut apply = Background::spawn(cmd, "apply --json, rail1 down mid-run");
+    poll_until("the journal", Duration::from_secs(10), || {
+        journal_files(&tb.state_base()).len() > journals || !apply.is_running()
+    });
+    tb.ip_host("link set rail1 down");
+    let run = apply.wait().expect_code(EXIT_FAILED);
+    tb.ip_host("link set rail1 up");
+    let doc = json_doc(&run);
+    assert_eq!(
+        (doc["changed"].clone(), doc["error"]["kind"].clone()),
+        (false.into(), "step_failed".into()),
         "{doc:#}"
     );
-    assert!(doc["error"]["message"].as_str().unwrap().contains("rolled back"), "{doc:#}");
+    assert!(doc["error"]["message"].as_str().unwrap().contains("dev rail1"), "{doc:#}");
+    assert_dump_eq(&before, &tb.dump(), "a failed step left the host changed");
 }
 
 // ---------------------------------------------------------------------------
@@ -518,11 +544,14 @@ fn point_to_point_and_onlink_gateways_apply_check_and_roll_back() {
         cmd.stdin(Stdio::null());
         Run::of(cmd)
     };
+    // Without the local table: link-local addresses come and go with DAD.
     let dump = || {
-        ns.ip("-4 rule")
-            + &ns.ip("-6 rule")
-            + &ns.ip("route show table all")
-            + &ns.ip("-6 route show table all")
+        ["-4 rule", "-6 rule", "route show table all", "-6 route show table all"]
+            .iter()
+            .flat_map(|a| ns.ip(a).lines().map(str::to_string).collect::<Vec<_>>())
+            .filter(|l| !l.contains("table local"))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
     };
     let before = dump();
     rr(&["apply", path_str(&cfg)]).expect_code(EXIT_OK);

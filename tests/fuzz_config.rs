@@ -1188,13 +1188,14 @@ fn cli_survives_pathological_files() {
             big.extend_from_slice(b"table = 254\n");
             big
         },
-        // 5000 interfaces: positions 153..=155 get the reserved tables
-        // 253..=255 from the default table_base 100.
+        // 5000 interfaces (given tables skip the reserved 253..=255), the
+        // last with a reserved explicit table.
         {
             let mut many = Vec::new();
             for i in 0..5000 {
                 many.extend_from_slice(format!("[[interface]]\nname = \"ib{i}\"\n").as_bytes());
             }
+            many.extend_from_slice(b"table = 255\n");
             many
         },
     ];

@@ -420,33 +420,17 @@ fn an_interface_deleted_during_apply_leaves_no_mixture() {
     let run = apply.wait();
     run.expect_no_panic();
     let code = run.code();
-    // A host change, not a bad config: exit 1 (it used to be 2).
-    assert_eq!(code, Some(1), "expected exit 1 after rail3 vanished:\n{}", run.report());
-    run.expect_stderr(&["rail3"]);
+    // A host change, not a bad config (it used to be exit 2): the step on
+    // rail3 (its route, step 4) fails with ENODEV, taken for another actor
+    // changing the host; the steps made are rolled back, the host read
+    // again, and rail3 is now not ready: rails 0-2 are applied, exit 5.
+    assert_eq!(code, Some(5), "expected exit 5 after rail3 vanished:\n{}", run.report());
+    run.expect_stderr(&["reading it again", "rolled back", "rail3: does not exist"]);
 
-    // Never a mixture: either exactly as before, or exactly the state a
-    // config of rails 0-2 asks for (then its dry run is in sync).
-    //
-    // What roce-route does (observed): the step on rail3 (its route, step
-    // 4) fails with ENODEV, which it takes for another actor changing the
-    // host: it rolls back the steps made, reads the host again, and finds
-    // the config no longer matches it ("interface \"rail3\" does not
-    // exist"), which is now a host change. Exit 1, the host fully as
-    // before, no journal left. The other
-    // branch only accepts a complete apply for rails 0-2, should that ever
-    // become the behaviour.
+    // Never a mixture: exactly the state a config of rails 0-2 asks for
+    // (its dry run is in sync).
     let after = rails_0_to_2_state(&tb);
-    if after == before {
-        run.expect_stderr(&[
-            "reading it again",
-            "rolled back",
-            "the host changed while applying",
-            "does not exist",
-        ]);
-        assert!(journal_files(&tb.state_base()).is_empty(), "a rolled-back apply left a journal");
-        let rollback = tb.rr(&["rollback"]).expect_code(0);
-        assert!(rollback.stdout().contains("nothing to roll back"), "{}", rollback.report());
-    } else {
+    {
         let rails_0_2 = tb.render_config_for(|r| r.name != "rail3", |_| vec![]);
         let dry = tb.rr(&["apply", "--dry-run", path_str(&tb.write_config(&rails_0_2))]).expect_code(0);
         assert!(
@@ -503,14 +487,12 @@ fn a_conflicting_route_added_mid_apply_is_reported_and_nothing_is_left() {
 fn a_rolled_back_apply_does_not_decide_what_remove_restores() {
     let tb = Testbed::builder().rails(2).build();
     let config = tb.standard_config();
-    // rail1 down: the kernel refuses the route through it (step 2), before
-    // any sysctl step; everything made is rolled back.
-    tb.ip_host("link set rail1 down");
+    // rail1 goes down mid-run: the kernel refuses the route through it
+    // (step 2), before any sysctl step; everything made is rolled back.
     let before_failure = tb.dump();
-    tb.rr(&["apply", path_str(&config)]).expect_code(1).expect_stderr(&["rolled back"]);
+    tb.apply_failing_mid_run(path_str(&config), "rail1", 200).expect_code(1).expect_stderr(&["rolled back"]);
     assert_dump_eq(&before_failure, &tb.dump(), "the failed apply was not rolled back");
     assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 0);
-    tb.ip_host("link set rail1 up");
 
     // Another actor (the admin) sets their own value; roce-route changes it.
     tb.set_host_sysctl("rail0", "arp_ignore", 2);

@@ -179,7 +179,7 @@ fn check_reports_a_vanished_address_as_drift() {
     let run = run.expect_code(EXIT_DRIFT);
     let doc = json_doc(&run);
     assert_eq!(doc["in_sync"], false, "{doc}");
-    assert_eq!(doc["differences"][0]["kind"], "host_mismatch", "{doc}");
+    assert_eq!(doc["differences"][0]["kind"], "not_ready", "{doc}");
     assert!(doc["differences"][0]["description"].as_str().unwrap().contains("rail1"), "{doc}");
 }
 

@@ -16,6 +16,7 @@ use crate::cli::ApplyArgs;
 use crate::config::{self, Config};
 use crate::diff::Plan;
 use crate::error::{Error, exit};
+use crate::plan::NotReady;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
@@ -33,6 +34,8 @@ pub struct ApplyReport {
     /// With --confirm: "kept" once confirmed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<&'static str>,
+    /// Parts of the config the host is not ready for, left alone.
+    pub not_ready: Vec<NotReady>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -52,7 +55,28 @@ impl ApplyReport {
                 .map(|c| ConflictEntry { entry: c.entry.clone(), why: c.why.clone() })
                 .collect(),
             confirmation: None,
+            not_ready: Vec::new(),
         }
+    }
+
+    fn with_not_ready(mut self, not_ready: &[NotReady]) -> ApplyReport {
+        self.not_ready = not_ready.to_vec();
+        self
+    }
+}
+
+/// Exit 5 when parts of the config were not ready, 0 otherwise.
+fn code_for(not_ready: &[NotReady]) -> i32 {
+    if not_ready.is_empty() { exit::OK } else { exit::NOT_READY }
+}
+
+/// Says what was left alone and why (stderr; `not_ready` in --json).
+fn report_not_ready(ctx: &Ctx, not_ready: &[NotReady]) {
+    if ctx.json {
+        return;
+    }
+    for nr in not_ready {
+        tell!("roce-route: not ready, left alone: {}", nr.describe());
     }
 }
 
@@ -76,16 +100,19 @@ const ATTEMPTS: u32 = 3;
 
 pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error> {
     let mut nl = connect().await?;
+    reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
     if args.dry_run {
         let record = ctx.readable_record()?;
-        let (_, plan) = reconcile::reconcile(&nl, &cfg, args.adopt, &record).await?;
-        return report_dry_run(ctx, args, &plan);
+        let (desired, plan) = reconcile::reconcile(&nl, &cfg, args.adopt, &record).await?;
+        strict_check(args, &desired.not_ready)?;
+        report_not_ready(ctx, &desired.not_ready);
+        return report_dry_run(ctx, args, &plan, &desired.not_ready);
     }
     let state = ctx.state()?;
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
     let mut attempt = 1;
-    let (plan, header) = loop {
+    let (plan, header, not_ready) = loop {
         let record = state.record()?;
         let (desired, plan) = match reconcile::reconcile(&nl, &cfg, args.adopt, &record).await {
             // The config was fine a moment ago: the host changed under us.
@@ -95,14 +122,17 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
             other => other?,
         };
         plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
+        strict_check(args, &desired.not_ready)?;
         if !plan.conflicts.is_empty() && !args.adopt {
             return Err(conflicts(ctx, &cfg.file, &plan));
         }
         if plan.ops.is_empty() {
+            report_not_ready(ctx, &desired.not_ready);
             if !ctx.json {
-                say!("roce-route: in sync, nothing changed");
+                say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
             }
-            return Ok(Done::new(exit::OK, false, ApplyReport::new(&plan, false)));
+            let report = ApplyReport::new(&plan, false).with_not_ready(&desired.not_ready);
+            return Ok(Done::new(code_for(&desired.not_ready), false, report));
         }
         let mut header = transaction::header_for(
             "apply",
@@ -112,6 +142,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
             &record,
         );
         header.assigned = reconcile::assignments(&cfg, &desired);
+        header.discovered = desired.discovered.clone();
         let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
         let result = transaction::begin(&env, &plan.ops, header).await;
         match result {
@@ -126,7 +157,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
                     );
                     return Err(applied.abort(why).await);
                 }
-                break (plan, applied.commit()?);
+                break (plan, applied.commit()?, desired.not_ready);
             }
             Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
                 tell!("roce-route: the host changed while applying ({e}); reading it again");
@@ -138,7 +169,8 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
             Err(e) => return Err(e),
         }
     };
-    let mut report = ApplyReport::new(&plan, false);
+    report_not_ready(ctx, &not_ready);
+    let mut report = ApplyReport::new(&plan, false).with_not_ready(&not_ready);
     if let Some(seconds) = args.confirm {
         // The change is complete: others may read the host meanwhile.
         drop(lock);
@@ -146,15 +178,40 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         report.confirmation = Some("kept");
     }
     if !ctx.json {
-        say!("roce-route: applied {}:", count(plan.ops.len(), "change", "changes"));
+        say!(
+            "roce-route: applied {}{}:",
+            count(plan.ops.len(), "change", "changes"),
+            not_ready_tail(&not_ready)
+        );
         for op in &plan.ops {
             say!("  {}", render::command(op));
         }
     }
-    Ok(Done::new(exit::OK, true, report))
+    Ok(Done::new(code_for(&not_ready), true, report))
 }
 
-fn report_dry_run(ctx: &Ctx, args: &ApplyArgs, plan: &Plan) -> Result<Done, Error> {
+/// "; 2 parts not ready (left alone)" or nothing.
+fn not_ready_tail(not_ready: &[NotReady]) -> String {
+    if not_ready.is_empty() {
+        return String::new();
+    }
+    let rails: std::collections::BTreeSet<&str> = not_ready.iter().map(|n| n.interface.as_str()).collect();
+    format!("; {} not ready, left alone", count(rails.len(), "rail", "rails"))
+}
+
+/// `--strict`: all or nothing.
+fn strict_check(args: &ApplyArgs, not_ready: &[NotReady]) -> Result<(), Error> {
+    if !args.strict || not_ready.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = not_ready.iter().map(|n| format!("  {}", n.describe())).collect();
+    Err(Error::NotReady(format!(
+        "--strict: the host is not ready for all of the config; nothing was changed:\n{}",
+        list.join("\n")
+    )))
+}
+
+fn report_dry_run(ctx: &Ctx, args: &ApplyArgs, plan: &Plan, not_ready: &[NotReady]) -> Result<Done, Error> {
     plan.warnings.iter().for_each(|w| {
         if ctx.json {
             ctx.warn(w.clone())
@@ -165,10 +222,11 @@ fn report_dry_run(ctx: &Ctx, args: &ApplyArgs, plan: &Plan) -> Result<Done, Erro
     }
     if !ctx.json {
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), "{}", dry_run_script(plan));
+        let _ = write!(std::io::stdout(), "{}", dry_run_script(plan, not_ready));
     }
     // With --dry-run, "changed" says whether apply would change the host.
-    Ok(Done::new(exit::OK, !plan.ops.is_empty(), ApplyReport::new(plan, true)))
+    let report = ApplyReport::new(plan, true).with_not_ready(not_ready);
+    Ok(Done::new(code_for(not_ready), !plan.ops.is_empty(), report))
 }
 
 /// `apply --confirm SECONDS`: a guard process takes the change over (see
@@ -320,7 +378,7 @@ fn watch_enter_key() -> Option<Arc<AtomicBool>> {
     Some(flag)
 }
 
-fn dry_run_script(plan: &Plan) -> String {
+fn dry_run_script(plan: &Plan, not_ready: &[NotReady]) -> String {
     let mut comments = vec![if plan.ops.is_empty() {
         "roce-route apply --dry-run: in sync, nothing to change".to_string()
     } else {
@@ -330,6 +388,7 @@ fn dry_run_script(plan: &Plan) -> String {
         )
     }];
     comments.extend(plan.warnings.iter().map(|w| format!("warning: {w}")));
+    comments.extend(not_ready.iter().map(|n| format!("not ready, left alone: {}", n.describe())));
     comments.extend(plan.conflicts.iter().map(|c| format!("adopting: {} ({})", c.entry, c.why)));
     render::script(&comments, &plan.ops)
 }

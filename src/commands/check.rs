@@ -14,7 +14,7 @@ use crate::error::{Error, exit};
 use crate::managers;
 use crate::model::Op;
 use crate::netlink::Netlink;
-use crate::plan::Desired;
+use crate::plan::{Desired, NotReady};
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
@@ -33,7 +33,7 @@ pub struct CheckReport {
 pub struct Difference {
     /// missing_route, changed_route, extra_route, missing_rule, extra_rule,
     /// sysctl, sysctl_overridden, conflict, traffic, host_mismatch,
-    /// interrupted_run.
+    /// interrupted_run, not_ready.
     pub kind: &'static str,
     pub description: String,
     /// What fixes it: a command, or what to change.
@@ -72,7 +72,9 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
                 .for_each(|w| ctx.warn(w.clone()));
             let (traffic, not_verified) = probe_all(&nl, &desired).await?;
             not_verified.into_iter().for_each(|n| ctx.warn(n));
-            build_report(&plan, traffic, &fix_all, &cfg.file)
+            let mut report = build_report(&plan, traffic, &fix_all, &cfg.file);
+            report.add_not_ready(&desired.not_ready, &fix_all);
+            report
         }
         // The config is valid (it parsed) but the host no longer matches it:
         // an interface or address is gone (e.g. IPv6 addresses flushed by a
@@ -96,6 +98,21 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
         print_human(&report);
     }
     Ok(Done::new(if report.in_sync { exit::OK } else { exit::DRIFT }, false, report))
+}
+
+impl CheckReport {
+    /// Every part of the config the host is not ready for is drift too,
+    /// each reported (one missing rail never hides another's drift).
+    pub fn add_not_ready(&mut self, not_ready: &[NotReady], fix_all: &str) {
+        for nr in not_ready {
+            self.differences.push(Difference {
+                kind: "not_ready",
+                description: nr.describe(),
+                fix: format!("make the host ready as said, then {fix_all}"),
+            });
+        }
+        self.in_sync = self.differences.is_empty();
+    }
 }
 
 /// Pure: the report from the plan (state differences) and the verdicts.

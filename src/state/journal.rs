@@ -47,6 +47,9 @@ pub struct JournalHeader {
     /// The tables interfaces got without an explicit `table` (apply).
     #[serde(default)]
     pub assigned: std::collections::BTreeMap<String, u32>,
+    /// The addresses of interfaces without `addresses` (apply).
+    #[serde(default)]
+    pub discovered: std::collections::BTreeMap<String, Vec<crate::model::Prefix>>,
     /// How many step lines follow; fewer, or a damaged one, is corruption
     /// rather than a torn append.
     #[serde(default)]
@@ -68,6 +71,7 @@ impl JournalHeader {
             tables: Vec::new(),
             protocols: Vec::new(),
             assigned: Default::default(),
+            discovered: Default::default(),
             steps: None,
         }
     }

@@ -156,6 +156,10 @@ pub struct Record {
     /// keeps it across config edits.
     #[serde(default)]
     pub assigned: BTreeMap<String, u32>,
+    /// The addresses found at the last apply on interfaces that list no
+    /// `addresses`: one that is gone later is reported, not forgotten.
+    #[serde(default)]
+    pub discovered: BTreeMap<String, Vec<crate::model::Prefix>>,
 }
 
 impl Record {
@@ -165,6 +169,9 @@ impl Record {
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
+        if header.kind == "apply" {
+            self.discovered = header.discovered.clone();
+        }
     }
 
     /// Once every step of the run is made.
@@ -175,6 +182,7 @@ impl Record {
             self.tables.clear();
             self.protocols.clear();
             self.assigned.clear();
+            self.discovered.clear();
         }
     }
 

@@ -1269,3 +1269,24 @@ impl<'a> Nobody<'a> {
         Run::of(cmd)
     }
 }
+
+impl Testbed {
+    /// `apply CONFIG` with one step every `delay_ms`, taking `iface` down
+    /// once the run has planned and recorded its journal, so that a step
+    /// through it fails mid-run (a link down BEFORE the run is not ready,
+    /// not a failure); `iface` is set up again before returning.
+    pub fn apply_failing_mid_run(&self, config: &str, iface: &str, delay_ms: u64) -> Run {
+        let journals = journal_files(&self.state_base()).len();
+        let mut cmd = self.rr_cmd(&["apply", config]);
+        cmd.env("ROCE_ROUTE_STEP_DELAY_MS", delay_ms.to_string());
+        let mut apply =
+            Background::spawn(cmd, format!("apply {config} with {delay_ms} ms steps, {iface} down mid-run"));
+        poll_until("the apply to record its journal", Duration::from_secs(10), || {
+            journal_files(&self.state_base()).len() > journals || !apply.is_running()
+        });
+        self.ip_host(&format!("link set {iface} down"));
+        let run = apply.wait();
+        self.ip_host(&format!("link set {iface} up"));
+        run
+    }
+}
