@@ -37,6 +37,14 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// apply: list every command it ran (default: a summary per interface).
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Print nothing but errors (the exit code tells the rest).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use roce_route::cli::{Cli, Command};
-use roce_route::commands::{self, Ctx, Done};
+use roce_route::commands::{self, Ctx, Done, Verbosity};
 use roce_route::error::Error;
 use roce_route::signals::StopFlag;
 use roce_route::{config, netns, say, tell};
@@ -105,6 +105,13 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         stop,
         cli.json,
     ));
+    ctx.verbosity = if cli.quiet {
+        Verbosity::Quiet
+    } else if cli.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

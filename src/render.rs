@@ -46,6 +46,58 @@ pub fn describe(op: &Op) -> String {
     }
 }
 
+/// One line per interface saying what `ops` change there ("rail0: 2
+/// routes added, 1 rule added, 2 sysctls set"), in the order interfaces
+/// first appear; rules are placed by their table (`owner`: table ->
+/// interface), anything else under "other".
+pub fn summary(ops: &[Op], owner: &std::collections::BTreeMap<u32, String>) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    let mut counts: std::collections::BTreeMap<(String, &'static str), usize> = Default::default();
+    let table_owner = |t: u32| owner.get(&t).cloned().unwrap_or_else(|| format!("table {t}"));
+    for op in ops {
+        let (iface, what) = match op {
+            Op::AddRoute { route } => {
+                (route.oif.clone().unwrap_or_else(|| table_owner(route.table)), "route added")
+            }
+            Op::ReplaceRoute { new, .. } => {
+                (new.oif.clone().unwrap_or_else(|| table_owner(new.table)), "route replaced")
+            }
+            Op::RestoreRoute { current, .. } => {
+                (current.oif.clone().unwrap_or_else(|| table_owner(current.table)), "route restored")
+            }
+            Op::DelRoute { route, .. } => {
+                (route.oif.clone().unwrap_or_else(|| table_owner(route.table)), "route deleted")
+            }
+            Op::AddRule { rule, .. } => (table_owner(rule.table), "rule added"),
+            Op::DelRule { rule, .. } => (table_owner(rule.table), "rule deleted"),
+            Op::SetSysctl { iface, .. } => (iface.clone(), "sysctl set"),
+        };
+        if !order.contains(&iface) {
+            order.push(iface.clone());
+        }
+        *counts.entry((iface, what)).or_default() += 1;
+    }
+    const KINDS: [(&str, &str); 7] = [
+        ("route added", "routes added"),
+        ("route replaced", "routes replaced"),
+        ("route restored", "routes restored"),
+        ("route deleted", "routes deleted"),
+        ("rule added", "rules added"),
+        ("rule deleted", "rules deleted"),
+        ("sysctl set", "sysctls set"),
+    ];
+    order
+        .iter()
+        .map(|iface| {
+            let parts: Vec<String> = KINDS
+                .iter()
+                .filter_map(|(one, many)| counts.get(&(iface.clone(), *one)).map(|n| count(*n, one, many)))
+                .collect();
+            format!("{iface}: {}", parts.join(", "))
+        })
+        .collect()
+}
+
 /// "1 step", "3 steps": a count with the right form of its noun.
 pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -221,6 +273,31 @@ fn route_type(kind: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn summary_says_per_interface_what_changed() {
+        use crate::model::{Route, Rule, SysctlKey, prefix};
+        let route = |dev: &str, table| {
+            Route::connected(table, prefix("198.51.100.0/24"), dev, "198.51.100.10".parse().unwrap(), 234)
+        };
+        let ops = vec![
+            Op::AddRoute { route: route("rail0", 100) },
+            Op::AddRoute { route: route("rail1", 101) },
+            Op::AddRule { rule: Rule::source(1000, "198.51.100.10".parse().unwrap(), 100, 234), raw: None },
+            Op::DelRule { rule: Rule::source(1000, "198.51.100.19".parse().unwrap(), 109, 234), raw: None },
+            Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 },
+            Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpAnnounce, old: 0, new: 2 },
+        ];
+        let owner = std::collections::BTreeMap::from([(100, "rail0".to_string())]);
+        assert_eq!(
+            summary(&ops, &owner),
+            [
+                "rail0: 1 route added, 1 rule added, 2 sysctls set",
+                "rail1: 1 route added",
+                "table 109: 1 rule deleted"
+            ]
+        );
+    }
     use crate::model::{Live, SysctlKey, prefix};
 
     fn connected() -> Route {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Change, Ctx, Done, connect};
+use super::{Change, Ctx, Done, Verbosity, connect};
 use crate::cli::ApplyArgs;
 use crate::config::{self, Config};
 use crate::diff::Plan;
@@ -72,7 +72,7 @@ fn code_for(not_ready: &[NotReady]) -> i32 {
 
 /// Says what was left alone and why (stderr; `not_ready` in --json).
 fn report_not_ready(ctx: &Ctx, not_ready: &[NotReady]) {
-    if ctx.json {
+    if !ctx.chatty() {
         return;
     }
     for nr in not_ready {
@@ -112,7 +112,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
     let mut attempt = 1;
-    let (plan, header, not_ready) = loop {
+    let (plan, header, not_ready, owners) = loop {
         let record = state.record()?;
         let (desired, plan) = match reconcile::reconcile(&nl, &cfg, args.adopt, &record).await {
             // The config was fine a moment ago: the host changed under us.
@@ -128,7 +128,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         }
         if plan.ops.is_empty() {
             report_not_ready(ctx, &desired.not_ready);
-            if !ctx.json {
+            if ctx.chatty() {
                 say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
             }
             let report = ApplyReport::new(&plan, false).with_not_ready(&desired.not_ready);
@@ -157,7 +157,8 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
                     );
                     return Err(applied.abort(why).await);
                 }
-                break (plan, applied.commit()?, desired.not_ready);
+                let owners = table_owners(&desired, &plan.ops);
+                break (plan, applied.commit()?, desired.not_ready, owners);
             }
             Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
                 tell!("roce-route: the host changed while applying ({e}); reading it again");
@@ -177,17 +178,37 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         confirm_or_revert(ctx, &state, &cfg, &header, seconds, plan.ops.len())?;
         report.confirmation = Some("kept");
     }
-    if !ctx.json {
+    if ctx.chatty() {
         say!(
             "roce-route: applied {}{}:",
             count(plan.ops.len(), "change", "changes"),
             not_ready_tail(&not_ready)
         );
-        for op in &plan.ops {
-            say!("  {}", render::command(op));
+        if ctx.verbosity == Verbosity::Verbose {
+            plan.ops.iter().for_each(|op| say!("  {}", render::command(op)));
+        } else {
+            render::summary(&plan.ops, &owners).iter().for_each(|line| say!("  {line}"));
         }
     }
     Ok(Done::new(code_for(&not_ready), true, report))
+}
+
+/// Which interface each table belongs to: the config's, then the output
+/// interface of the routes changed in it (a dropped interface's table).
+fn table_owners(
+    desired: &crate::plan::Desired,
+    ops: &[crate::model::Op],
+) -> std::collections::BTreeMap<u32, String> {
+    let mut owners: std::collections::BTreeMap<u32, String> =
+        desired.interfaces.iter().map(|i| (i.table, i.name.clone())).collect();
+    for op in ops {
+        if let crate::model::Op::DelRoute { route, .. } | crate::model::Op::AddRoute { route } = op
+            && let Some(dev) = &route.oif
+        {
+            owners.entry(route.table).or_insert_with(|| dev.clone());
+        }
+    }
+    owners
 }
 
 /// "; 2 parts not ready (left alone)" or nothing.
@@ -220,6 +241,7 @@ fn report_dry_run(ctx: &Ctx, args: &ApplyArgs, plan: &Plan, not_ready: &[NotRead
     if !plan.conflicts.is_empty() && !args.adopt {
         return Err(conflicts(ctx, &args.config.display().to_string(), plan));
     }
+    // The script is what a dry run is for: printed even with -q.
     if !ctx.json {
         use std::io::Write as _;
         let _ = write!(std::io::stdout(), "{}", dry_run_script(plan, not_ready));
@@ -263,7 +285,7 @@ fn confirm_or_revert(
     let signal = ctx.stop.requested();
     match outcome {
         Answer::Kept => {
-            if !ctx.json {
+            if ctx.chatty() {
                 tell!("roce-route: confirmed, keeping the change");
             }
             Ok(())

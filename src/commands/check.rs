@@ -94,7 +94,7 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
             ctx.warn(note);
         }
     }
-    if !ctx.json {
+    if ctx.chatty() {
         print_human(&report);
     }
     Ok(Done::new(if report.in_sync { exit::OK } else { exit::DRIFT }, false, report))

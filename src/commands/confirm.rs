@@ -19,7 +19,7 @@ pub fn run(ctx: &Ctx) -> Result<Done, Error> {
         .map_err(|e| Error::Other(anyhow::anyhow!("cannot reach the confirmation guard: {e}")))?;
     match answer {
         Answer::Kept => {
-            if !ctx.json {
+            if ctx.chatty() {
                 say!("roce-route: confirmed; the change stays");
             }
             Ok(Done::new(exit::OK, true, ConfirmReport { outcome: "kept" }))

@@ -56,7 +56,20 @@ pub struct Ctx {
     pub lock_timeout: Duration,
     pub stop: StopFlag,
     pub json: bool,
+    pub verbosity: Verbosity,
     warnings: RefCell<Vec<String>>,
+}
+
+/// How much a command prints for a person (never affects --json).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verbosity {
+    /// `-q`: errors only.
+    Quiet,
+    /// A summary.
+    #[default]
+    Normal,
+    /// `-v`: every command.
+    Verbose,
 }
 
 /// What a command that finished reports: its exit code, whether it
@@ -89,15 +102,21 @@ impl Ctx {
             lock_timeout,
             stop,
             json,
+            verbosity: Verbosity::Normal,
             warnings: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Whether to print for a person: not with --json, not with -q.
+    pub fn chatty(&self) -> bool {
+        !self.json && self.verbosity != Verbosity::Quiet
     }
 
     /// A warning: printed at once (not with --json) and kept for the JSON
     /// document.
     pub fn warn(&self, warning: impl Into<String>) {
         let warning = warning.into();
-        if !self.json {
+        if self.chatty() {
             tell!("roce-route: warning: {warning}");
         }
         let mut all = self.warnings.borrow_mut();

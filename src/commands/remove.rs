@@ -53,7 +53,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     }
     let report = |changes: Vec<Change>| RemoveReport { dry_run, changes, not_restored: not_restored.clone() };
     if dry_run {
-        if !ctx.json {
+        if ctx.chatty() {
             let head = format!(
                 "roce-route remove --dry-run: {}; nothing was changed",
                 count(ops.len(), "change", "changes")
@@ -65,7 +65,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
         return Ok(Done::new(exit::OK, !ops.is_empty(), report(ops.iter().map(Change::of).collect())));
     }
     if ops.is_empty() {
-        if !ctx.json {
+        if ctx.chatty() {
             say!("roce-route: nothing to remove (no route or rule of roce-route's, sysctls as recorded)");
         }
         // Nothing of roce-route's is left: older journals describe changes
@@ -84,7 +84,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     transaction::begin(&env, &ops, header).await?.commit()?;
     // Only the remove's own journal stays: `rollback` undoes the remove.
     state.clear_older_journals()?;
-    if !ctx.json {
+    if ctx.chatty() {
         say!("roce-route: removed {}:", count(ops.len(), "item", "items"));
         for op in &ops {
             say!("  {}", render::command(op));

@@ -39,7 +39,7 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
         let mut protocols = state.record()?.protocols;
         protocols.insert(DEFAULT_PROTOCOL);
         let owned = owned_entries(&nl, &protocols).await?;
-        if !ctx.json {
+        if ctx.chatty() {
             if owned == 0 {
                 say!("roce-route: nothing to roll back");
             } else {
@@ -59,7 +59,7 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     if !dry_run {
         transaction::undo_journal(&Env { state: &state, nl: &nl, stop: &ctx.stop }, &journal).await?;
     }
-    if !ctx.json {
+    if ctx.chatty() {
         let how = if journal.committed { "" } else { " (it had not finished: killed or crashed)" };
         let of = journal.header.config.as_ref().map_or(String::new(), |c| format!(" of {c}"));
         let ago = crate::state::unix_now().saturating_sub(journal.header.started_unix);

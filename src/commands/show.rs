@@ -101,7 +101,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>) -> Result<Done, Error> {
         iface.traffic = probe(&nl, iface, &routes, &rules, &local).await;
     }
     let report = ShowReport { protocols: protocols.into_iter().collect(), interfaces, orphan_rules, notes };
-    if !ctx.json {
+    if ctx.chatty() {
         print_human(&report);
     }
     Ok(Done::new(exit::OK, false, report))
