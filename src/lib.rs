@@ -6,6 +6,7 @@
 //! through `plan` (desired routes and rules) and `diff` (operations) to
 //! `netlink` (messages); the commands in `commands` tie them together.
 
+pub mod announce;
 pub mod behaviour;
 pub mod cli;
 pub mod commands;
