@@ -18,6 +18,7 @@ pub mod managers;
 pub mod model;
 pub mod netlink;
 pub mod netns;
+pub mod packet;
 pub mod plan;
 pub mod reconcile;
 pub mod render;
