@@ -1,5 +1,6 @@
 //! `roce-route apply`: reconcile, then print (`--dry-run`) or make the
-//! change as one transaction, verified before it is committed; with
+//! change as one transaction, verified before it is committed; then
+//! announce the addresses of the rails it changed to the peers; with
 //! `--confirm`, hand it to a guard that reverts it unless confirmed.
 
 use std::io::IsTerminal;
@@ -11,7 +12,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Change, Ctx, Done, connect};
+use super::{Announced, Change, Ctx, Done, announced_lines, connect, tell_peers};
+use crate::announce;
 use crate::cli::ApplyArgs;
 use crate::config::{self, Config};
 use crate::diff::Plan;
@@ -33,6 +35,8 @@ pub struct ApplyReport {
     /// With --confirm: "kept" once confirmed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<&'static str>,
+    /// The addresses announced to the peers after the change.
+    pub announced: Vec<Announced>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -52,6 +56,7 @@ impl ApplyReport {
                 .map(|c| ConflictEntry { entry: c.entry.clone(), why: c.why.clone() })
                 .collect(),
             confirmation: None,
+            announced: Vec::new(),
         }
     }
 }
@@ -85,7 +90,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
     let mut attempt = 1;
-    let (plan, header) = loop {
+    let (desired, plan, header) = loop {
         let record = state.record()?;
         let (desired, plan) = match reconcile::reconcile(&nl, &cfg, args.adopt, &record).await {
             // The config was fine a moment ago: the host changed under us.
@@ -125,7 +130,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
                     );
                     return Err(applied.abort(why).await);
                 }
-                break (plan, applied.commit()?);
+                break (desired, plan, applied.commit()?);
             }
             Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
                 tell!("roce-route: the host changed while applying ({e}); reading it again");
@@ -138,8 +143,24 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         }
     };
     let mut report = ApplyReport::new(&plan, false);
+    // The change is complete: others may read and change the host while
+    // the peers are told. With --confirm the lock is kept until the guard
+    // takes over, so that no other change slips in before it.
+    let lock = match args.confirm {
+        Some(_) => Some(lock),
+        None => {
+            drop(lock);
+            None
+        }
+    };
+    // Before a --confirm wait too: the change is live, and whether traffic
+    // works during the trial depends on the peers' entries.
+    let rounds = if args.no_announce { 0 } else { cfg.defaults.announce };
+    if rounds > 0 {
+        let rails = announce::touched(&desired, &plan.ops);
+        report.announced = tell_peers(ctx, &nl, &desired, Some(&rails), rounds).await.announced;
+    }
     if let Some(seconds) = args.confirm {
-        // The change is complete: others may read the host meanwhile.
         drop(lock);
         confirm_or_revert(ctx, &state, &cfg, &header, seconds, plan.ops.len())?;
         report.confirmation = Some("kept");
@@ -148,6 +169,9 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         say!("roce-route: applied {}:", count(plan.ops.len(), "change", "changes"));
         for op in &plan.ops {
             say!("  {}", render::command(op));
+        }
+        if !report.announced.is_empty() {
+            announced_lines(&report.announced, rounds).iter().for_each(|l| say!("{l}"));
         }
     }
     Ok(Done::new(exit::OK, true, report))
