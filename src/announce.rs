@@ -34,6 +34,8 @@ pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 /// ARPHRD_ETHER: the link type (and ARP hardware type) of Ethernet.
 pub const ARPHRD_ETHER: u16 = 1;
+/// ARPHRD_INFINIBAND: IPoIB.
+const ARPHRD_INFINIBAND: u16 = 32;
 const ARPOP_REQUEST: u16 = 1;
 const IPPROTO_ICMPV6: u8 = 58;
 const ND_NEIGHBOR_ADVERT: u8 = 136;
@@ -245,8 +247,7 @@ pub fn select(
             out.skipped.push(format!("{} is gone: its addresses are not announced", i.name));
             continue;
         };
-        let mac = link.mac.as_deref().and_then(parse_mac).filter(|m| *m != [0; 6]);
-        let Some(mac) = mac.filter(|_| link.link_type == ARPHRD_ETHER) else {
+        if link.link_type != ARPHRD_ETHER {
             out.skipped.push(format!(
                 "{} is not an Ethernet interface (link type {}{}): its addresses are not announced \
                  (roce-route sends gratuitous ARP and neighbour advertisements on Ethernet/RoCE only)",
@@ -254,6 +255,10 @@ pub fn select(
                 link.link_type,
                 if link.link_type == ARPHRD_INFINIBAND { ", InfiniBand" } else { "" }
             ));
+            continue;
+        }
+        let Some(mac) = link.mac.as_deref().and_then(parse_mac).filter(|m| *m != [0; 6]) else {
+            out.skipped.push(format!("{} has no MAC address: its addresses are not announced", i.name));
             continue;
         };
         for a in &i.addresses {
@@ -279,9 +284,6 @@ pub fn select(
     }
     out
 }
-
-/// ARPHRD_INFINIBAND: IPoIB.
-const ARPHRD_INFINIBAND: u16 = 32;
 
 #[cfg(test)]
 mod tests {
@@ -543,7 +545,7 @@ mod tests {
         assert!(s.targets.is_empty(), "{:?}", s.targets);
         assert_eq!(s.skipped.len(), 3, "{:?}", s.skipped);
         assert!(s.skipped[0].contains("rail0 is not an Ethernet interface (link type 32, InfiniBand)"));
-        assert!(s.skipped[1].contains("rail1 is not an Ethernet interface (link type 1)"));
+        assert!(s.skipped[1].contains("rail1 has no MAC address"), "{s:?}");
         assert!(s.skipped[2].contains("rail2 is gone"));
     }
 }
