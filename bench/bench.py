@@ -251,10 +251,10 @@ class Bench:
         self.script: Script | None = None
 
     def apply(self, tb: Testbed) -> tuple[int, subprocess.CompletedProcess]:
-        return timed(*self.roce_route, "--netns", tb.host, "apply", self.config)
+        return timed(*self.roce_route, "--netns", tb.host, "apply", "--no-announce", self.config)
 
     def ensure_applied(self, tb: Testbed) -> None:
-        sh(*self.roce_route, "--netns", tb.host, "apply", self.config)
+        sh(*self.roce_route, "--netns", tb.host, "apply", "--no-announce", self.config)
 
     def dry_run(self, tb: Testbed) -> str:
         return sh(*self.roce_route, "--netns", tb.host, "apply", "--dry-run", self.config).stdout

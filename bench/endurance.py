@@ -103,7 +103,8 @@ def main() -> int:
             rounds: list[dict[str, tuple[float, int]]] = []
             for r in range(args.rounds):
                 round_ = {}
-                for name, cmd in (("apply", ["apply", str(cfg)]), ("check", ["check", str(cfg)]),
+                for name, cmd in (("apply", ["apply", "--no-announce", str(cfg)]),
+                                  ("check", ["check", str(cfg)]),
                                   ("rollback", ["rollback"])):
                     wall, code, rss = run(base + cmd, env, work / "rss")
                     if code != 0:

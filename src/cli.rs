@@ -71,6 +71,12 @@ pub enum Command {
     /// Keep the change of a waiting `apply --confirm`.
     #[command(after_help = EXIT_CODES)]
     Confirm,
+    /// Announce every address CONFIG lists (or finds) to the peers now, each
+    /// from its own rail (gratuitous ARP, unsolicited IPv6 neighbour
+    /// advertisement), e.g. after a switch was replaced. Changes nothing on
+    /// the host.
+    #[command(after_help = EXIT_CODES)]
+    Announce(AnnounceArgs),
     /// (internal) The guard `apply --confirm` starts: reverts the change
     /// at the deadline unless it is confirmed.
     #[command(hide = true)]
@@ -106,6 +112,17 @@ pub struct ApplyArgs {
     /// detection (tentative) before taking them for not ready.
     #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
     pub settle: u64,
+
+    /// Do not announce the addresses of the changed rails to the peers
+    /// afterwards (as `[defaults] announce = 0`).
+    #[arg(long)]
+    pub no_announce: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AnnounceArgs {
+    /// The TOML configuration.
+    pub config: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -160,6 +177,7 @@ impl Command {
             Command::Check(_) => "check",
             Command::Show(_) => "show",
             Command::Confirm => "confirm",
+            Command::Announce(_) => "announce",
             Command::ConfirmGuard(_) => "confirm-guard",
         }
     }
@@ -170,7 +188,7 @@ impl Command {
             Command::Apply(a) => !a.dry_run,
             Command::Rollback(r) => !r.dry_run,
             Command::Remove(r) => !r.dry_run,
-            Command::Confirm | Command::ConfirmGuard(_) => true,
+            Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) => true,
             Command::Check(_) | Command::Show(_) => false,
         }
     }

@@ -26,6 +26,10 @@ use crate::sysctl::{self, MAX_IFNAME_BYTES, NameProblem};
 pub const DEFAULT_PROTOCOL: u8 = 234;
 pub const DEFAULT_TABLE_BASE: u32 = 100;
 pub const DEFAULT_PRIORITY: u32 = 1000;
+/// How many times apply announces each address of a changed rail to the
+/// peers (`[defaults] announce`; 0 turns it off), and the most allowed.
+pub const DEFAULT_ANNOUNCE: u32 = 2;
+pub const MAX_ANNOUNCE: u32 = 10;
 /// Sysctls set on every interface unless the config says otherwise.
 pub const DEFAULT_SYSCTLS: [(SysctlKey, u32); 2] = [(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2)];
 
@@ -114,6 +118,8 @@ pub struct Defaults {
     pub priority: u32,
     pub protocol: u8,
     pub sysctls: BTreeMap<SysctlKey, u32>,
+    /// Announcements of each address after an apply changed its rail.
+    pub announce: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -240,6 +246,7 @@ struct RawDefaults {
     arp_announce: Option<Int>,
     rp_filter: Option<Int>,
     arp_filter: Option<Int>,
+    announce: Option<Int>,
 }
 
 #[derive(Deserialize)]
@@ -501,6 +508,7 @@ impl Ctx<'_> {
                 priority: DEFAULT_PRIORITY,
                 protocol: DEFAULT_PROTOCOL,
                 sysctls: base,
+                announce: DEFAULT_ANNOUNCE,
             });
         };
         let owner = "[defaults]";
@@ -518,6 +526,10 @@ impl Ctx<'_> {
                 None => DEFAULT_PROTOCOL,
             },
             sysctls: self.sysctls(base, raw.sysctls(), owner)?,
+            announce: match &raw.announce {
+                Some(v) => self.announce(v)?,
+                None => DEFAULT_ANNOUNCE,
+            },
         })
     }
 
@@ -548,6 +560,18 @@ impl Ctx<'_> {
     fn protocol(&self, v: &Int) -> Res<u8> {
         check_protocol(*v.get_ref())
             .map_err(|(what, hint)| self.err(self.loc(v), format!("[defaults]: {what}"), hint))
+    }
+
+    fn announce(&self, v: &Int) -> Res<u32> {
+        match u32::try_from(*v.get_ref()) {
+            Ok(n) if n <= MAX_ANNOUNCE => Ok(n),
+            _ => Err(self.err(
+                self.loc(v),
+                format!("[defaults]: announce = {} is out of range 0..={MAX_ANNOUNCE}", v.get_ref()),
+                "announce is how many times apply announces each address of a rail it changed to the \
+                 peers (gratuitous ARP, unsolicited neighbour advertisement), 100 ms apart; 0 turns it off",
+            )),
+        }
     }
 
     /// `base` overlaid by the keys set in `raw`, each checked against the
@@ -1195,6 +1219,7 @@ mod tests {
                 table_base: 200,
                 priority: 900,
                 protocol: 250,
+                announce: 2,
                 sysctls: sysctls(&[
                     (SysctlKey::ArpIgnore, 2),
                     (SysctlKey::ArpAnnounce, 1),
@@ -1778,6 +1803,30 @@ mod tests {
             assert_err(&text, 2, 12, &[&format!("[defaults]: priority = {p}")]);
         }
         assert_eq!(ok(&iface("priority = 1\n")).interfaces[0].priority, 1);
+    }
+
+    #[test]
+    fn announce_count() {
+        assert_eq!(ok(&iface("")).defaults.announce, DEFAULT_ANNOUNCE);
+        assert_eq!(DEFAULT_ANNOUNCE, 2);
+        for n in [0, 1, 10] {
+            let text = format!("[defaults]\nannounce = {n}\n[[interface]]\nname = \"a\"\n");
+            assert_eq!(ok(&text).defaults.announce, n);
+        }
+        for n in ["11", "-1", "99999999999"] {
+            let text = format!("[defaults]\ntable_base = 100\nannounce = {n}\n[[interface]]\nname = \"a\"\n");
+            let e =
+                assert_err(&text, 3, 12, &[&format!("[defaults]: announce = {n} is out of range 0..=10")]);
+            assert!(e.hint.contains("0 turns it off"), "{e}");
+        }
+        assert_err(
+            "[defaults]\nannounce = \"2\"\n[[interface]]\nname = \"a\"\n",
+            2,
+            12,
+            &["`defaults.announce`"],
+        );
+        // Not an interface key.
+        assert_err(&iface("announce = 1\n"), 3, 1, &["`interface[0].announce`: unknown field `announce`"]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! through `plan` (desired routes and rules) and `diff` (operations) to
 //! `netlink` (messages); the commands in `commands` tie them together.
 
+pub mod announce;
 pub mod behaviour;
 pub mod cli;
 pub mod commands;
@@ -17,6 +18,7 @@ pub mod managers;
 pub mod model;
 pub mod netlink;
 pub mod netns;
+pub mod packet;
 pub mod plan;
 pub mod reconcile;
 pub mod render;

@@ -71,6 +71,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     let config = match &cli.command {
         Command::Apply(a) => Some(commands::apply::load_config(&a.config)?),
         Command::Check(c) => Some(commands::apply::load_config(&c.config)?),
+        Command::Announce(a) => Some(commands::apply::load_config(&a.config)?),
         _ => None,
     };
     let protocol = match &cli.command {
@@ -120,6 +121,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         match (&cli.command, config) {
             (Command::Apply(a), Some(cfg)) => commands::apply::run(ctx, a, cfg).await,
             (Command::Check(_), Some(cfg)) => commands::check::run(ctx, cfg).await,
+            (Command::Announce(_), Some(cfg)) => commands::announce::run(ctx, cfg).await,
             (Command::Rollback(r), _) => commands::rollback::run(ctx, r.dry_run).await,
             (Command::Remove(r), _) => commands::remove::run(ctx, protocol, r.dry_run).await,
             (Command::Show(_), _) => commands::show::run(ctx, protocol).await,
@@ -127,7 +129,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
             (Command::ConfirmGuard(g), _) => commands::guard::run(ctx, g)
                 .await
                 .map(|code| Done::new(code, code != 0, serde_json::json!({}))),
-            _ => unreachable!("apply and check always carry a config"),
+            _ => unreachable!("apply, check and announce always carry a config"),
         }
     })
 }

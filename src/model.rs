@@ -393,6 +393,10 @@ pub struct Link {
     /// IFF_LOWER_UP: carrier.
     pub lower_up: bool,
     pub mac: Option<String>,
+    /// The link layer type (`ARPHRD_*`, `ip link`'s `link/ether`,
+    /// `link/infiniband`): 1 for Ethernet, 32 for IPoIB.
+    #[serde(default)]
+    pub link_type: u16,
 }
 
 /// An address configured on an interface.

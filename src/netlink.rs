@@ -644,6 +644,7 @@ fn link_from(l: &LinkMessage) -> Link {
         admin_up: l.header.flags.contains(LinkFlags::Up),
         lower_up: l.header.flags.contains(LinkFlags::LowerUp),
         mac,
+        link_type: u16::from(l.header.link_layer_type),
     }
 }
 

@@ -25,10 +25,16 @@ pub fn enter(name: &str) -> Result<(), Error> {
 }
 
 const CAP_NET_ADMIN: u32 = 12;
+const CAP_NET_RAW: u32 = 13;
 
 /// Whether this process may change the network: CAP_NET_ADMIN in its
 /// effective set (root has it).
 pub fn can_admin_network() -> bool {
+    has_capability(CAP_NET_ADMIN)
+}
+
+/// Whether `cap` is in this process's effective set.
+fn has_capability(cap: u32) -> bool {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
         return false;
     };
@@ -36,11 +42,20 @@ pub fn can_admin_network() -> bool {
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << CAP_NET_ADMIN) != 0)
+        .is_some_and(|caps| caps & (1 << cap) != 0)
 }
 
 pub fn require_admin(command: &crate::cli::Command) -> Result<(), Error> {
     use crate::cli::Command;
+    if let Command::Announce(_) = command {
+        // It changes nothing on the host, but sends raw frames.
+        if has_capability(CAP_NET_RAW) {
+            return Ok(());
+        }
+        return Err(Error::NotPermitted(
+            "announce sends raw frames (AF_PACKET) and needs root (CAP_NET_RAW); run it with sudo".into(),
+        ));
+    }
     if can_admin_network() {
         return Ok(());
     }

@@ -576,7 +576,7 @@ mod tests {
     use crate::model::{Family, SysctlKey, fr_act};
 
     fn link(index: u32, name: &str) -> Link {
-        Link { index, name: name.into(), admin_up: true, lower_up: true, mac: None }
+        Link { index, name: name.into(), admin_up: true, lower_up: true, mac: None, link_type: 1 }
     }
     fn addr(ifname: &str, a: &str) -> Address {
         let (ip, len) = a.split_once('/').unwrap();

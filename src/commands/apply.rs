@@ -1,5 +1,6 @@
 //! `roce-route apply`: reconcile, then print (`--dry-run`) or make the
-//! change as one transaction, verified before it is committed; with
+//! change as one transaction, verified before it is committed; then
+//! announce the addresses of the rails it changed to the peers; with
 //! `--confirm`, hand it to a guard that reverts it unless confirmed.
 
 use std::io::IsTerminal;
@@ -11,7 +12,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Change, Ctx, Done, Verbosity, connect};
+use super::{Announced, Change, Ctx, Done, Verbosity, announced_lines, connect, tell_peers};
+use crate::announce;
 use crate::cli::ApplyArgs;
 use crate::config::{self, Config};
 use crate::diff::Plan;
@@ -36,6 +38,8 @@ pub struct ApplyReport {
     pub confirmation: Option<&'static str>,
     /// Parts of the config the host is not ready for, left alone.
     pub not_ready: Vec<NotReady>,
+    /// The addresses announced to the peers after the change.
+    pub announced: Vec<Announced>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -56,6 +60,7 @@ impl ApplyReport {
                 .collect(),
             confirmation: None,
             not_ready: Vec::new(),
+            announced: Vec::new(),
         }
     }
 
@@ -112,7 +117,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
     let mut attempt = 1;
-    let (plan, header, not_ready, owners) = loop {
+    let (desired, plan, header, not_ready, owners) = loop {
         let record = state.record()?;
         let (desired, plan) = match reconcile::reconcile(&nl, &cfg, args.adopt, &record).await {
             // The config was fine a moment ago: the host changed under us.
@@ -158,7 +163,8 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
                     return Err(applied.abort(why).await);
                 }
                 let owners = table_owners(&desired, &plan.ops);
-                break (plan, applied.commit()?, desired.not_ready, owners);
+                let not_ready = desired.not_ready.clone();
+                break (desired, plan, applied.commit()?, not_ready, owners);
             }
             Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
                 tell!("roce-route: the host changed while applying ({e}); reading it again");
@@ -172,8 +178,24 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
     };
     report_not_ready(ctx, &not_ready);
     let mut report = ApplyReport::new(&plan, false).with_not_ready(&not_ready);
+    // The change is complete: others may read and change the host while
+    // the peers are told. With --confirm the lock is kept until the guard
+    // takes over, so that no other change slips in before it.
+    let lock = match args.confirm {
+        Some(_) => Some(lock),
+        None => {
+            drop(lock);
+            None
+        }
+    };
+    // Before a --confirm wait too: the change is live, and whether traffic
+    // works during the trial depends on the peers' entries.
+    let rounds = if args.no_announce { 0 } else { cfg.defaults.announce };
+    if rounds > 0 {
+        let rails = announce::touched(&desired, &plan.ops);
+        report.announced = tell_peers(ctx, &nl, &desired, Some(&rails), rounds).await.announced;
+    }
     if let Some(seconds) = args.confirm {
-        // The change is complete: others may read the host meanwhile.
         drop(lock);
         confirm_or_revert(ctx, &state, &cfg, &header, seconds, plan.ops.len())?;
         report.confirmation = Some("kept");
@@ -188,6 +210,9 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
             plan.ops.iter().for_each(|op| say!("  {}", render::command(op)));
         } else {
             render::summary(&plan.ops, &owners).iter().for_each(|line| say!("  {line}"));
+        }
+        if !report.announced.is_empty() {
+            announced_lines(&report.announced, rounds).iter().for_each(|l| say!("{l}"));
         }
     }
     Ok(Done::new(code_for(&not_ready), true, report))

@@ -4,6 +4,7 @@
 //! signal handlers set, and the warnings of the run (which reach the JSON
 //! document whether the command succeeds or fails).
 
+pub mod announce;
 pub mod apply;
 pub mod check;
 pub mod confirm;
@@ -13,6 +14,8 @@ pub mod rollback;
 pub mod show;
 
 use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,6 +26,7 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::model::Op;
 use crate::netlink::Netlink;
+use crate::plan::Desired;
 use crate::render::quote;
 use crate::signals::StopFlag;
 use crate::state::{NetnsLock, Record, StateDir};
@@ -291,4 +295,136 @@ pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<String>, Err
         ));
     }
     Ok(notes)
+}
+
+/// One address announced to the peers (`announced` in the JSON document).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Announced {
+    pub interface: String,
+    pub address: IpAddr,
+}
+
+/// What `tell_peers` did: the addresses announced at least once, and those
+/// it could not announce at all, with why.
+#[derive(Debug, Default)]
+pub struct Told {
+    pub announced: Vec<Announced>,
+    pub failed: Vec<(Announced, String)>,
+}
+
+/// Announces every address of the interfaces `only` names (every planned
+/// one when None) to the peers, `rounds` times, `announce::INTERVAL` apart,
+/// each from its own interface (see `announce`). Never fails: what it
+/// skips or cannot send is a warning. A stop request ends it between rounds.
+pub async fn tell_peers(
+    ctx: &Ctx,
+    nl: &Netlink,
+    desired: &Desired,
+    only: Option<&BTreeSet<String>>,
+    rounds: u32,
+) -> Told {
+    use crate::announce;
+    use crate::packet::PacketSocket;
+
+    let mut told = Told::default();
+    // Read now, not at planning time: DAD may have ended (or failed) since.
+    let addrs = match nl.addresses().await {
+        Ok(a) => a,
+        Err(e) => {
+            ctx.warn(format!("nothing was announced to the peers: cannot read the addresses: {e}"));
+            return told;
+        }
+    };
+    let selection = announce::select(desired, only, nl.links(), &addrs);
+    selection.skipped.into_iter().for_each(|w| ctx.warn(w));
+    // One socket per interface, opened once.
+    let mut sockets: BTreeMap<u32, Result<PacketSocket, String>> = BTreeMap::new();
+    struct Pending {
+        target: announce::Target,
+        frame: Vec<u8>,
+        sent: u32,
+        error: Option<String>,
+    }
+    let mut pending: Vec<Pending> = selection
+        .targets
+        .into_iter()
+        .map(|t| Pending { frame: announce::frame(t.mac, t.address), target: t, sent: 0, error: None })
+        .collect();
+    for round in 0..rounds {
+        if round > 0 {
+            if ctx.stop.requested().is_some() {
+                break;
+            }
+            tokio::time::sleep(announce::INTERVAL).await;
+        }
+        for p in &mut pending {
+            let socket = sockets
+                .entry(p.target.ifindex)
+                .or_insert_with(|| PacketSocket::bound(p.target.ifindex).map_err(|e| socket_error(&e)));
+            let result = match socket {
+                Ok(s) => s
+                    .send(
+                        &p.frame,
+                        announce::ethertype(p.target.address),
+                        announce::destination(p.target.address),
+                    )
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.clone()),
+            };
+            match result {
+                Ok(()) => p.sent += 1,
+                Err(e) => p.error = p.error.take().or(Some(e)),
+            }
+        }
+    }
+    for p in pending {
+        let what = Announced { interface: p.target.interface, address: p.target.address };
+        match (p.sent, p.error) {
+            (0, error) => {
+                let error = error.unwrap_or_else(|| "stopped before the first announcement".into());
+                ctx.warn(format!("cannot announce {} on {}: {error}", what.address, what.interface));
+                told.failed.push((what, error));
+            }
+            (sent, Some(error)) => {
+                ctx.warn(format!(
+                    "{} on {}: only {sent} of {rounds} announcements sent: {error}",
+                    what.address, what.interface
+                ));
+                told.announced.push(what);
+            }
+            (_, None) => told.announced.push(what),
+        }
+    }
+    told
+}
+
+fn socket_error(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(nix::libc::EPERM) | Some(nix::libc::EACCES) => {
+            format!("cannot open a packet socket: {e} (sending raw frames needs CAP_NET_RAW)")
+        }
+        _ => format!("cannot open a packet socket: {e}"),
+    }
+}
+
+/// "announced 6 addresses to the peers, each from its own interface (2
+/// times, 100 ms apart):" and one line per interface.
+pub fn announced_lines(announced: &[Announced], rounds: u32) -> Vec<String> {
+    let how = match rounds {
+        1 => "once".to_string(),
+        n => format!("{n} times, {} ms apart", crate::announce::INTERVAL.as_millis()),
+    };
+    let mut lines = vec![format!(
+        "roce-route: announced {} to the peers, each from its own interface ({how}):",
+        crate::render::count(announced.len(), "address", "addresses"),
+    )];
+    let mut by_interface: Vec<(&str, Vec<String>)> = Vec::new();
+    for a in announced {
+        match by_interface.iter_mut().find(|(i, _)| *i == a.interface) {
+            Some((_, addrs)) => addrs.push(a.address.to_string()),
+            None => by_interface.push((&a.interface, vec![a.address.to_string()])),
+        }
+    }
+    lines.extend(by_interface.into_iter().map(|(i, addrs)| format!("  {i}: {}", addrs.join(" "))));
+    lines
 }

@@ -1288,5 +1288,61 @@ impl Testbed {
         let run = apply.wait();
         self.ip_host(&format!("link set {iface} up"));
         run
+// Announcements (tests/announce.rs): the peer's neighbour entries as they
+// are, entries planted as ARP flux leaves them, and the frames each rail
+// sent. Added for issue 8 §3; nothing above depends on them.
+
+/// One entry of the peer's neighbour table on its bridge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerNeigh {
+    pub ip: String,
+    /// None for an entry without a link-layer address (INCOMPLETE, FAILED).
+    pub mac: Option<String>,
+    /// STALE, REACHABLE, PERMANENT, ...
+    pub state: String,
+}
+
+impl Testbed {
+    /// The peer's neighbour table on its bridge, both families, as it is:
+    /// nothing is flushed and nothing is sent (unlike `peer_neigh_mac`).
+    pub fn peer_neigh_table(&self) -> Vec<PeerNeigh> {
+        // "198.51.100.11 lladdr 02:..:0b STALE", "2001:db8:1::11 lladdr ... REACHABLE"
+        self.ip_peer(&format!("neigh show dev {BRIDGE}"))
+            .lines()
+            .filter_map(|l| {
+                let ip = l.split_whitespace().next()?.to_string();
+                let mac = field_after(l, "lladdr").map(str::to_string);
+                let state = l.split_whitespace().last()?.to_string();
+                Some(PeerNeigh { ip, mac, state })
+            })
+            .collect()
+    }
+
+    /// Plants an entry in the peer's neighbour table, as ARP flux leaves
+    /// one: `ip neigh replace IP lladdr MAC dev br0 nud NUD` (stale,
+    /// reachable, ...).
+    pub fn plant_peer_neigh(&self, ip: &str, mac: &str, nud: &str) {
+        self.ip_peer(&format!("neigh replace {ip} lladdr {mac} dev {BRIDGE} nud {nud}"));
+    }
+
+    /// The peer's ARP `locktime` on its bridge (net.ipv4.neigh.br0.locktime,
+    /// in USER_HZ = 1/100 s): an ARP update within it of the last one is
+    /// ignored, unless it is gratuitous.
+    pub fn peer_arp_locktime(&self) -> Duration {
+        let value = self.peer.read_file(&format!("/proc/sys/net/ipv4/neigh/{BRIDGE}/locktime"));
+        let hundredths: u64 = value.parse().unwrap_or_else(|e| panic!("locktime {value:?}: {e}"));
+        Duration::from_millis(hundredths * 10)
+    }
+
+    /// rx_packets of every rail's bridge port p<k> on the peer, in rail
+    /// order, read at one moment: the frames rail k sent.
+    pub fn peer_port_rx(&self) -> Vec<u64> {
+        let paths: Vec<String> = self
+            .rails
+            .iter()
+            .map(|r| format!("/sys/class/net/{}/statistics/rx_packets", r.peer_port))
+            .collect();
+        let values = self.peer.read_files(&paths);
+        values.iter().map(|v| v.parse().unwrap_or_else(|e| panic!("rx_packets {v:?}: {e}"))).collect()
     }
 }

@@ -1,0 +1,66 @@
+//! `roce-route announce CONFIG`: tells the peers now which MAC each
+//! configured address has, from its own rail (gratuitous ARP, unsolicited
+//! neighbour advertisement; see `announce`), e.g. after a switch was
+//! replaced and the peers relearned from flooded traffic. It reads the
+//! host and changes nothing on it, so it takes no lock.
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use super::{Announced, Ctx, Done, announced_lines, connect, tell_peers};
+use crate::config::Config;
+use crate::error::{Error, exit};
+use crate::render::count;
+use crate::{plan, say, tell};
+
+/// The fields of `announce --json`.
+#[derive(Debug, Serialize)]
+pub struct AnnounceReport {
+    pub announced: Vec<Announced>,
+    /// Addresses not a single announcement could be sent for.
+    pub failed: Vec<Failed>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Failed {
+    pub interface: String,
+    pub address: std::net::IpAddr,
+    pub error: String,
+}
+
+pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
+    let nl = connect().await?;
+    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
+    // The same checks as apply: the interfaces and addresses must exist.
+    let desired = plan::plan(&cfg, nl.links(), &addrs)?;
+    // `announce = 0` turns off the announcements after apply; asked for by
+    // name, they are sent at least once.
+    let rounds = cfg.defaults.announce.max(1);
+    let told = tell_peers(ctx, &nl, &desired, None, rounds).await;
+    let report = AnnounceReport {
+        announced: told.announced,
+        failed: told
+            .failed
+            .into_iter()
+            .map(|(a, error)| Failed { interface: a.interface, address: a.address, error })
+            .collect(),
+    };
+    if !ctx.json {
+        if !report.announced.is_empty() {
+            announced_lines(&report.announced, rounds).iter().for_each(|l| say!("{l}"));
+        } else if report.failed.is_empty() {
+            say!("roce-route: nothing to announce");
+        }
+    }
+    if report.failed.is_empty() {
+        return Ok(Done::new(exit::OK, false, report));
+    }
+    if !ctx.json {
+        tell!(
+            "roce-route: error: could not announce {} of {} (see the warnings above)",
+            report.failed.len(),
+            count(report.failed.len() + report.announced.len(), "address", "addresses")
+        );
+    }
+    Ok(Done::new(exit::FAILED, false, report))
+}
