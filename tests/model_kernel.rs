@@ -656,7 +656,14 @@ impl HostSpec {
 
     fn host(&self) -> Host {
         let links = (0..self.rails.len())
-            .map(|r| Link { index: r as u32 + 2, name: rail(r), admin_up: true, lower_up: true, mac: None })
+            .map(|r| Link {
+                index: r as u32 + 2,
+                name: rail(r),
+                admin_up: true,
+                lower_up: true,
+                mac: None,
+                link_type: 1,
+            })
             .collect();
         let addrs = (0..self.rails.len())
             .flat_map(|r| {
@@ -1124,7 +1131,14 @@ proptest! {
 
 fn two_rail_kernel() -> Kernel {
     let links: Vec<Link> = (0..2)
-        .map(|r| Link { index: r + 2, name: rail(r as usize), admin_up: true, lower_up: true, mac: None })
+        .map(|r| Link {
+            index: r + 2,
+            name: rail(r as usize),
+            admin_up: true,
+            lower_up: true,
+            mac: None,
+            link_type: 1,
+        })
         .collect();
     let addrs: Vec<Address> = (0..2)
         .map(|r| Address {

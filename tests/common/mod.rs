@@ -1288,6 +1288,10 @@ impl Testbed {
         let run = apply.wait();
         self.ip_host(&format!("link set {iface} up"));
         run
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Announcements (tests/announce.rs): the peer's neighbour entries as they
 // are, entries planted as ARP flux leaves them, and the frames each rail
 // sent. Added for issue 8 §3; nothing above depends on them.
