@@ -85,8 +85,10 @@ pub enum Command {
 
 #[derive(Debug, clap::Args)]
 pub struct ApplyArgs {
-    /// The TOML configuration.
-    pub config: PathBuf,
+    /// The TOML configuration: one or more files, or directories of
+    /// `*.toml` files (in name order), merged into one.
+    #[arg(required = true, num_args = 1..)]
+    pub config: Vec<PathBuf>,
 
     /// Print the changes as iproute2/sysctl commands and change nothing.
     #[arg(long)]
@@ -121,14 +123,18 @@ pub struct ApplyArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct AnnounceArgs {
-    /// The TOML configuration.
-    pub config: PathBuf,
+    /// The TOML configuration: one or more files, or directories of
+    /// `*.toml` files (in name order), merged into one.
+    #[arg(required = true, num_args = 1..)]
+    pub config: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The TOML configuration.
-    pub config: PathBuf,
+    /// The TOML configuration: one or more files, or directories of
+    /// `*.toml` files (in name order), merged into one.
+    #[arg(required = true, num_args = 1..)]
+    pub config: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -107,7 +107,10 @@ impl fmt::Display for Loc {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
+    /// How messages name the config: the file, or the files joined by " + ".
     pub file: String,
+    /// The files merged into this config, in the order given.
+    pub files: Vec<String>,
     pub defaults: Defaults,
     pub interfaces: Vec<Interface>,
 }
@@ -125,6 +128,8 @@ pub struct Defaults {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Interface {
     pub name: String,
+    /// The file it is configured in.
+    pub file: String,
     /// Of the `name` value.
     pub loc: Loc,
     /// `None`: take the interface's global addresses at apply time.
@@ -389,9 +394,118 @@ impl GatewayList {
 
 /// Parse and validate `text`; `file` is the path shown in messages.
 pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+    parse_inheriting(file, text, None).map(|(cfg, _)| cfg)
+}
+
+/// Several files merged into one config, in the order given (a directory's
+/// `*.toml` in name order, say): their interfaces together; `[defaults]`
+/// in at most one of them, applying to all; an interface, an explicit
+/// table or a listed address in two files is an error naming both places.
+pub fn parse_many(inputs: &[(String, String)]) -> Result<Config, ConfigError> {
+    if let [(file, text)] = inputs {
+        return parse(file, text);
+    }
+    // [defaults] first: the file that has it gives them to the others.
+    let mut with_defaults: Option<(&str, Defaults)> = None;
+    for (file, text) in inputs {
+        let (cfg, has_defaults) = parse_inheriting(file, text, None)?;
+        if !has_defaults {
+            continue;
+        }
+        if let Some((first, _)) = &with_defaults {
+            return Err(ConfigError::at(
+                file,
+                text.find("[defaults]").map(|at| loc_of(text, at)),
+                format!("[defaults] is also in {first}"),
+                "[defaults] applies to every file: keep it in one of them",
+            ));
+        }
+        with_defaults = Some((file, cfg.defaults));
+    }
+    let inherited = with_defaults.map(|(_, d)| d);
+    let mut merged: Option<Config> = None;
+    for (file, text) in inputs {
+        let (cfg, _) = parse_inheriting(file, text, inherited.as_ref())?;
+        let Some(all) = merged.as_mut() else {
+            merged = Some(cfg);
+            continue;
+        };
+        for iface in cfg.interfaces {
+            check_across_files(&all.interfaces, &iface)?;
+            all.interfaces.push(iface);
+        }
+        all.files.push(file.clone());
+    }
+    let mut cfg =
+        merged.ok_or_else(|| ConfigError::at("(no file)", None, "no config file given", "name one"))?;
+    cfg.file = cfg.files.join(" + ");
+    assign_tables(&mut cfg, &BTreeMap::new(), &|_, _| false)?;
+    Ok(cfg)
+}
+
+/// What must hold across files (each file checked these within itself).
+fn check_across_files(earlier: &[Interface], iface: &Interface) -> Result<(), ConfigError> {
+    let at = |i: &Interface, loc: Loc| format!("{}:{loc}", i.file);
+    if let Some(first) = earlier.iter().find(|e| e.name == iface.name) {
+        return Err(ConfigError::at(
+            &iface.file,
+            Some(iface.loc),
+            format!("interface \"{}\" is also configured in {}", iface.name, at(first, first.loc)),
+            "configure each interface in one file only",
+        ));
+    }
+    if iface.table_explicit
+        && let Some(first) = earlier.iter().find(|e| e.table_explicit && e.table == iface.table)
+    {
+        return Err(ConfigError::at(
+            &iface.file,
+            Some(iface.table_loc),
+            format!(
+                "interface \"{}\" uses table {}, as \"{}\" does in {}",
+                iface.name,
+                iface.table,
+                first.name,
+                at(first, first.table_loc)
+            ),
+            "each interface needs its own table: change one, or leave `table` out",
+        ));
+    }
+    for spec in iface.addresses.iter().flatten() {
+        let listed = earlier
+            .iter()
+            .find_map(|e| e.addresses.iter().flatten().find(|a| a.addr == spec.addr).map(|a| (e, a)));
+        if let Some((first, a)) = listed {
+            return Err(ConfigError::at(
+                &iface.file,
+                Some(spec.loc),
+                format!(
+                    "address {} of interface \"{}\" is already listed for interface \"{}\" in {}",
+                    spec.addr,
+                    iface.name,
+                    first.name,
+                    at(first, a.loc)
+                ),
+                "each address belongs to exactly one NIC: remove one of the two",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `parse`, taking `inherited` defaults when the file has no [defaults];
+/// also says whether it had one.
+fn parse_inheriting(
+    file: &str,
+    text: &str,
+    inherited: Option<&Defaults>,
+) -> Result<(Config, bool), ConfigError> {
     let cx = Ctx { file, text };
     let raw: RawConfig = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
-    let defaults = cx.defaults(raw.defaults.as_ref())?;
+    let has_defaults = raw.defaults.is_some();
+    let defaults = match (raw.defaults.as_ref(), inherited) {
+        (None, Some(d)) => d.clone(),
+        (given, _) => cx.defaults(given)?,
+    };
     if raw.interface.is_empty() {
         return Err(ConfigError::at(
             file,
@@ -403,10 +517,10 @@ pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
     let interfaces =
         raw.interface.into_iter().map(|ri| cx.interface(ri, &defaults)).collect::<Result<Vec<_>, _>>()?;
     cx.check_across(&interfaces)?;
-    let mut cfg = Config { file: file.to_string(), defaults, interfaces };
+    let mut cfg = Config { file: file.to_string(), files: vec![file.to_string()], defaults, interfaces };
     // Provisional tables, before the host is read: the lowest free ones.
     assign_tables(&mut cfg, &BTreeMap::new(), &|_, _| false)?;
-    Ok(cfg)
+    Ok((cfg, has_defaults))
 }
 
 /// Gives every interface without an explicit `table` its table: the one it
@@ -628,6 +742,7 @@ impl Ctx<'_> {
         }
         Ok(Interface {
             name,
+            file: self.file.to_string(),
             loc,
             addresses,
             gateways,
@@ -860,9 +975,14 @@ impl Ctx<'_> {
         });
         let uses: Vec<AddrUse<'_>> = all
             .clone()
-            .map(|(addr, (iface, spec))| AddrUse { iface, addr, origin: AddrOrigin::Listed(spec.loc) })
+            .map(|(addr, (iface, spec))| AddrUse {
+                iface,
+                file: self.file,
+                addr,
+                origin: AddrOrigin::Listed(spec.loc),
+            })
             .collect();
-        check_unique_addresses(self.file, &uses)?;
+        check_unique_addresses(&uses)?;
         Ok(all.collect())
     }
 
@@ -916,6 +1036,8 @@ impl AddrOrigin {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AddrUse<'a> {
     pub iface: &'a str,
+    /// The file the interface is configured in.
+    pub file: &'a str,
     pub addr: IpAddr,
     pub origin: AddrOrigin,
 }
@@ -925,14 +1047,15 @@ pub struct AddrUse<'a> {
 /// matches. `uses` may mix listed and discovered addresses; the error is at
 /// the discovered interface when one is (that is where `addresses` would
 /// settle it), else at the second listing.
-pub(crate) fn check_unique_addresses(file: &str, uses: &[AddrUse<'_>]) -> Result<(), ConfigError> {
+pub(crate) fn check_unique_addresses(uses: &[AddrUse<'_>]) -> Result<(), ConfigError> {
     let Some((first, second)) = first_duplicate(uses.iter().map(|u| (u.addr, u))) else {
         return Ok(());
     };
     let addr = second.addr;
     if let (AddrOrigin::Listed(at), AddrOrigin::Listed(loc)) = (first.origin, second.origin) {
+        let at = if first.file == second.file { at.to_string() } else { format!("{}:{at}", first.file) };
         return Err(ConfigError::at(
-            file,
+            second.file,
             Some(loc),
             format!(
                 "address {addr} of interface \"{}\" is already listed for interface \"{}\" at {at}",
@@ -942,6 +1065,7 @@ pub(crate) fn check_unique_addresses(file: &str, uses: &[AddrUse<'_>]) -> Result
         ));
     }
     let origin = |u: &AddrUse<'_>| match u.origin {
+        AddrOrigin::Listed(at) if u.file != found_file(first, second) => format!("listed at {}:{at}", u.file),
         AddrOrigin::Listed(at) => format!("listed at {at}"),
         AddrOrigin::Discovered(_) => "found on the host: it lists no `addresses`".to_string(),
     };
@@ -959,7 +1083,7 @@ pub(crate) fn check_unique_addresses(file: &str, uses: &[AddrUse<'_>]) -> Result
         )
     };
     Err(ConfigError::at(
-        file,
+        found.file,
         Some(found.origin.loc()),
         what,
         format!(
@@ -969,6 +1093,12 @@ pub(crate) fn check_unique_addresses(file: &str, uses: &[AddrUse<'_>]) -> Result
             found.iface
         ),
     ))
+}
+
+/// The file an address conflict is reported in: the discovered use's, else
+/// the second listing's.
+fn found_file<'a>(first: &AddrUse<'a>, second: &AddrUse<'a>) -> &'a str {
+    [second, first].into_iter().find(|u| matches!(u.origin, AddrOrigin::Discovered(_))).unwrap_or(second).file
 }
 
 // ---------------------------------------------------------------------------
@@ -1741,6 +1871,55 @@ mod tests {
         let text = format!("[defaults]\ntable_base = 0\n{}table = 5\n", named(&["a"]));
         let text = format!("{text}{}", named(&["b"]));
         assert_eq!(ok(&text).interfaces[1].table, 1);
+    }
+
+    #[test]
+    fn several_files_merge_and_name_both_places() {
+        let many = |files: &[(&str, &str)]| {
+            let inputs: Vec<(String, String)> =
+                files.iter().map(|(f, t)| (f.to_string(), t.to_string())).collect();
+            parse_many(&inputs)
+        };
+        let c = many(&[
+            ("a.toml", "[defaults]\narp_ignore = 2\n[[interface]]\nname = \"rail0\"\n"),
+            ("b.toml", "[[interface]]\nname = \"rail1\"\n"),
+        ])
+        .unwrap();
+        assert_eq!(c.files, ["a.toml", "b.toml"]);
+        assert_eq!(c.file, "a.toml + b.toml");
+        let names: Vec<(&str, &str, u32)> =
+            c.interfaces.iter().map(|i| (i.name.as_str(), i.file.as_str(), i.table)).collect();
+        assert_eq!(names, [("rail0", "a.toml", 100), ("rail1", "b.toml", 101)]);
+        assert_eq!(
+            c.interfaces[1].sysctls[&SysctlKey::ArpIgnore],
+            2,
+            "[defaults] of a.toml applies to b.toml"
+        );
+        let e = many(&[
+            ("a.toml", "[[interface]]\nname = \"rail0\"\n"),
+            ("b.toml", "\n[[interface]]\nname = \"rail0\"\n"),
+        ])
+        .unwrap_err();
+        assert_eq!((e.file.as_str(), e.loc.map(|l| l.line)), ("b.toml", Some(3)));
+        assert!(e.what.contains("also configured in a.toml:2:8"), "{e}");
+        let e = many(&[
+            ("a.toml", "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10\"]\n"),
+            ("b.toml", "[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.10\"]\n"),
+        ])
+        .unwrap_err();
+        assert!(e.what.contains("already listed for interface \"rail0\" in a.toml:3:14"), "{e}");
+        let e = many(&[
+            ("a.toml", "[[interface]]\nname = \"rail0\"\ntable = 7\n"),
+            ("b.toml", "[[interface]]\nname = \"rail1\"\ntable = 7\n"),
+        ])
+        .unwrap_err();
+        assert!(e.what.contains("as \"rail0\" does in a.toml:3:9"), "{e}");
+        let e = many(&[
+            ("a.toml", "[defaults]\n[[interface]]\nname = \"a\"\n"),
+            ("b.toml", "[defaults]\n[[interface]]\nname = \"b\"\n"),
+        ])
+        .unwrap_err();
+        assert!(e.file == "b.toml" && e.what.contains("[defaults] is also in a.toml"), "{e}");
     }
 
     #[test]

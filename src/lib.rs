@@ -11,6 +11,7 @@ pub mod behaviour;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod config_files;
 pub mod diff;
 pub mod error;
 pub mod executor;

@@ -69,9 +69,9 @@ fn print_envelope(
 fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     // A bad config or argument is exit 2 whoever runs it: validate first.
     let config = match &cli.command {
-        Command::Apply(a) => Some(commands::apply::load_config(&a.config)?),
-        Command::Check(c) => Some(commands::apply::load_config(&c.config)?),
-        Command::Announce(a) => Some(commands::apply::load_config(&a.config)?),
+        Command::Apply(a) => Some(roce_route::config_files::load(&a.config)?),
+        Command::Check(c) => Some(roce_route::config_files::load(&c.config)?),
+        Command::Announce(a) => Some(roce_route::config_files::load(&a.config)?),
         _ => None,
     };
     let protocol = match &cli.command {

@@ -165,7 +165,7 @@ pub fn plan_with(
             );
             continue;
         }
-        let resolved = resolve_addresses(cfg, iface, addrs, discovered.get(&iface.name), &mut d.warnings)?;
+        let resolved = resolve_addresses(iface, addrs, discovered.get(&iface.name), &mut d.warnings)?;
         for (addr, reason) in &resolved.missing {
             d.not_ready.push(NotReady {
                 interface: iface.name.clone(),
@@ -190,13 +190,14 @@ pub fn plan_with(
         }
         uses.extend(resolved.found.iter().map(|(a, origin)| AddrUse {
             iface: &iface.name,
+            file: &iface.file,
             addr: a.addr.addr,
             origin: *origin,
         }));
         let found: Vec<&Address> = resolved.found.iter().map(|(a, _)| *a).collect();
         let subnets: Vec<Prefix> = found.iter().map(|a| a.subnet()).collect();
         let missing: Vec<IpAddr> = resolved.missing.iter().map(|(a, _)| *a).collect();
-        let waiting = check_gateways(cfg, iface, &subnets, &missing, addrs)?;
+        let waiting = check_gateways(iface, &subnets, &missing, addrs)?;
         for (gw, reason) in &waiting {
             d.not_ready.push(NotReady {
                 interface: iface.name.clone(),
@@ -226,7 +227,7 @@ pub fn plan_with(
         }));
         d.interfaces.push(planned);
     }
-    check_unique_addresses(&cfg.file, &uses)?;
+    check_unique_addresses(&uses)?;
     Ok(d)
 }
 
@@ -242,8 +243,9 @@ struct Resolved<'a> {
     none_reason: Option<String>,
 }
 
-fn err(cfg: &Config, loc: Loc, what: String, hint: String) -> ConfigError {
-    ConfigError::at(&cfg.file, Some(loc), what, hint)
+/// An error at `loc` of the file `iface` is configured in.
+fn err(iface: &Interface, loc: Loc, what: String, hint: String) -> ConfigError {
+    ConfigError::at(&iface.file, Some(loc), what, hint)
 }
 
 /// The host's addresses the config lists, or every global address of the
@@ -253,7 +255,6 @@ fn err(cfg: &Config, loc: Loc, what: String, hint: String) -> ConfigError {
 /// detection too when listed and left out when discovered, and a deprecated
 /// or temporary one is left out when discovered, with a warning either way.
 fn resolve_addresses<'a>(
-    cfg: &Config,
     iface: &Interface,
     addrs: &'a [Address],
     last: Option<&Vec<Prefix>>,
@@ -261,7 +262,7 @@ fn resolve_addresses<'a>(
 ) -> Result<Resolved<'a>, ConfigError> {
     let live: Vec<&Address> = addrs.iter().filter(|a| a.ifname == iface.name).collect();
     let Some(specs) = &iface.addresses else {
-        return discover_addresses(cfg, iface, &live, last, warnings);
+        return discover_addresses(iface, &live, last, warnings);
     };
     let mut out =
         Resolved { found: Vec::new(), missing: Vec::new(), vanished: Vec::new(), none_reason: None };
@@ -279,7 +280,7 @@ fn resolve_addresses<'a>(
                     if has.is_empty() { "no address".into() } else { has.join(", ") },
                     spec.addr,
                     iface.name,
-                    cfg.file,
+                    iface.file,
                     spec.loc
                 ),
             ));
@@ -291,7 +292,7 @@ fn resolve_addresses<'a>(
         }
         if let Some(len) = spec.len.filter(|len| *len != found.addr.len) {
             return Err(err(
-                cfg,
+                iface,
                 spec.loc,
                 format!(
                     "address {}/{} on {:?}: the interface has it as {}",
@@ -303,7 +304,7 @@ fn resolve_addresses<'a>(
         match unfit(found) {
             Some(Unfit::DadFailed) => {
                 return Err(err(
-                    cfg,
+                    iface,
                     spec.loc,
                     format!("address {} on {:?} {}", found.addr, iface.name, Unfit::DadFailed.why()),
                     format!(
@@ -331,7 +332,6 @@ fn tentative_reason() -> String {
 
 /// Every global address of an interface that lists no `addresses`.
 fn discover_addresses<'a>(
-    cfg: &Config,
     iface: &Interface,
     live: &[&'a Address],
     last: Option<&Vec<Prefix>>,
@@ -358,7 +358,7 @@ fn discover_addresses<'a>(
         let len = if a.peer.is_some() { None } else { Some(a.addr.len) };
         if let Some(why) = unusable_address(a.addr.addr, len) {
             return Err(err(
-                cfg,
+                iface,
                 iface.loc,
                 format!("interface {:?} has address {}, which is {why}", iface.name, a.addr),
                 format!(
@@ -448,7 +448,6 @@ impl Unfit {
 /// A gateway that could be on-link through an address that is not ready is
 /// not ready either (returned, with the reason), never an error.
 fn check_gateways(
-    cfg: &Config,
     iface: &Interface,
     subnets: &[Prefix],
     missing: &[IpAddr],
@@ -456,7 +455,7 @@ fn check_gateways(
 ) -> Result<Vec<(IpAddr, String)>, ConfigError> {
     let mut waiting = Vec::new();
     for gw in &iface.gateways {
-        let fail = |what: String, hint: String| Err(err(cfg, gw.loc, what, hint));
+        let fail = |what: String, hint: String| Err(err(iface, gw.loc, what, hint));
         let family = family_name(gw.addr);
         let missing_here: Vec<String> =
             missing.iter().filter(|m| Family::of(m) == Family::of(&gw.addr)).map(|m| m.to_string()).collect();

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::{Announced, Change, Ctx, Done, Verbosity, announced_lines, connect, tell_peers};
 use crate::announce;
 use crate::cli::ApplyArgs;
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::diff::Plan;
 use crate::error::{Error, exit};
 use crate::plan::NotReady;
@@ -38,8 +38,42 @@ pub struct ApplyReport {
     pub confirmation: Option<&'static str>,
     /// Parts of the config the host is not ready for, left alone.
     pub not_ready: Vec<NotReady>,
+    /// Interfaces an earlier apply took from a file not given now (this
+    /// apply removes them).
+    pub dropped_with_file: Vec<DroppedWithFile>,
     /// The addresses announced to the peers after the change.
     pub announced: Vec<Announced>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DroppedWithFile {
+    pub interface: String,
+    pub file: String,
+}
+
+/// Interfaces the last apply took from a file that is not among `cfg`'s
+/// files and that `cfg` does not configure: this apply removes them.
+/// Pure.
+pub fn dropped_with_file(record: &crate::state::Record, cfg: &Config) -> Vec<DroppedWithFile> {
+    record
+        .sources
+        .iter()
+        .filter(|(iface, file)| {
+            !cfg.interfaces.iter().any(|i| &i.name == *iface) && !cfg.files.contains(file)
+        })
+        .map(|(iface, file)| DroppedWithFile { interface: iface.clone(), file: file.clone() })
+        .collect()
+}
+
+/// Says which interfaces go because their file was not given.
+fn warn_dropped(ctx: &Ctx, dropped: &[DroppedWithFile]) {
+    for d in dropped {
+        ctx.warn(format!(
+            "interface {} was applied from {}, which is not given now: this apply removes its routes, rules \
+             and sysctls; give {} too to keep it",
+            d.interface, d.file, d.file
+        ));
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -60,6 +94,7 @@ impl ApplyReport {
                 .collect(),
             confirmation: None,
             not_ready: Vec::new(),
+            dropped_with_file: Vec::new(),
             announced: Vec::new(),
         }
     }
@@ -85,20 +120,6 @@ fn report_not_ready(ctx: &Ctx, not_ready: &[NotReady]) {
     }
 }
 
-/// Reads and validates the config file (exit 2 on any problem).
-pub fn load_config(path: &std::path::Path) -> Result<Config, Error> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::Config(config::ConfigError::at(
-            &shown,
-            None,
-            format!("cannot read the config: {e}"),
-            "check the path",
-        ))
-    })?;
-    Ok(config::parse(&shown, &text)?)
-}
-
 /// How many times apply reads the host again when another actor changed
 /// it between the read and the write (the transaction was rolled back).
 const ATTEMPTS: u32 = 3;
@@ -111,12 +132,17 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         let (desired, plan) = reconcile::reconcile(&nl, &cfg, args.adopt, &record).await?;
         strict_check(args, &desired.not_ready)?;
         report_not_ready(ctx, &desired.not_ready);
-        return report_dry_run(ctx, args, &plan, &desired.not_ready);
+        let dropped = dropped_with_file(&record, &cfg);
+        warn_dropped(ctx, &dropped);
+        let mut done = report_dry_run(ctx, args, &cfg.files, &plan, &desired.not_ready)?;
+        done.doc["dropped_with_file"] = serde_json::to_value(&dropped).unwrap_or_default();
+        return Ok(done);
     }
     let state = ctx.state()?;
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
     let mut attempt = 1;
+    let mut dropped;
     let (desired, plan, header, not_ready, owners) = loop {
         let record = state.record()?;
         let (desired, plan) = match reconcile::reconcile(&nl, &cfg, args.adopt, &record).await {
@@ -127,16 +153,19 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
             other => other?,
         };
         plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
+        dropped = dropped_with_file(&record, &cfg);
+        warn_dropped(ctx, &dropped);
         strict_check(args, &desired.not_ready)?;
         if !plan.conflicts.is_empty() && !args.adopt {
-            return Err(conflicts(ctx, &cfg.file, &plan));
+            return Err(conflicts(ctx, &cfg.files, &plan));
         }
         if plan.ops.is_empty() {
             report_not_ready(ctx, &desired.not_ready);
             if ctx.chatty() {
                 say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
             }
-            let report = ApplyReport::new(&plan, false).with_not_ready(&desired.not_ready);
+            let mut report = ApplyReport::new(&plan, false).with_not_ready(&desired.not_ready);
+            report.dropped_with_file = dropped;
             return Ok(Done::new(code_for(&desired.not_ready), false, report));
         }
         let mut header = transaction::header_for(
@@ -146,6 +175,8 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
             &plan.ops,
             &record,
         );
+        header.files = cfg.files.clone();
+        header.sources = cfg.interfaces.iter().map(|i| (i.name.clone(), i.file.clone())).collect();
         header.assigned = reconcile::assignments(&cfg, &desired);
         header.discovered = desired.discovered.clone();
         let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
@@ -178,6 +209,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
     };
     report_not_ready(ctx, &not_ready);
     let mut report = ApplyReport::new(&plan, false).with_not_ready(&not_ready);
+    report.dropped_with_file = dropped;
     // The change is complete: others may read and change the host while
     // the peers are told. With --confirm the lock is kept until the guard
     // takes over, so that no other change slips in before it.
@@ -257,14 +289,20 @@ fn strict_check(args: &ApplyArgs, not_ready: &[NotReady]) -> Result<(), Error> {
     )))
 }
 
-fn report_dry_run(ctx: &Ctx, args: &ApplyArgs, plan: &Plan, not_ready: &[NotReady]) -> Result<Done, Error> {
+fn report_dry_run(
+    ctx: &Ctx,
+    args: &ApplyArgs,
+    files: &[String],
+    plan: &Plan,
+    not_ready: &[NotReady],
+) -> Result<Done, Error> {
     plan.warnings.iter().for_each(|w| {
         if ctx.json {
             ctx.warn(w.clone())
         }
     });
     if !plan.conflicts.is_empty() && !args.adopt {
-        return Err(conflicts(ctx, &args.config.display().to_string(), plan));
+        return Err(conflicts(ctx, files, plan));
     }
     // The script is what a dry run is for: printed even with -q.
     if !ctx.json {
@@ -274,6 +312,14 @@ fn report_dry_run(ctx: &Ctx, args: &ApplyArgs, plan: &Plan, not_ready: &[NotRead
     // With --dry-run, "changed" says whether apply would change the host.
     let report = ApplyReport::new(plan, true).with_not_ready(not_ready);
     Ok(Done::new(code_for(not_ready), !plan.ops.is_empty(), report))
+}
+
+/// `apply FILES... EXTRA...` as suggestion words.
+pub fn apply_args<'a>(files: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut words = vec!["apply"];
+    words.extend(files.iter().map(String::as_str));
+    words.extend(extra);
+    words
 }
 
 /// `apply --confirm SECONDS`: a guard process takes the change over (see
@@ -440,7 +486,7 @@ fn dry_run_script(plan: &Plan, not_ready: &[NotReady]) -> String {
     render::script(&comments, &plan.ops)
 }
 
-fn conflicts(ctx: &Ctx, config_file: &str, plan: &Plan) -> Error {
+fn conflicts(ctx: &Ctx, files: &[String], plan: &Plan) -> Error {
     let entries = plan.conflicts.iter().map(|c| (c.entry.clone(), c.why.clone())).collect();
     let mut report = format!(
         "{} not owned by roce-route {} in the way; nothing was changed:\n",
@@ -452,7 +498,7 @@ fn conflicts(ctx: &Ctx, config_file: &str, plan: &Plan) -> Error {
     }
     report.push_str(&format!(
         "run `{}` to take them over (replaced or deleted in the same transaction), or remove them yourself",
-        ctx.suggest(&["apply", config_file, "--adopt"])
+        ctx.suggest(&apply_args(files, &["--adopt"]))
     ));
     Error::Conflicts { report, entries }
 }

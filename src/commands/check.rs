@@ -60,7 +60,9 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     };
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
-    let fix_all = ctx.suggest(&["apply", &cfg.file]);
+    let mut words = vec!["apply"];
+    words.extend(cfg.files.iter().map(String::as_str));
+    let fix_all = ctx.suggest(&words);
     for w in managers::warnings(&managers::scan()) {
         ctx.warn(w);
     }

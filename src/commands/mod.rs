@@ -282,8 +282,17 @@ pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<String>, Err
     {
         let ago = crate::state::unix_now().saturating_sub(header.started_unix);
         let of = header.config.as_deref().map_or(String::new(), |c| format!(" of {c}"));
-        let finish = match &header.config {
-            Some(c) if header.kind == "apply" => format!(" or `{}` to finish it", ctx.suggest(&["apply", c])),
+        let files: Vec<String> = if header.files.is_empty() {
+            header.config.iter().cloned().collect()
+        } else {
+            header.files.clone()
+        };
+        let finish = match header.kind.as_str() {
+            "apply" if !files.is_empty() => {
+                let mut words = vec!["apply"];
+                words.extend(files.iter().map(String::as_str));
+                format!(" or `{}` to finish it", ctx.suggest(&words))
+            }
             _ => String::new(),
         };
         notes.push(format!(

@@ -47,6 +47,12 @@ pub struct JournalHeader {
     /// The tables interfaces got without an explicit `table` (apply).
     #[serde(default)]
     pub assigned: std::collections::BTreeMap<String, u32>,
+    /// The config files of an apply, as given (suggestions name them all).
+    #[serde(default)]
+    pub files: Vec<String>,
+    /// The file each interface of an apply came from.
+    #[serde(default)]
+    pub sources: std::collections::BTreeMap<String, String>,
     /// The addresses of interfaces without `addresses` (apply).
     #[serde(default)]
     pub discovered: std::collections::BTreeMap<String, Vec<crate::model::Prefix>>,
@@ -72,6 +78,8 @@ impl JournalHeader {
             protocols: Vec::new(),
             assigned: Default::default(),
             discovered: Default::default(),
+            files: Vec::new(),
+            sources: Default::default(),
             steps: None,
         }
     }

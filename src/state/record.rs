@@ -160,6 +160,10 @@ pub struct Record {
     /// `addresses`: one that is gone later is reported, not forgotten.
     #[serde(default)]
     pub discovered: BTreeMap<String, Vec<crate::model::Prefix>>,
+    /// The config file each interface of the last apply came from: an
+    /// apply without that file says it removes the interface.
+    #[serde(default)]
+    pub sources: BTreeMap<String, String>,
 }
 
 impl Record {
@@ -171,6 +175,7 @@ impl Record {
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
         if header.kind == "apply" {
             self.discovered = header.discovered.clone();
+            self.sources = header.sources.clone();
         }
     }
 
@@ -183,6 +188,7 @@ impl Record {
             self.protocols.clear();
             self.assigned.clear();
             self.discovered.clear();
+            self.sources.clear();
         }
     }
 
