@@ -9,6 +9,9 @@
 //! - a rule `from <addr> lookup <table>` at the interface's priority;
 //! - the interface's IPv4 sysctls.
 //!
+//! An `[[arp_only]]` interface gets its ARP sysctls only: no table, route,
+//! rule or probe.
+//!
 //! Every route and rule carries the configured protocol number: that is
 //! how roce-route recognises what it owns.
 
@@ -31,6 +34,8 @@ pub struct Desired {
     pub routes: Vec<Route>,
     pub rules: Vec<Rule>,
     pub sysctls: Vec<Sysctl>,
+    /// The `[[arp_only]]` interfaces: in `sysctls`, nowhere else.
+    pub arp_only: Vec<String>,
     /// Things an admin should know that do not stop the apply.
     pub warnings: Vec<String>,
 }
@@ -60,6 +65,10 @@ impl Desired {
     pub fn source_addresses(&self) -> BTreeSet<IpAddr> {
         self.interfaces.iter().flat_map(|i| i.addresses.iter().map(|a| a.addr)).collect()
     }
+    /// Whether the config names `iface`, as a rail or for ARP only.
+    pub fn names(&self, iface: &str) -> bool {
+        self.interfaces.iter().any(|i| i.name == iface) || self.arp_only.iter().any(|a| a == iface)
+    }
 }
 
 /// Derives the desired state; checks the config against the host (the
@@ -67,16 +76,19 @@ impl Desired {
 pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, ConfigError> {
     let mut d = Desired { protocol: cfg.defaults.protocol, ..Desired::default() };
     let mut uses = Vec::new();
-    for iface in &cfg.interfaces {
-        let link = links.iter().find(|l| l.name == iface.name).ok_or_else(|| {
+    let find_link = |name: &str, loc: Loc| {
+        links.iter().find(|l| l.name == name).ok_or_else(|| {
             let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
             err(
                 cfg,
-                iface.loc,
-                format!("interface {:?} does not exist on this host", iface.name),
+                loc,
+                format!("interface {name:?} does not exist on this host"),
                 format!("check the name against `ip link` (this host has: {})", known.join(", ")),
             )
-        })?;
+        })
+    };
+    for iface in &cfg.interfaces {
+        let link = find_link(&iface.name, iface.loc)?;
         if !link.admin_up {
             d.warnings.push(format!(
                 "interface {} is administratively down: the kernel refuses routes through it (`ip link set {} up`)",
@@ -118,6 +130,15 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
         d.interfaces.push(planned);
     }
     check_unique_addresses(&cfg.file, &uses)?;
+    for a in &cfg.arp_only {
+        find_link(&a.name, a.loc)?;
+        d.sysctls.extend(a.sysctls.iter().map(|(key, value)| Sysctl {
+            iface: a.name.clone(),
+            key: *key,
+            value: *value,
+        }));
+        d.arp_only.push(a.name.clone());
+    }
     Ok(d)
 }
 
@@ -482,6 +503,35 @@ mod tests {
             d.sysctls.iter().map(|s| (s.iface.as_str(), s.key, s.value)).collect();
         assert!(s.contains(&("rail1", SysctlKey::ArpIgnore, 1)));
         assert!(s.contains(&("rail1", SysctlKey::ArpAnnounce, 2)));
+    }
+
+    /// An [[arp_only]] interface gets its sysctls and nothing else: no
+    /// table, route, rule or probe, whatever addresses it has.
+    #[test]
+    fn arp_only_gets_sysctls_only() {
+        let (mut links, mut addrs) = host();
+        links.push(link(4, "eno1"));
+        addrs.push(addr("eno1", "198.51.100.50/24"));
+        let text = "[[interface]]\nname = \"rail0\"\n[[arp_only]]\nname = \"eno1\"\narp_filter = 1\n";
+        let cfg = config::parse("t.toml", text).unwrap();
+        let d = plan(&cfg, &links, &addrs).unwrap();
+        assert_eq!(d.interfaces.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(), ["rail0"]);
+        assert_eq!(d.tables(), BTreeSet::from([100]));
+        assert!(d.routes.iter().all(|r| r.oif.as_deref() == Some("rail0")), "{:#?}", d.routes);
+        assert!(!d.source_addresses().contains(&"198.51.100.50".parse().unwrap()));
+        let eno1: Vec<(SysctlKey, u32)> =
+            d.sysctls.iter().filter(|s| s.iface == "eno1").map(|s| (s.key, s.value)).collect();
+        assert_eq!(eno1, [(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2), (SysctlKey::ArpFilter, 1)]);
+        assert_eq!(d.arp_only, ["eno1"]);
+        assert!(d.names("eno1") && d.names("rail0") && !d.names("rail1"));
+        let set = crate::behaviour::probes_for_desired(&d, &BTreeSet::new());
+        assert!(set.probes.iter().all(|p| p.interface == "rail0"), "{set:#?}");
+        // It must exist, like a rail; the error is at its name.
+        let cfg = config::parse("t.toml", "[[interface]]\nname = \"rail0\"\n[[arp_only]]\nname = \"eno9\"\n")
+            .unwrap();
+        let e = plan(&cfg, &links, &addrs).unwrap_err();
+        assert!(e.what.contains("interface \"eno9\" does not exist"), "{e}");
+        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((4, 8)));
     }
 
     #[test]
