@@ -20,6 +20,7 @@ pub mod netns;
 pub mod plan;
 pub mod reconcile;
 pub mod render;
+pub mod risks;
 pub mod signals;
 pub mod state;
 pub mod sysctl;
