@@ -99,28 +99,24 @@ impl ArpFlux {
 
     pub fn describe(&self) -> String {
         let addrs: Vec<String> =
-            self.addresses.iter().map(|(a, subnet)| format!("{a} (managed subnet {subnet})")).collect();
-        let values: Vec<String> = self
-            .too_low()
-            .iter()
-            .map(|(key, v, _)| {
-                format!("{}={} (all {}, effective {})", key.name(), v.value, v.all, v.effective)
-            })
-            .collect();
-        let effects: Vec<&str> = self
-            .too_low()
+            self.addresses.iter().map(|(a, subnet)| format!("{a} in managed subnet {subnet}")).collect();
+        let low = self.too_low();
+        let values: Vec<String> =
+            low.iter().map(|(key, v, _)| format!("{}={} (all {})", key.name(), v.value, v.all)).collect();
+        let effects: Vec<&str> = low
             .iter()
             .map(|(key, _, _)| match key {
-                SysctlKey::ArpIgnore => "answers ARP requests for every address of the host, the rails' too",
-                _ => "may use the rails' addresses as the source of its own ARP requests",
+                SysctlKey::ArpIgnore => "answers ARP requests for the rails' addresses",
+                _ if low.len() > 1 => "announces them in its own ARP requests",
+                _ => "announces the rails' addresses in its own ARP requests",
             })
             .collect();
         format!(
-            "ARP flux: {} is not in the config but has {}, and {}{}: it {}, so peers can learn its MAC for \
+            "ARP flux: {} is not in the config but has {}, with {}{}: it {}, so peers can learn its MAC for \
              the rails' addresses and send their RDMA traffic to it",
             self.iface,
             addrs.join(", "),
-            values.join(", "),
+            values.join(" and "),
             if self.restored { " once apply restores its recorded values (it left the config)" } else { "" },
             effects.join(" and ")
         )
@@ -250,7 +246,7 @@ impl NoCarrier {
     }
 
     pub fn warning(&self) -> String {
-        format!("{}; {} (applied anyway)", self.describe(), self.fix())
+        format!("{}; {}", self.describe(), self.fix())
     }
 }
 
@@ -602,7 +598,12 @@ mod tests {
         let (d, o) = flux_host(8, 1);
         let f = arp_flux(&d, &o, &[]);
         assert_eq!(f.len(), 1);
-        assert!(f[0].describe().contains("arp_announce=1") && !f[0].describe().contains("arp_ignore"));
+        let text = f[0].describe();
+        assert!(
+            text.contains("with arp_announce=1 (all 0): it announces the rails' addresses in its own ARP")
+                && !text.contains("arp_ignore"),
+            "{text}"
+        );
         assert!(!f[0].fix("c", "a").contains("arp_ignore"));
         // A value that could not be read is not judged.
         let (d, mut o) = flux_host(1, 2);
