@@ -796,6 +796,22 @@ mod tests {
     }
 
     #[test]
+    fn selects_one_destination_or_every_one() {
+        let a = ip("198.51.100.10");
+        let (doc, peer) = (Some(ip("203.0.113.1")), Some(ip("198.51.100.1")));
+        let to_doc = Rule { dst: Some(prefix("203.0.113.0/24")), ..foreign(500, "all", 200) };
+        assert!(selects(&to_doc, a, doc) && !selects(&to_doc, a, peer) && !selects(&to_doc, a, None));
+        // `not to 203.0.113.0/24`: the other destinations, so not every one.
+        let not_doc = Rule { invert: true, ..to_doc.clone() };
+        assert!(!selects(&not_doc, a, doc) && selects(&not_doc, a, peer) && !selects(&not_doc, a, None));
+        // `not from 203.0.113.0/24 to 203.0.113.0/24`: every packet from a.
+        let not_both = Rule { src: Some(prefix("203.0.113.0/24")), ..not_doc };
+        assert!(selects(&not_both, a, doc) && selects(&not_both, a, None));
+        // Another family never.
+        assert!(!selects(&foreign(500, "all", 200), ip("2001:db8:1::10"), None));
+    }
+
+    #[test]
     fn rules_ahead_are_in_the_kernels_order() {
         let d = desired(1);
         let o = observed(&d, &[foreign(900, "all", 201), foreign(0, "all", 255), foreign(32766, "all", 254)]);
