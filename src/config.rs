@@ -113,6 +113,28 @@ pub struct Config {
     pub files: Vec<String>,
     pub defaults: Defaults,
     pub interfaces: Vec<Interface>,
+    /// `[[arp_only]]`: interfaces outside the rails (a management NIC)
+    /// whose ARP sysctls only are managed: no table, rule, route or probe.
+    pub arp_only: Vec<ArpOnly>,
+}
+
+/// The ARP sysctls an `[[arp_only]]` interface may set (rp_filter is not
+/// an ARP setting, and a management NIC's reverse path is not ours to
+/// judge).
+pub const ARP_ONLY_KEYS: [SysctlKey; 3] =
+    [SysctlKey::ArpIgnore, SysctlKey::ArpAnnounce, SysctlKey::ArpFilter];
+
+/// An interface named for its ARP sysctls only: it has an address in a
+/// rail's subnet (or may get one) and must not answer ARP for the rails'
+/// addresses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArpOnly {
+    pub name: String,
+    /// Of the `name` value.
+    pub loc: Loc,
+    /// Desired values: the defaults of the `ARP_ONLY_KEYS` overlaid by
+    /// this table's keys.
+    pub sysctls: BTreeMap<SysctlKey, u32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -239,6 +261,17 @@ struct RawConfig {
     defaults: Option<RawDefaults>,
     #[serde(default)]
     interface: Vec<RawInterface>,
+    #[serde(default)]
+    arp_only: Vec<RawArpOnly>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArpOnly {
+    name: Str,
+    arp_ignore: Option<Int>,
+    arp_announce: Option<Int>,
+    arp_filter: Option<Int>,
 }
 
 #[derive(Deserialize)]
@@ -296,6 +329,12 @@ impl RawDefaults {
 impl RawInterface {
     fn sysctls(&self) -> RawSysctls<'_> {
         raw_sysctls(&self.arp_ignore, &self.arp_announce, &self.rp_filter, &self.arp_filter)
+    }
+}
+
+impl RawArpOnly {
+    fn sysctls(&self) -> RawSysctls<'_> {
+        raw_sysctls(&self.arp_ignore, &self.arp_announce, &None, &self.arp_filter)
     }
 }
 
@@ -432,7 +471,31 @@ pub fn parse_many(inputs: &[(String, String)]) -> Result<Config, ConfigError> {
         };
         for iface in cfg.interfaces {
             check_across_files(&all.interfaces, &iface)?;
+            if let Some(a) = all.arp_only.iter().find(|a| a.name == iface.name) {
+                return Err(ConfigError::at(
+                    file,
+                    Some(iface.loc),
+                    format!(
+                        "interface \"{}\" is also an [[arp_only]] in an earlier file (at {})",
+                        iface.name, a.loc
+                    ),
+                    "name each interface once across the files",
+                ));
+            }
             all.interfaces.push(iface);
+        }
+        for a in cfg.arp_only {
+            if all.interfaces.iter().any(|i| i.name == a.name)
+                || all.arp_only.iter().any(|b| b.name == a.name)
+            {
+                return Err(ConfigError::at(
+                    file,
+                    Some(a.loc),
+                    format!("arp_only \"{}\" is also named in an earlier file", a.name),
+                    "name each interface once across the files",
+                ));
+            }
+            all.arp_only.push(a);
         }
         all.files.push(file.clone());
     }
@@ -517,7 +580,10 @@ fn parse_inheriting(
     let interfaces =
         raw.interface.into_iter().map(|ri| cx.interface(ri, &defaults)).collect::<Result<Vec<_>, _>>()?;
     cx.check_across(&interfaces)?;
-    let mut cfg = Config { file: file.to_string(), files: vec![file.to_string()], defaults, interfaces };
+    let arp_only = raw.arp_only.iter().map(|ra| cx.arp_only(ra, &defaults)).collect::<Result<Vec<_>, _>>()?;
+    cx.check_arp_only_names(&interfaces, &arp_only)?;
+    let mut cfg =
+        Config { file: file.to_string(), files: vec![file.to_string()], defaults, interfaces, arp_only };
     // Provisional tables, before the host is read: the lowest free ones.
     assign_tables(&mut cfg, &BTreeMap::new(), &|_, _| false)?;
     Ok((cfg, has_defaults))
@@ -753,6 +819,39 @@ impl Ctx<'_> {
             priority_loc,
             sysctls,
         })
+    }
+
+    // --- [[arp_only]] -----------------------------------------------------
+
+    fn arp_only(&self, raw: &RawArpOnly, d: &Defaults) -> Res<ArpOnly> {
+        self.check_ifname(&raw.name)?;
+        let name = raw.name.get_ref().clone();
+        let base =
+            d.sysctls.iter().filter(|(k, _)| ARP_ONLY_KEYS.contains(k)).map(|(k, v)| (*k, *v)).collect();
+        let sysctls = self.sysctls(base, raw.sysctls(), &format!("arp_only \"{name}\""))?;
+        Ok(ArpOnly { name, loc: self.loc(&raw.name), sysctls })
+    }
+
+    /// An `[[arp_only]]` name is neither a rail nor listed twice.
+    fn check_arp_only_names(&self, ifaces: &[Interface], arp_only: &[ArpOnly]) -> Res<()> {
+        for (k, a) in arp_only.iter().enumerate() {
+            if let Some(rail) = ifaces.iter().find(|i| i.name == a.name) {
+                return Err(self.err(
+                    a.loc,
+                    format!("arp_only \"{}\" is also an [[interface]] (at {})", a.name, rail.loc),
+                    "an [[interface]] gets its ARP sysctls already; [[arp_only]] is for an interface \
+                     outside the rails (e.g. the management NIC): remove one of the two",
+                ));
+            }
+            if let Some(first) = arp_only[..k].iter().find(|f| f.name == a.name) {
+                return Err(self.err(
+                    a.loc,
+                    format!("arp_only \"{}\" is listed twice (first at {})", a.name, first.loc),
+                    "remove one of the two [[arp_only]] tables",
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn check_ifname(&self, name: &Str) -> Res<()> {
@@ -1162,7 +1261,7 @@ fn toml_hint(message: &str) -> &'static str {
     } else if message.starts_with("missing field `address`") {
         "a gateway table needs the router's address: gateway = { address = \"203.0.113.1\", onlink = true }"
     } else if message.starts_with("missing field") {
-        "add the key: every [[interface]] needs at least `name`"
+        "add the key: every [[interface]] and [[arp_only]] needs at least `name`"
     } else if message.starts_with("invalid type") || message.starts_with("invalid value") {
         "check the value's type: numbers are bare (table = 100), names and addresses are \
          quoted strings (name = \"ib0\")"
@@ -1843,6 +1942,80 @@ mod tests {
     fn duplicate_interface_names() {
         let text = named(&["ib0", "ib1", "ib0"]);
         assert_err(&text, 6, 8, &["interface \"ib0\" is listed twice (first at 2:8)"]);
+    }
+
+    // --- [[arp_only]] -------------------------------------------------------
+
+    #[test]
+    fn arp_only_takes_the_arp_defaults_and_its_own_keys() {
+        let text = "[defaults]\narp_ignore = 2\nrp_filter = 1\narp_filter = 1\n[[interface]]\nname = \"rail0\"\n\
+                    [[arp_only]]\nname = \"eno1\"\n[[arp_only]]\nname = \"eno2\"\narp_announce = 1\narp_filter = 0\n";
+        let c = ok(text);
+        assert_eq!(c.interfaces.len(), 1);
+        let eno1 = &c.arp_only[0];
+        assert_eq!((eno1.name.as_str(), eno1.loc), ("eno1", loc(8, 8)));
+        // rp_filter is not an ARP sysctl: never managed on an [[arp_only]].
+        assert_eq!(
+            eno1.sysctls,
+            sysctls(&[(SysctlKey::ArpIgnore, 2), (SysctlKey::ArpAnnounce, 2), (SysctlKey::ArpFilter, 1)])
+        );
+        assert_eq!(
+            c.arp_only[1].sysctls,
+            sysctls(&[(SysctlKey::ArpIgnore, 2), (SysctlKey::ArpAnnounce, 1), (SysctlKey::ArpFilter, 0)])
+        );
+        // No table: the rails' tables are given as if it were not there.
+        assert_eq!(c.interfaces[0].table, 100);
+        assert!(ok("[[interface]]\nname = \"a\"\n").arp_only.is_empty());
+    }
+
+    #[test]
+    fn arp_only_errors_have_positions() {
+        let rail = "[[interface]]\nname = \"rail0\"\n";
+        let with = |body: &str| format!("{rail}[[arp_only]]\nname = \"eno1\"\n{body}");
+        for key in [
+            "table = 7",
+            "priority = 5",
+            "addresses = [\"10.0.0.1/24\"]",
+            "gateway = \"10.0.0.1\"",
+            "rp_filter = 1",
+        ] {
+            let name = key.split(' ').next().unwrap();
+            assert_err(
+                &with(&format!("{key}\n")),
+                5,
+                1,
+                &[&format!("`arp_only[0].{name}`: unknown field `{name}`")],
+            );
+        }
+        assert_err(
+            &with("arp_ignore = 4\n"),
+            5,
+            14,
+            &["arp_only \"eno1\": arp_ignore = 4 is not a valid value"],
+        );
+        assert_err(&with("arp_announce = \"2\"\n"), 5, 16, &["`arp_only[0].arp_announce`", "invalid type"]);
+        assert_err(
+            &format!("{rail}[[arp_only]]\nname = \"eno:1\"\n"),
+            4,
+            8,
+            &["interface name", "contains ':'"],
+        );
+        assert_err(&format!("{rail}[[arp_only]]\narp_ignore = 1\n"), 3, 1, &["missing field `name`"]);
+        let e = assert_err(
+            &format!("{rail}[[arp_only]]\nname = \"rail0\"\n"),
+            4,
+            8,
+            &["arp_only \"rail0\" is also an [[interface]] (at 2:8)"],
+        );
+        assert!(e.hint.contains("gets its ARP sysctls already"), "{e}");
+        assert_err(
+            &format!("{rail}[[arp_only]]\nname = \"eno1\"\n[[arp_only]]\nname = \"eno1\"\n"),
+            6,
+            8,
+            &["arp_only \"eno1\" is listed twice (first at 4:8)"],
+        );
+        // The rails are still required.
+        assert!(err("[[arp_only]]\nname = \"eno1\"\n").what.contains("no [[interface]]"));
     }
 
     // --- tables -------------------------------------------------------------

@@ -10,12 +10,17 @@
 //! 3. rules deleted (stale ours, adopted foreign);
 //! 4. routes deleted (stale ours, adopted foreign);
 //! 5. sysctls.
+//!
+//! Beside the operations, the plan carries what breaks RDMA that no
+//! operation fixes (`risks`): ARP flux from interfaces outside the config,
+//! rails without carrier, foreign rules that shadow roce-route's.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Live, Op, Prefix, RawBytes, Route, RouteKey, Rule, Sysctl, SysctlKey};
+use crate::model::{Address, Link, Live, Op, Prefix, RawBytes, Route, RouteKey, Rule, Sysctl, SysctlKey};
 use crate::plan::Desired;
 use crate::render;
+use crate::risks::{self, Ahead, ArpFlux, ForeignRule, NoCarrier};
 use crate::state::Origins;
 
 /// What was read from the host, limited to what roce-route needs.
@@ -25,7 +30,8 @@ pub struct Observed {
     /// Routes of the tables concerned (configured tables and tables that
     /// our own rules point to).
     pub routes: Vec<Live<Route>>,
-    /// Current values of `conf/<iface>/<key>` for the desired sysctls.
+    /// Current values of `conf/<iface>/<key>` for the desired sysctls,
+    /// the recorded ones, and the ARP sysctls of `risks::arp_candidates`.
     pub sysctls: BTreeMap<(String, SysctlKey), u32>,
     /// `conf/all/<key>`.
     pub all: BTreeMap<SysctlKey, u32>,
@@ -34,6 +40,10 @@ pub struct Observed {
     /// Protocol numbers roce-route recorded as its own besides the
     /// config's (an earlier `[defaults] protocol`).
     pub owned_protocols: BTreeSet<u8>,
+    /// Every link (admin state and carrier).
+    pub links: Vec<Link>,
+    /// Every address of every interface.
+    pub addresses: Vec<Address>,
 }
 
 impl Observed {
@@ -59,6 +69,14 @@ pub struct Plan {
     /// Sysctls whose effective value differs from the desired one because
     /// of `conf/all` (which roce-route does not change).
     pub overrides: Vec<Override>,
+    /// Interfaces outside the config that answer ARP for the rails.
+    pub arp_flux: Vec<ArpFlux>,
+    /// Configured rails that are up without carrier.
+    pub no_carrier: Vec<NoCarrier>,
+    /// Foreign rules that shadow roce-route's or look up its tables.
+    pub foreign_rules: Vec<ForeignRule>,
+    /// Foreign rules evaluated before roce-route's (`risks::culprit`).
+    pub ahead: Vec<Ahead>,
 }
 
 /// `conf/all/<key>` makes the kernel use another value than the one set on
@@ -102,6 +120,14 @@ impl Plan {
     pub fn in_sync(&self) -> bool {
         self.ops.is_empty() && self.conflicts.is_empty()
     }
+
+    /// Whether warning `w` is one `check` reports as a difference instead.
+    pub fn is_a_difference(&self, w: &str) -> bool {
+        self.overrides.iter().any(|o| w.starts_with(&o.describe()))
+            || self.arp_flux.iter().any(|f| f.warning() == w)
+            || self.no_carrier.iter().any(|n| n.warning() == w)
+            || self.foreign_rules.iter().any(|f| f.warning() == w)
+    }
 }
 
 /// Tables whose routes must be read: the configured ones and those our own
@@ -122,6 +148,14 @@ pub fn diff(desired: &Desired, live: &Observed, adopt: bool) -> Plan {
     diff_rules(desired, live, adopt, &mut plan);
     plan.ops.extend(route_dels);
     diff_sysctls(desired, live, &mut plan);
+    let found = risks::assess(desired, live, &plan.ops);
+    plan.warnings.extend(found.no_carrier.iter().map(NoCarrier::warning));
+    plan.warnings.extend(found.foreign_rules.iter().map(ForeignRule::warning));
+    plan.warnings.extend(found.arp_flux.iter().map(ArpFlux::warning));
+    plan.arp_flux = found.arp_flux;
+    plan.no_carrier = found.no_carrier;
+    plan.foreign_rules = found.foreign_rules;
+    plan.ahead = found.ahead;
     plan
 }
 
@@ -212,9 +246,7 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
             continue;
         }
         // `not from ADDR` selects everything but ADDR: no conflict.
-        let takes_our_source = !r.item.invert
-            && r.item.src.is_some_and(|s| s.len == s.family().max_len() && sources.contains(&s.addr));
-        if takes_our_source {
+        if risks::takes_configured_source(&r.item, &sources) {
             plan.conflicts.push(Conflict {
                 entry: render::rule_line(&r.item),
                 why: format!("a rule not owned by roce-route selects source {}", r.item.src.unwrap().addr),

@@ -23,6 +23,7 @@ pub mod packet;
 pub mod plan;
 pub mod reconcile;
 pub mod render;
+pub mod risks;
 pub mod signals;
 pub mod state;
 pub mod sysctl;

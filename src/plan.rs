@@ -9,6 +9,9 @@
 //! - a rule `from <addr> lookup <table>` at the interface's priority;
 //! - the interface's IPv4 sysctls.
 //!
+//! An `[[arp_only]]` interface gets its ARP sysctls only: no table, route,
+//! rule or probe.
+//!
 //! Every route and rule carries the configured protocol number: that is
 //! how roce-route recognises what it owns.
 
@@ -33,6 +36,8 @@ pub struct Desired {
     pub routes: Vec<Route>,
     pub rules: Vec<Rule>,
     pub sysctls: Vec<Sysctl>,
+    /// The `[[arp_only]]` interfaces: in `sysctls`, nowhere else.
+    pub arp_only: Vec<String>,
     /// Things an admin should know that do not stop the apply.
     pub warnings: Vec<String>,
     /// Parts of the config the host is not ready for: left alone this run,
@@ -120,6 +125,10 @@ impl Desired {
     /// Every source address a rule is made for.
     pub fn source_addresses(&self) -> BTreeSet<IpAddr> {
         self.interfaces.iter().flat_map(|i| i.addresses.iter().map(|a| a.addr)).collect()
+    }
+    /// Whether the config names `iface`, as a rail or for ARP only.
+    pub fn names(&self, iface: &str) -> bool {
+        self.interfaces.iter().any(|i| i.name == iface) || self.arp_only.iter().any(|a| a == iface)
     }
 }
 
@@ -228,6 +237,24 @@ pub fn plan_with(
         d.interfaces.push(planned);
     }
     check_unique_addresses(&uses)?;
+    for a in &cfg.arp_only {
+        if !links.iter().any(|l| l.name == a.name) {
+            let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+            d.not_ready.push(NotReady {
+                interface: a.name.clone(),
+                address: None,
+                reason: format!("does not exist on this host (it has: {})", known.join(", ")),
+            });
+            d.keep.sysctls_of.insert(a.name.clone());
+            continue;
+        }
+        d.sysctls.extend(a.sysctls.iter().map(|(key, value)| Sysctl {
+            iface: a.name.clone(),
+            key: *key,
+            value: *value,
+        }));
+        d.arp_only.push(a.name.clone());
+    }
     Ok(d)
 }
 
@@ -645,6 +672,39 @@ mod tests {
             d.sysctls.iter().map(|s| (s.iface.as_str(), s.key, s.value)).collect();
         assert!(s.contains(&("rail1", SysctlKey::ArpIgnore, 1)));
         assert!(s.contains(&("rail1", SysctlKey::ArpAnnounce, 2)));
+    }
+
+    /// An [[arp_only]] interface gets its sysctls and nothing else: no
+    /// table, route, rule or probe, whatever addresses it has.
+    #[test]
+    fn arp_only_gets_sysctls_only() {
+        let (mut links, mut addrs) = host();
+        links.push(link(4, "eno1"));
+        addrs.push(addr("eno1", "198.51.100.50/24"));
+        let text = "[[interface]]\nname = \"rail0\"\n[[arp_only]]\nname = \"eno1\"\narp_filter = 1\n";
+        let cfg = config::parse("t.toml", text).unwrap();
+        let d = plan(&cfg, &links, &addrs).unwrap();
+        assert_eq!(d.interfaces.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(), ["rail0"]);
+        assert_eq!(d.tables(), BTreeSet::from([100]));
+        assert!(d.routes.iter().all(|r| r.oif.as_deref() == Some("rail0")), "{:#?}", d.routes);
+        assert!(!d.source_addresses().contains(&"198.51.100.50".parse().unwrap()));
+        let eno1: Vec<(SysctlKey, u32)> =
+            d.sysctls.iter().filter(|s| s.iface == "eno1").map(|s| (s.key, s.value)).collect();
+        assert_eq!(eno1, [(SysctlKey::ArpIgnore, 1), (SysctlKey::ArpAnnounce, 2), (SysctlKey::ArpFilter, 1)]);
+        assert_eq!(d.arp_only, ["eno1"]);
+        assert!(d.names("eno1") && d.names("rail0") && !d.names("rail1"));
+        let set = crate::behaviour::probes_for_desired(&d, &BTreeSet::new());
+        assert!(set.probes.iter().all(|p| p.interface == "rail0"), "{set:#?}");
+        // Missing, it is not ready, like a rail (partial hosts).
+        let cfg = config::parse("t.toml", "[[interface]]\nname = \"rail0\"\n[[arp_only]]\nname = \"eno9\"\n")
+            .unwrap();
+        let d = plan(&cfg, &links, &addrs).unwrap();
+        assert!(
+            d.not_ready.iter().any(|n| n.describe().starts_with("eno9: does not exist")),
+            "{:?}",
+            d.not_ready
+        );
+        assert!(d.keep.sysctls_of.contains("eno9"));
     }
 
     #[test]

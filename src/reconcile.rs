@@ -29,7 +29,7 @@ pub async fn reconcile(
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
     let cfg = resolve_tables(nl, cfg, record, &addrs).await?;
     let desired = plan::plan_with(&cfg, nl.links(), &addrs, &record.discovered)?;
-    let observed = observe(nl, &desired, record).await?;
+    let observed = observe_with(nl, &desired, record, addrs).await?;
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan))
 }
@@ -92,10 +92,23 @@ pub fn assignments(cfg: &Config, desired: &Desired) -> BTreeMap<String, u32> {
 }
 
 /// Reads what the diff needs: every rule, the routes of the tables
-/// concerned (kernel-filtered by table), and the sysctls concerned: the
+/// concerned (kernel-filtered by table), the sysctls concerned: the
 /// desired ones and the recorded ones (interfaces that may have left the
-/// config; one that no longer exists has nothing left to restore).
+/// config; one that no longer exists has nothing left to restore), and for
+/// `risks`: the links, the addresses and the ARP sysctls of interfaces
+/// outside the config with an address in a managed subnet.
 pub async fn observe(nl: &Netlink, desired: &Desired, record: &Record) -> Result<Observed> {
+    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
+    observe_with(nl, desired, record, addrs).await
+}
+
+/// `observe`, with the addresses already read.
+async fn observe_with(
+    nl: &Netlink,
+    desired: &Desired,
+    record: &Record,
+    addresses: Vec<crate::model::Address>,
+) -> Result<Observed> {
     let rules = nl.rules().await.context("cannot read the policy rules")?;
     let owned_protocols = record.protocols.clone();
     let mut tables = diff::tables_to_read(desired, &owned_protocols, &rules);
@@ -107,9 +120,11 @@ pub async fn observe(nl: &Netlink, desired: &Desired, record: &Record) -> Result
             .with_context(|| format!("cannot read {}", sysctl::dotted_name(&s.iface, s.key)))?;
         sysctls.insert((s.iface.clone(), s.key), value);
     }
-    for (iface, key) in record.origins.keys() {
-        if let Ok(value) = sysctl::read(iface, *key) {
-            sysctls.entry((iface.clone(), *key)).or_insert(value);
+    let candidates = crate::risks::arp_candidates(desired, &addresses);
+    let arp = candidates.iter().flat_map(|i| [(i, SysctlKey::ArpIgnore), (i, SysctlKey::ArpAnnounce)]);
+    for (iface, key) in record.origins.keys().map(|(i, k)| (i, *k)).chain(arp) {
+        if let Ok(value) = sysctl::read(iface, key) {
+            sysctls.entry((iface.clone(), key)).or_insert(value);
         }
     }
     Ok(Observed {
@@ -119,6 +134,8 @@ pub async fn observe(nl: &Netlink, desired: &Desired, record: &Record) -> Result
         all: all_sysctls(),
         origins: record.origins.clone(),
         owned_protocols,
+        links: nl.links().to_vec(),
+        addresses,
     })
 }
 
@@ -162,7 +179,8 @@ pub async fn verify(
     record: &Record,
     adopt: bool,
 ) -> Result<Vec<String>, Error> {
-    let observed = observe(nl, desired, record).await?;
+    // Only the operations matter here: the addresses (for `risks`) are not read again.
+    let observed = observe_with(nl, desired, record, Vec::new()).await?;
     let again = diff::diff(desired, &observed, adopt);
     Ok(again.ops.iter().map(crate::render::describe).collect())
 }

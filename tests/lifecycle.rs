@@ -223,7 +223,8 @@ fn rollback_unwinds_a_stack_of_applies() {
     tb.apply_ok(&config_b);
     let after_b = tb.dump();
     assert_ne!(after_a, after_b, "apply B changed nothing");
-    assert_check_in_sync(&tb, &config_b, "after apply B");
+    // rail3 left the config with its recorded sysctls: ARP flux, all check reports.
+    tb.check_only_arp_flux(path_str(&config_b), &["rail3"]);
 
     rollback(&tb);
     assert_dump_eq(&after_a, &tb.dump(), "after rolling back B");

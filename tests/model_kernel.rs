@@ -380,6 +380,7 @@ impl Kernel {
             all: self.all.clone(),
             origins: record.origins.clone(),
             owned_protocols,
+            ..Observed::default()
         }
     }
 }

@@ -2,7 +2,10 @@
 //! it is, 3 when it is not, listing each difference in plain words and as
 //! the command that fixes it. It checks the state (routes, rules, sysctls
 //! with their effective values) and the behaviour: where the kernel would
-//! really send traffic from each configured address.
+//! really send traffic from each configured address. It also reports what
+//! breaks RDMA that `apply` cannot fix (`risks`): ARP flux from interfaces
+//! outside the config, rails without carrier, foreign rules that shadow
+//! roce-route's; each with what does fix it.
 
 use serde::Serialize;
 
@@ -17,6 +20,7 @@ use crate::netlink::Netlink;
 use crate::plan::{Desired, NotReady};
 use crate::reconcile;
 use crate::render::{self, count};
+use crate::risks;
 use crate::say;
 use crate::state::Record;
 
@@ -33,7 +37,8 @@ pub struct CheckReport {
 pub struct Difference {
     /// missing_route, changed_route, extra_route, missing_rule, extra_rule,
     /// sysctl, sysctl_overridden, conflict, traffic, host_mismatch,
-    /// interrupted_run, not_ready.
+    /// interrupted_run, not_ready, arp_flux, no_carrier, shadowed,
+    /// foreign_rule_in_table.
     pub kind: &'static str,
     pub description: String,
     /// What fixes it: a command, or what to change.
@@ -68,10 +73,7 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     }
     let mut report = match reconcile::reconcile(&nl, &cfg, false, &record).await {
         Ok((desired, plan)) => {
-            plan.warnings
-                .iter()
-                .filter(|w| !plan.overrides.iter().any(|o| w.starts_with(&o.describe())))
-                .for_each(|w| ctx.warn(w.clone()));
+            plan.warnings.iter().filter(|w| !plan.is_a_difference(w)).for_each(|w| ctx.warn(w.clone()));
             let (traffic, not_verified) = probe_all(&nl, &desired).await?;
             not_verified.into_iter().for_each(|n| ctx.warn(n));
             let mut report = build_report(&plan, traffic, &fix_all, &cfg.file);
@@ -130,12 +132,57 @@ pub fn build_report(plan: &Plan, traffic: Vec<Verdict>, fix_all: &str, config_fi
         description: o.describe(),
         fix: o.accept_hint(config_file),
     }));
+    differences.extend(plan.no_carrier.iter().map(|n| Difference {
+        kind: "no_carrier",
+        description: n.describe(),
+        fix: n.fix(),
+    }));
+    differences.extend(plan.foreign_rules.iter().map(|f| Difference {
+        kind: f.kind(),
+        description: f.describe(),
+        fix: f.fix(),
+    }));
+    differences.extend(plan.arp_flux.iter().map(|f| Difference {
+        kind: "arp_flux",
+        description: f.describe(),
+        fix: f.fix(config_file, fix_all),
+    }));
     differences.extend(traffic.iter().filter(|v| !v.ok).map(|v| Difference {
         kind: "traffic",
         description: v.describe(),
-        fix: fix_all.to_string(),
+        fix: traffic_fix(plan, v, fix_all),
     }));
     CheckReport { in_sync: differences.is_empty(), differences, traffic }
+}
+
+/// What fixes a lookup that went the wrong way: the foreign rule that took
+/// it when one did (apply cannot change that rule), else apply when it
+/// would change something, else no command: apply would change nothing.
+fn traffic_fix(plan: &Plan, v: &Verdict, fix_all: &str) -> String {
+    let apply = if !plan.conflicts.is_empty() {
+        Some(format!("{fix_all} --adopt"))
+    } else if !plan.ops.is_empty() {
+        Some(fix_all.to_string())
+    } else {
+        None
+    };
+    match (risks::culprit(&plan.ahead, v), apply) {
+        (Some((rule, ours)), None) => {
+            format!("the cause is `{}`: {}", render::rule_line(rule), risks::rule_fix(rule, ours))
+        }
+        (Some((rule, ours)), Some(apply)) => format!(
+            "the cause is `{}`: {}; then run `{apply}`",
+            render::rule_line(rule),
+            risks::rule_fix(rule, ours)
+        ),
+        (None, Some(apply)) => apply,
+        (None, None) => format!(
+            "`{fix_all}` would change nothing: roce-route's routes and rules are in place, so something it does not \
+             own decides this lookup; `ip route get {} from {}` names the table the kernel used, and `ip rule` the \
+             rules it reads first",
+            v.probe.to, v.probe.from
+        ),
+    }
 }
 
 /// The report when the host lacks what the config names.
@@ -223,6 +270,84 @@ mod tests {
         assert_eq!(r.differences[0].kind, "traffic");
     }
 
+    /// The new kinds come from the plan, and a wrong lookup a foreign rule
+    /// explains gets that rule as its fix, never `apply`, which cannot
+    /// change it; with nothing to apply, apply is not suggested either.
+    #[test]
+    fn risks_are_differences_and_traffic_gets_a_fix_that_fixes() {
+        use crate::diff::Observed;
+        use crate::model::{Address, Link, Live, Prefix, Rule};
+        use crate::plan::PlannedInterface;
+        let a: std::net::IpAddr = "198.51.100.11".parse().unwrap();
+        let d = Desired {
+            protocol: 234,
+            interfaces: vec![PlannedInterface {
+                name: "rail1".into(),
+                table: 101,
+                priority: 1000,
+                addresses: vec![Prefix::new(a, 24)],
+                gateways: vec![],
+                subnets: vec![Prefix::new("198.51.100.0".parse().unwrap(), 24)],
+                onlink_gateways: vec![],
+            }],
+            rules: vec![Rule::source(1000, a, 101, 234)],
+            ..Desired::default()
+        };
+        let shadow = Rule {
+            src: Some(Prefix::new("198.51.100.0".parse().unwrap(), 24)),
+            ..Rule::source(999, a, 254, 3)
+        };
+        let live = Observed {
+            rules: vec![Live { item: shadow, raw: vec![] }, Live { item: d.rules[0].clone(), raw: vec![] }],
+            links: vec![Link {
+                index: 3,
+                name: "rail1".into(),
+                admin_up: true,
+                lower_up: false,
+                mac: None,
+                link_type: 1,
+            }],
+            addresses: vec![Address {
+                ifname: "rail4".into(),
+                addr: Prefix::new("198.51.100.14".parse().unwrap(), 24),
+                ..Address::default()
+            }],
+            sysctls: [(("rail4".to_string(), SysctlKey::ArpIgnore), 0)].into_iter().collect(),
+            ..Observed::default()
+        };
+        let plan = crate::diff::diff(&d, &live, false);
+        assert!(plan.in_sync(), "nothing for apply to do: {:?}", plan.ops);
+        assert_eq!(plan.warnings.len(), 3, "{:#?}", plan.warnings);
+        assert!(plan.warnings.iter().all(|w| plan.is_a_difference(w)), "check reports them as differences");
+        let r = build_report(&plan, vec![verdict(false)], "roce-route apply c.toml", "c.toml");
+        let kinds: Vec<&str> = r.differences.iter().map(|d| d.kind).collect();
+        assert_eq!(kinds, ["no_carrier", "shadowed", "arp_flux", "traffic"]);
+        assert!(!r.in_sync);
+        let traffic = &r.differences[3].fix;
+        assert!(
+            traffic.starts_with("the cause is `ip -4 rule: priority 999 from 198.51.100.0/24 lookup 254"),
+            "{traffic}"
+        );
+        assert!(!traffic.contains("then run"), "{traffic}");
+        let flux = &r.differences[2].fix;
+        assert!(
+            flux.contains(
+                "[[arp_only]] table with name = \"rail4\" to c.toml, then run `roce-route apply c.toml`"
+            ),
+            "{flux}"
+        );
+        // A wrong lookup no foreign rule explains, with nothing to apply.
+        let mut other = verdict(false);
+        other.table = Some(300);
+        let fix = traffic_fix(&Plan::default(), &other, "roce-route apply c.toml");
+        assert!(fix.starts_with("`roce-route apply c.toml` would change nothing"), "{fix}");
+        // With something to apply, apply (after the rule when there is one).
+        let ops = vec![Op::SetSysctl { iface: "rail1".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 }];
+        let with_ops = Plan { ops, ..plan.clone() };
+        assert_eq!(traffic_fix(&with_ops, &other, "A"), "A");
+        assert!(traffic_fix(&with_ops, &verdict(false), "A").ends_with("; then run `A`"));
+    }
+
     #[test]
     fn json_shape_is_stable() {
         let plan = Plan {
@@ -239,6 +364,7 @@ mod tests {
                 value: 1,
                 effective: 2,
             }],
+            ..Plan::default()
         };
         let r = build_report(&plan, vec![verdict(false)], "roce-route apply c.toml", "c.toml");
         let v: serde_json::Value = serde_json::to_value(&r).unwrap();

@@ -1,6 +1,7 @@
 //! `roce-route show`: what roce-route owns now, grouped by interface: its
-//! table, routes, rules, sysctls (with effective values) and where each
-//! address's traffic goes now. Needs no config: ownership is the protocol.
+//! table, routes, rules, sysctls (with effective values), its link state
+//! (admin up/down, carrier) and where each address's traffic goes now.
+//! Needs no config: ownership is the protocol.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -12,7 +13,7 @@ use super::{Ctx, Done, connect, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::config::DEFAULT_PROTOCOL;
 use crate::error::{Error, exit};
-use crate::model::{Family, Route, Rule, SysctlKey};
+use crate::model::{Family, Link, Route, Rule, SysctlKey};
 use crate::netlink::Netlink;
 use crate::reconcile;
 use crate::say;
@@ -53,11 +54,39 @@ impl Shown<Rule> {
 #[derive(Debug, Default, Serialize)]
 pub struct ShownInterface {
     pub name: String,
+    /// None when no link has this name (any more).
+    pub link: Option<LinkState>,
     pub tables: Vec<u32>,
     pub routes: Vec<Shown<Route>>,
     pub rules: Vec<Shown<Rule>>,
     pub sysctls: BTreeMap<&'static str, ShownSysctl>,
     pub traffic: Vec<Verdict>,
+}
+
+/// `ip link`'s UP / NO-CARRIER, as flags.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct LinkState {
+    /// IFF_UP: administratively up.
+    pub admin_up: bool,
+    /// IFF_LOWER_UP: the link has a carrier.
+    pub carrier: bool,
+}
+
+impl LinkState {
+    pub fn of(link: &Link) -> LinkState {
+        LinkState { admin_up: link.admin_up, carrier: link.lower_up }
+    }
+
+    /// "up, carrier", "up, NO-CARRIER: traffic from its addresses is lost", "DOWN".
+    pub fn describe(&self) -> &'static str {
+        match (self.admin_up, self.carrier) {
+            (false, _) => "DOWN (administratively)",
+            (true, true) => "up, carrier",
+            (true, false) => {
+                "up, NO-CARRIER: traffic from its addresses is lost (check the cable, switch port, peer)"
+            }
+        }
+    }
 }
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -97,6 +126,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>) -> Result<Done, Error> {
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
     let local = reconcile::local_addresses(&nl).await?;
     for iface in &mut interfaces {
+        iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);
         iface.sysctls = read_sysctls(&iface.name);
         iface.traffic = probe(&nl, iface, &routes, &rules, &local).await;
     }
@@ -172,6 +202,7 @@ fn print_human(r: &ShowReport) {
     for i in &r.interfaces {
         let tables: Vec<String> = i.tables.iter().map(u32::to_string).collect();
         say!("{}  table {}", i.name, tables.join(", "));
+        say!("  link: {}", i.link.map_or("not found", |l| l.describe()));
         say!("  routes:");
         i.routes.iter().for_each(|l| say!("    {}", l.ip));
         say!("  rules:");
@@ -217,11 +248,30 @@ mod tests {
         })
         .unwrap();
         assert_eq!(json["interfaces"][0]["name"], "rail0");
+        assert!(json["interfaces"][0]["link"].is_null(), "not looked up in this test");
         assert!(json["interfaces"][0]["sysctls"].is_object());
         let route = &json["interfaces"][0]["routes"][0];
         assert_eq!(route["table"], 100, "structured fields: {route}");
         assert_eq!(route["oif"], "rail0");
         assert!(route["ip"].as_str().unwrap().contains("198.51.100.0/24 dev rail0"), "{route}");
         assert_eq!(json["orphan_rules"][0]["priority"], 1000);
+    }
+
+    #[test]
+    fn link_state_in_words_and_json() {
+        let link = |admin_up, lower_up| Link {
+            index: 3,
+            name: "rail1".into(),
+            admin_up,
+            lower_up,
+            mac: None,
+            link_type: 1,
+        };
+        assert_eq!(LinkState::of(&link(true, true)).describe(), "up, carrier");
+        assert!(LinkState::of(&link(true, false)).describe().starts_with("up, NO-CARRIER"));
+        assert!(LinkState::of(&link(false, false)).describe().starts_with("DOWN"));
+        let shown = ShownInterface { link: Some(LinkState::of(&link(true, false))), ..Default::default() };
+        let json = serde_json::to_value(&shown).unwrap();
+        assert_eq!(json["link"], serde_json::json!({"admin_up": true, "carrier": false}));
     }
 }

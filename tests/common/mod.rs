@@ -1186,6 +1186,35 @@ pub fn json_doc(run: &Run) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}", run.report()))
 }
 
+/// The interfaces a `check --json` report names as `arp_flux`, when those
+/// are all it reports (and every traffic lookup is ok); None otherwise.
+pub fn arp_flux_only(report: &serde_json::Value) -> Option<Vec<String>> {
+    let differences = report["differences"].as_array()?;
+    let traffic_ok = report["traffic"].as_array()?.iter().all(|t| t["ok"] == true);
+    let flux: Vec<String> = differences
+        .iter()
+        .filter(|d| d["kind"] == "arp_flux")
+        .filter_map(|d| {
+            d["description"].as_str()?.strip_prefix("ARP flux: ")?.split(' ').next().map(String::from)
+        })
+        .collect();
+    (traffic_ok && !flux.is_empty() && flux.len() == differences.len()).then_some(flux)
+}
+
+impl Testbed {
+    /// `check CONFIG --json` where the rails `dropped` left the config and
+    /// got their recorded sysctls (0) back: they answer ARP for the rails'
+    /// addresses, which check reports as `arp_flux` (exit 3; issue 8,
+    /// section 4). Panics unless that is all it reports, with every traffic
+    /// lookup ok. The report.
+    pub fn check_only_arp_flux(&self, config: &str, dropped: &[&str]) -> serde_json::Value {
+        let report = json_doc(&self.rr(&["--json", "check", config]).expect_code(EXIT_DRIFT));
+        let expected: Vec<String> = dropped.iter().map(|d| d.to_string()).collect();
+        assert_eq!(arp_flux_only(&report), Some(expected), "{report:#}");
+        report
+    }
+}
+
 /// The text between the first pair of backticks after `marker` in `text`.
 pub fn quoted_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
     let rest = &text[text.find(marker)? + marker.len()..];
