@@ -353,7 +353,9 @@ fn a_tentative_address_is_skipped_with_a_warning() {
     let doc = json_doc(&run);
     let warnings = doc["warnings"].to_string();
     assert!(
-        warnings.contains("2001:db8:1::20 on rail0 is not announced: it is tentative"),
+        warnings.contains(
+            "2001:db8:1::20 is not announced: it is not ready: 2001:db8:1::20 on rail0: is tentative"
+        ),
         "{}",
         run.report()
     );

@@ -6,7 +6,10 @@
 //! `ROCE_ROUTE_CRASH_AT=record:K` kills the process right after the undo
 //! record of step K is durable (step K was NOT sent), `step:K` right after
 //! step K was made. Every run uses the test's own state dir
-//! (`<testbed temp dir>/state`, as ROCE_ROUTE_STATE_DIR).
+//! (`<testbed temp dir>/state`, as ROCE_ROUTE_STATE_DIR). Every apply runs
+//! with `--no-announce`: the announcements come after the commit, have
+//! nothing to do with crash safety, and would add 100 ms to each of the
+//! hundreds of applies here (tests/announce.rs covers them).
 
 mod common;
 
@@ -29,7 +32,7 @@ const SIGKILL: i32 = 9;
 /// `apply CONFIG` with a crash point; panics unless the process died of
 /// SIGKILL.
 fn apply_crashing(tb: &Testbed, config: &str, point: &str) {
-    let mut cmd = tb.rr_cmd(&["apply", config]);
+    let mut cmd = tb.rr_cmd(&["apply", "--no-announce", config]);
     cmd.env("ROCE_ROUTE_CRASH_AT", point);
     let run = Run::of(cmd);
     assert_eq!(
@@ -59,7 +62,7 @@ fn large_host() -> (Testbed, PathBuf) {
 /// The steps of `apply` on the current host: the command lines of the
 /// dry-run script.
 fn dry_run_steps(tb: &Testbed, config: &str) -> Vec<String> {
-    let out = tb.rr(&["apply", "--dry-run", config]).context("dry run").expect_code(EXIT_OK);
+    let out = tb.rr(&["apply", "--no-announce", "--dry-run", config]).context("dry run").expect_code(EXIT_OK);
     out.stdout()
         .lines()
         .map(str::trim)
@@ -89,7 +92,7 @@ fn a_crash_at_any_point_is_rolled_back_or_completed() {
 
     // The applied state, from a clean apply; and rollback restores the
     // original from it.
-    tb.rr(&["apply", &config]).context("clean apply").expect_code(EXIT_OK);
+    tb.rr(&["apply", "--no-announce", &config]).context("clean apply").expect_code(EXIT_OK);
     let applied = tb.dump();
     assert_ne!(applied, original);
     assert!(applied.contains("from 203.0.113.5 lookup 50"), "{applied}");
@@ -117,7 +120,9 @@ fn a_crash_at_any_point_is_rolled_back_or_completed() {
 
             // 3: crash again, then a plain apply completes it.
             apply_crashing(&tb, &config, &crash);
-            tb.rr(&["apply", &config]).context(&format!("apply after {at}")).expect_code(EXIT_OK);
+            tb.rr(&["apply", "--no-announce", &config])
+                .context(&format!("apply after {at}"))
+                .expect_code(EXIT_OK);
             assert_dump_eq(&applied, &tb.dump(), &format!("apply after {at}"));
             // Two journals (or one when the crash had made every step):
             // both rollbacks succeed and end at the original host.
@@ -149,7 +154,7 @@ fn a_corrupt_journal_is_refused_and_the_host_untouched() {
     let config = path_str(&config);
     let base = tb.state_base();
 
-    tb.rr(&["apply", config]).context("apply").expect_code(EXIT_OK);
+    tb.rr(&["apply", "--no-announce", config]).context("apply").expect_code(EXIT_OK);
     let applied = tb.dump();
     let journals = journal_files(&base);
     assert_eq!(journals.len(), 1, "one apply, one journal: {journals:?}");
@@ -184,7 +189,7 @@ fn a_crash_at_any_point_of_a_change_is_rolled_back_or_completed() {
     let tb = Testbed::builder().rails(6).ipv6(true).build();
     let before = tb.write_config(&tb.render_config(|_| vec![format!("gateway = {}", toml_str(GATEWAY_V4))]));
     let before = path_str(&before).to_string();
-    tb.rr(&["apply", &before]).context("the starting apply").expect_code(EXIT_OK);
+    tb.rr(&["apply", "--no-announce", &before]).context("the starting apply").expect_code(EXIT_OK);
     let start = tb.dump();
     let kept = |r: &common::Rail| r.table < common::FIRST_TABLE + 4;
     let after = tb.render_config_for(kept, |r| {
@@ -199,7 +204,7 @@ fn a_crash_at_any_point_of_a_change_is_rolled_back_or_completed() {
     for kind in ["replace", "del", "sysctl"] {
         assert!(steps.iter().any(|s| s.contains(kind)), "the change has no {kind} step: {steps:#?}");
     }
-    tb.rr(&["apply", &after]).context("the clean change").expect_code(EXIT_OK);
+    tb.rr(&["apply", "--no-announce", &after]).context("the clean change").expect_code(EXIT_OK);
     let changed = tb.dump();
     tb.rr(&["rollback"]).context("rollback of the clean change").expect_code(EXIT_OK);
     assert_dump_eq(&start, &tb.dump(), "rollback of the clean change");
@@ -211,7 +216,7 @@ fn a_crash_at_any_point_of_a_change_is_rolled_back_or_completed() {
             tb.rr(&["rollback"]).context(&what).expect_code(EXIT_OK);
             assert_dump_eq(&start, &tb.dump(), &format!("{what}, then rollback"));
             apply_crashing(&tb, &after, &point);
-            let completing = tb.rr(&["apply", &after]).context(&what).expect_code(EXIT_OK);
+            let completing = tb.rr(&["apply", "--no-announce", &after]).context(&what).expect_code(EXIT_OK);
             assert_dump_eq(&changed, &tb.dump(), &format!("{what}, then apply"));
             // A crash after the last step leaves nothing to complete: that
             // apply is in sync and pushes no journal of its own.

@@ -33,6 +33,15 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
     // The same checks as apply: the interfaces and addresses must exist.
     let desired = plan::plan(&cfg, nl.links(), &addrs)?;
+    // What the host is not ready for (a missing rail, an address in DAD)
+    // is not announced: the kernel would not use it yet.
+    for nr in &desired.not_ready {
+        ctx.warn(format!(
+            "{} is not announced: it is not ready: {}",
+            nr.address.as_deref().unwrap_or(&nr.interface),
+            nr.describe()
+        ));
+    }
     // `announce = 0` turns off the announcements after apply; asked for by
     // name, they are sent at least once.
     let rounds = cfg.defaults.announce.max(1);
@@ -45,7 +54,7 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
             .map(|(a, error)| Failed { interface: a.interface, address: a.address, error })
             .collect(),
     };
-    if !ctx.json {
+    if ctx.chatty() {
         if !report.announced.is_empty() {
             announced_lines(&report.announced, rounds).iter().for_each(|l| say!("{l}"));
         } else if report.failed.is_empty() {
@@ -55,7 +64,7 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     if report.failed.is_empty() {
         return Ok(Done::new(exit::OK, false, report));
     }
-    if !ctx.json {
+    if ctx.chatty() {
         tell!(
             "roce-route: error: could not announce {} of {} (see the warnings above)",
             report.failed.len(),
