@@ -3,6 +3,7 @@
 //! after the next `networkctl reload` or NetworkManager reconnect.
 
 use std::fs;
+use std::path::Path;
 
 /// What is running and how systemd-networkd is configured.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -17,13 +18,20 @@ pub struct Environment {
 pub fn warnings(env: &Environment) -> Vec<String> {
     let mut out = Vec::new();
     let running = |name: &str| env.processes.iter().any(|p| p == name);
-    if running("systemd-network") && manages_foreign_rules(&env.networkd_conf) {
-        out.push(
-            "systemd-networkd is running with ManageForeignRoutingPolicyRules=yes (the default): it deletes \
-             rules it did not make when it restarts or reconfigures a link; set \
-             ManageForeignRoutingPolicyRules=no (and ManageForeignRoutes=no) in /etc/systemd/networkd.conf"
-                .to_string(),
-        );
+    if running("systemd-network") {
+        let on: Vec<&str> = ["ManageForeignRoutingPolicyRules", "ManageForeignRoutes"]
+            .into_iter()
+            .filter(|key| setting_is_on(&env.networkd_conf, key))
+            .collect();
+        if !on.is_empty() {
+            out.push(format!(
+                "systemd-networkd is running with {} (the default): it deletes the rules and routes it did \
+                 not make when it starts or reconfigures a link, roce-route's too; install \
+                 dist/systemd/networkd.conf.d/90-roce-route.conf as /etc/systemd/networkd.conf.d/ (it sets \
+                 both to no) and `networkctl reload`",
+                on.iter().map(|k| format!("{k}=yes")).collect::<Vec<_>>().join(" and ")
+            ));
+        }
     }
     if running("NetworkManager") {
         out.push(
@@ -35,12 +43,12 @@ pub fn warnings(env: &Environment) -> Vec<String> {
     out
 }
 
-/// The last `ManageForeignRoutingPolicyRules=` in [Network] wins; the
-/// default is yes.
-fn manages_foreign_rules(conf: &str) -> bool {
+/// The last `KEY=` of the concatenated configuration wins; the default
+/// is yes (both settings roce-route cares about default to yes).
+fn setting_is_on(conf: &str, key: &str) -> bool {
     let mut value = true;
     for line in conf.lines().map(str::trim) {
-        if let Some(v) = line.strip_prefix("ManageForeignRoutingPolicyRules=") {
+        if let Some(v) = line.strip_prefix(key).and_then(|rest| rest.trim_start().strip_prefix('=')) {
             value = !matches!(v.trim().to_ascii_lowercase().as_str(), "no" | "false" | "0" | "off");
         }
     }
@@ -57,20 +65,40 @@ pub fn scan() -> Environment {
         .filter_map(|e| fs::read_to_string(e.path().join("comm")).ok())
         .map(|c| c.trim().to_string())
         .collect();
-    let mut networkd_conf = fs::read_to_string("/etc/systemd/networkd.conf").unwrap_or_default();
-    let mut dropins: Vec<_> = fs::read_dir("/etc/systemd/networkd.conf.d")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-        .collect();
-    dropins.sort();
-    for p in dropins {
-        networkd_conf.push('\n');
-        networkd_conf.push_str(&fs::read_to_string(p).unwrap_or_default());
+    Environment { processes, networkd_conf: networkd_conf(Path::new("/")) }
+}
+
+/// networkd.conf as systemd reads it under `root`: the main file (/etc,
+/// else the vendor one), then the drop-ins of /etc, /run, /usr/local/lib
+/// and /usr/lib `systemd/networkd.conf.d/*.conf` in file-name order, a
+/// name in an earlier directory hiding the same name in a later one.
+pub fn networkd_conf(root: &Path) -> String {
+    let at = |p: &str| root.join(p.trim_start_matches('/'));
+    let main = ["/etc/systemd/networkd.conf", "/usr/lib/systemd/networkd.conf"]
+        .iter()
+        .find_map(|p| fs::read_to_string(at(p)).ok())
+        .unwrap_or_default();
+    let mut dropins: std::collections::BTreeMap<std::ffi::OsString, std::path::PathBuf> = Default::default();
+    for dir in [
+        "/usr/lib/systemd/networkd.conf.d",
+        "/usr/local/lib/systemd/networkd.conf.d",
+        "/run/systemd/networkd.conf.d",
+        "/etc/systemd/networkd.conf.d",
+    ] {
+        for entry in fs::read_dir(at(dir)).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|x| x == "conf") {
+                // Later (higher-priority) directories replace the same name.
+                dropins.insert(entry.file_name(), path);
+            }
+        }
     }
-    Environment { processes, networkd_conf }
+    let mut conf = main;
+    for path in dropins.values() {
+        conf.push('\n');
+        conf.push_str(&fs::read_to_string(path).unwrap_or_default());
+    }
+    conf
 }
 
 #[cfg(test)]
@@ -84,20 +112,49 @@ mod tests {
     #[test]
     fn networkd_warns_unless_foreign_rules_are_left_alone() {
         assert_eq!(warnings(&env(&["systemd-network"], "")).len(), 1);
-        assert!(
-            warnings(&env(&["systemd-network"], "[Network]\nManageForeignRoutingPolicyRules=no\n"))
-                .is_empty()
-        );
+        let both_off = "[Network]\nManageForeignRoutingPolicyRules=no\nManageForeignRoutes = no\n";
+        assert!(warnings(&env(&["systemd-network"], both_off)).is_empty());
+        let rules_off =
+            warnings(&env(&["systemd-network"], "[Network]\nManageForeignRoutingPolicyRules=no\n"));
+        assert!(rules_off[0].contains("ManageForeignRoutes=yes"), "{rules_off:?}");
         assert_eq!(
             warnings(&env(
                 &["systemd-network"],
-                "ManageForeignRoutingPolicyRules=no\nManageForeignRoutingPolicyRules=yes"
+                "ManageForeignRoutes=no\nManageForeignRoutingPolicyRules=no\nManageForeignRoutingPolicyRules=yes"
             ))
             .len(),
             1,
             "the last one wins"
         );
         assert!(warnings(&env(&["sshd"], "")).is_empty());
+    }
+
+    #[test]
+    fn both_networkd_settings_are_read_from_every_drop_in_directory() {
+        let root = std::env::temp_dir().join(format!("roce-route-networkd-{}", std::process::id()));
+        let dir = |d: &str| {
+            let p = root.join(d);
+            fs::create_dir_all(&p).unwrap();
+            p
+        };
+        fs::write(dir("usr/lib/systemd").join("networkd.conf"), "[Network]\n").unwrap();
+        fs::write(dir("usr/lib/systemd/networkd.conf.d").join("10-vendor.conf"), "ManageForeignRoutes=no\n")
+            .unwrap();
+        fs::write(dir("etc/systemd/networkd.conf.d").join("10-vendor.conf"), "ManageForeignRoutes=yes\n")
+            .unwrap();
+        fs::write(
+            dir("run/systemd/networkd.conf.d").join("90-roce-route.conf"),
+            "ManageForeignRoutingPolicyRules=no\n",
+        )
+        .unwrap();
+        let conf = networkd_conf(&root);
+        let w = warnings(&env(&["systemd-network"], &conf));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("ManageForeignRoutes=yes") && !w[0].contains("ManageForeignRoutingPolicyRules=yes"),
+            "{w:?}"
+        );
+        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -138,6 +138,11 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         done.doc["dropped_with_file"] = serde_json::to_value(&dropped).unwrap_or_default();
         return Ok(done);
     }
+    // A manager that deletes foreign rules undoes this apply at its next
+    // reconfiguration: say so now, not after the rails broke.
+    for w in crate::managers::warnings(&crate::managers::scan()) {
+        ctx.warn(w);
+    }
     let state = ctx.state()?;
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
