@@ -87,7 +87,7 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
     // origins, which then stay the same from round to round.
     // 64 rails x (2 connected routes, 2 rules, 2 sysctls).
     let applied_line = format!("applied {} changes", RAILS * 6);
-    let first = run_measured(&tb, &["apply", config]);
+    let first = run_measured(&tb, &["apply", "--no-announce", config]);
     let said = first.run.stdout();
     assert!(said.contains(&applied_line), "warm-up apply said\n{said}");
     run_measured(&tb, &["rollback"]);
@@ -100,7 +100,7 @@ fn a_hundred_apply_check_rollback_rounds_leave_nothing_behind() {
     let mut apply_wall = Vec::with_capacity(ROUNDS);
     for round in 1..=ROUNDS {
         let round_started = Instant::now();
-        let apply = run_measured(&tb, &["apply", config]);
+        let apply = run_measured(&tb, &["apply", "--no-announce", config]);
         let said = apply.run.stdout();
         assert!(said.contains(&applied_line), "round {round}: apply said\n{said}");
         run_measured(&tb, &["check", config]);
