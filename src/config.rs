@@ -1321,7 +1321,7 @@ pub(crate) fn family_name(ip: IpAddr) -> &'static str {
 }
 
 pub(crate) fn is_v6_link_local(ip: IpAddr) -> bool {
-    matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
+    matches!(ip, IpAddr::V6(a) if a.is_unicast_link_local())
 }
 
 /// Why no host may use `ip` as its own address or as a gateway.
