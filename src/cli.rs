@@ -77,10 +77,22 @@ pub enum Command {
     /// the host.
     #[command(after_help = EXIT_CODES)]
     Announce(AnnounceArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...), generated
+    /// from this command line, on stdout.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff, section 8) on stdout: `roce-route man |
+    /// man -l -`.
+    Man,
     /// (internal) The guard `apply --confirm` starts: reverts the change
     /// at the deadline unless it is confirmed.
     #[command(hide = true)]
     ConfirmGuard(GuardArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, clap::Args)]
@@ -184,6 +196,8 @@ impl Command {
             Command::Show(_) => "show",
             Command::Confirm => "confirm",
             Command::Announce(_) => "announce",
+            Command::Completions(_) => "completions",
+            Command::Man => "man",
             Command::ConfirmGuard(_) => "confirm-guard",
         }
     }
@@ -195,7 +209,7 @@ impl Command {
             Command::Rollback(r) => !r.dry_run,
             Command::Remove(r) => !r.dry_run,
             Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) => true,
-            Command::Check(_) | Command::Show(_) => false,
+            Command::Check(_) | Command::Show(_) | Command::Completions(_) | Command::Man => false,
         }
     }
 }

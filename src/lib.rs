@@ -13,6 +13,7 @@ pub mod commands;
 pub mod config;
 pub mod config_files;
 pub mod diff;
+pub mod docs;
 pub mod error;
 pub mod executor;
 pub mod managers;

@@ -67,6 +67,12 @@ fn print_envelope(
 }
 
 fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
+    // Generated from the command line itself: no root, no namespace.
+    match &cli.command {
+        Command::Completions(c) => return Ok(roce_route::docs::completions(c.shell)),
+        Command::Man => return roce_route::docs::man(),
+        _ => {}
+    }
     // A bad config or argument is exit 2 whoever runs it: validate first.
     let config = match &cli.command {
         Command::Apply(a) => Some(roce_route::config_files::load(&a.config)?),
