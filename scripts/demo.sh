@@ -4,7 +4,10 @@
 #
 #   sudo scripts/demo.sh
 #
-# Builds target/release/roce-route if needed. Everything happens in two
+# Builds target/release/roce-route if needed (ROCE_ROUTE_BIN names another
+# binary). It needs nothing but bash, iproute2 and the build: the peer
+# learns the rails' MACs from TCP connection attempts made by bash itself
+# (/dev/tcp), not from ping. Everything happens in two
 # private network namespaces, deleted on exit (also on error or Ctrl-C):
 #
 #   host namespace: rail0..rail3 = 198.51.100.10..13/24 (veths)
@@ -20,7 +23,7 @@ GW=198.51.100.1
 HOST="rrdemo-$$-host"
 PEER="rrdemo-$$-peer"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="$REPO/target/release/roce-route"
+BIN="${ROCE_ROUTE_BIN:-$REPO/target/release/roce-route}"
 WORK=""
 
 cleanup() {
@@ -56,6 +59,10 @@ mac_of() { ip -n "$HOST" -br link show "rail$1" | awk '{print $3}'; }
 
 build() {
     local cargo
+    if [[ -n ${ROCE_ROUTE_BIN:-} ]]; then
+        [[ -x $BIN ]] || die "ROCE_ROUTE_BIN=$BIN is not an executable"
+        return
+    fi
     if [[ -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then
         # Build as the user who ran sudo, so that target/ stays theirs.
         local home
@@ -111,14 +118,17 @@ check_routes() {
     done
 }
 
-# The peer pings every rail address, then we read which MAC it learned.
+# The peer reaches for every rail address (a TCP connection attempt by
+# bash: to send it, the peer resolves the address with ARP; the rail answers
+# with a reset), then we read which MAC it learned.
 check_arp() {
     local k learned owner verdict j
     ip -n "$PEER" neigh flush all
     ip -n "$HOST" neigh flush all
     for ((k = 0; k < RAILS; k++)); do
-        ip netns exec "$PEER" ping -c 1 -W 1 -q "$(addr_of "$k")" >/dev/null ||
-            die "the peer cannot ping $(addr_of "$k")"
+        ip netns exec "$PEER" timeout 2 bash -c "exec 3<>/dev/tcp/$(addr_of "$k")/9" 2>/dev/null || true
+        ip -n "$PEER" neigh show "$(addr_of "$k")" | grep -q lladdr ||
+            die "the peer cannot reach $(addr_of "$k")"
     done
     run ip -n "$PEER" neigh show dev br0
     echo
@@ -140,11 +150,7 @@ check_arp() {
 
 main() {
     [[ $EUID -eq 0 ]] || die "needs root to create network namespaces: sudo $0"
-    local tool
-    for tool in ip ping; do
-        command -v "$tool" >/dev/null ||
-            die "needs '$tool' (Debian/Ubuntu: apt-get install iproute2 iputils-ping)"
-    done
+    command -v ip >/dev/null || die "needs 'ip' (Debian/Ubuntu: apt-get install iproute2)"
     build
     setup
 
@@ -155,7 +161,7 @@ main() {
 
     heading "BEFORE: which rail does each source address leave by?"
     check_routes
-    heading "BEFORE: the peer's ARP view (it pings each rail address)"
+    heading "BEFORE: the peer's ARP view (it reaches for each rail address)"
     echo "(with the kernel defaults every rail answers ARP for every address, so the"
     echo " peer keeps one rail's MAC for several addresses)"
     check_arp
@@ -176,7 +182,12 @@ main() {
     for ((k = 0; k < RAILS; k++)); do
         run ip -n "$HOST" route show table $((100 + k))
     done
-    run ip netns exec "$HOST" sysctl -a --pattern 'rail[0-9]+\.arp_(ignore|announce)$'
+    for ((k = 0; k < RAILS; k++)); do
+        for key in arp_ignore arp_announce; do
+            printf 'net.ipv4.conf.rail%d.%s = %s\n' "$k" "$key" \
+                "$(ip netns exec "$HOST" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
+        done
+    done
 
     heading "apply again: already in sync, nothing changes"
     run "$BIN" --netns "$HOST" apply "$WORK/demo.toml"
