@@ -77,6 +77,13 @@ pub enum Command {
     /// the host.
     #[command(after_help = EXIT_CODES)]
     Announce(AnnounceArgs),
+    /// Keep the host as the latest apply in this network namespace left
+    /// it: heal what the kernel or a daemon takes away (a rail down/up, a
+    /// rail re-created, flushed rules, a replaced address), in the
+    /// foreground, until SIGTERM. Follows apply, rollback and remove;
+    /// never heals while an `apply --confirm` waits.
+    #[command(after_help = EXIT_CODES)]
+    Watch,
     /// (internal) The guard `apply --confirm` starts: reverts the change
     /// at the deadline unless it is confirmed.
     #[command(hide = true)]
@@ -185,6 +192,7 @@ impl Command {
             Command::Confirm => "confirm",
             Command::Announce(_) => "announce",
             Command::ConfirmGuard(_) => "confirm-guard",
+            Command::Watch => "watch",
         }
     }
 
@@ -194,7 +202,7 @@ impl Command {
             Command::Apply(a) => !a.dry_run,
             Command::Rollback(r) => !r.dry_run,
             Command::Remove(r) => !r.dry_run,
-            Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) => true,
+            Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) | Command::Watch => true,
             Command::Check(_) | Command::Show(_) => false,
         }
     }
