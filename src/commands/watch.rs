@@ -80,7 +80,7 @@ pub async fn run(ctx: &Ctx) -> Result<Done, Error> {
     let mut term = signal(SignalKind::terminate()).map_err(signal_error)?;
     let mut int = signal(SignalKind::interrupt()).map_err(signal_error)?;
     let mut hup = signal(SignalKind::hangup()).map_err(signal_error)?;
-    let mut w = Watcher { ctx, state: &state, not_ready: Vec::new(), passes: 0, heals: 0 };
+    let mut w = Watcher { ctx, state: &state, not_ready: Vec::new(), passes: 0, heals: 0, deferred: false };
     log(ctx, "start", "watching; healing toward the latest apply", json!({}));
     let mut retry = w.pass(&mut nl, Trigger::Start).await;
     notify_ready();
@@ -223,6 +223,9 @@ struct Watcher<'a> {
     not_ready: Vec<NotReady>,
     passes: u64,
     heals: u64,
+    /// Whether the last pass was deferred: a wait is said once, not at
+    /// every retry.
+    deferred: bool,
 }
 
 impl Watcher<'_> {
@@ -238,6 +241,7 @@ impl Watcher<'_> {
                 ("failed", Some(RETRY))
             }
         };
+        self.deferred = outcome == "deferred";
         if self.ctx.json || self.ctx.verbosity == crate::commands::Verbosity::Verbose {
             let why = trigger.words();
             log(
@@ -259,19 +263,23 @@ impl Watcher<'_> {
             return Ok(("no_config", None));
         }
         if let Some(wait) = self.confirmation_waits() {
-            log(self.ctx, "deferred", &wait, json!({}));
+            if !self.deferred {
+                log(self.ctx, "deferred", &wait, json!({}));
+            }
             return Ok(("deferred", Some(RETRY)));
         }
         let lock = match NetnsLock::acquire(LOCK_WAIT, &self.ctx.stop) {
             Ok(lock) => lock,
             Err(StateError::Locked { holder, .. }) => {
                 let who = holder.map_or_else(String::new, |h| format!(" ({h})"));
-                log(
-                    self.ctx,
-                    "deferred",
-                    &format!("another roce-route{who} is working here; trying again later"),
-                    json!({}),
-                );
+                if !self.deferred {
+                    log(
+                        self.ctx,
+                        "deferred",
+                        &format!("another roce-route{who} is working here; trying again later"),
+                        json!({}),
+                    );
+                }
                 return Ok(("deferred", Some(RETRY)));
             }
             Err(StateError::LockInterrupted { .. }) => return Ok(("stopped", None)),
