@@ -26,8 +26,10 @@ const GROUPS: [u32; 7] = [
     libc::RTNLGRP_IPV6_RULE,
 ];
 
-/// The local table: the kernel's own routes for local addresses.
-const LOCAL_TABLE: u32 = 255;
+/// The kernel's default, main and local tables: roce-route never puts a
+/// route there, so their routes' comings and goings (the connected routes
+/// of a link going down and up) are no reason for a pass.
+const KERNEL_TABLES: [u32; 3] = [253, 254, 255];
 
 /// One notification, in words ("rail0 down", "rule deleted: ...").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,8 +93,9 @@ impl Subscription {
     }
 }
 
-/// Every notification in a datagram that may concern roce-route: all of
-/// links, addresses and rules, and routes outside the local table.
+/// Every notification in a datagram that may concern roce-route: links,
+/// addresses but IPv6 link-local ones, rules, and routes outside the
+/// kernel's own tables.
 pub fn parse(mut buf: &[u8]) -> Vec<Event> {
     let mut events = Vec::new();
     while buf.len() >= 16 {
@@ -140,6 +143,12 @@ fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
                     _ => None,
                 })
             })?;
+            // A link-local address is never a rail's source address.
+            if let IpAddr::V6(v6) = ip
+                && v6.is_unicast_link_local()
+            {
+                return None;
+            }
             let verb = if matches!(msg, M::DelAddress(_)) { "removed" } else { "added" };
             event(Some(a.header.index), None, format!("address {ip}/{} {verb}", a.header.prefix_len))
         }
@@ -152,7 +161,7 @@ fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
                     _ => None,
                 })
                 .unwrap_or(u32::from(r.header.table));
-            if table == LOCAL_TABLE {
+            if KERNEL_TABLES.contains(&table) {
                 return None;
             }
             let verb = if matches!(msg, M::DelRoute(_)) { "deleted" } else { "added" };
@@ -247,7 +256,7 @@ mod tests {
     }
 
     #[test]
-    fn notifications_are_parsed_and_local_routes_ignored() {
+    fn notifications_are_parsed_and_kernel_tables_ignored() {
         use netlink_packet_route::link::LinkMessage;
         use netlink_packet_route::route::RouteMessage;
         use rtnetlink::packet_core::NetlinkHeader;
@@ -255,10 +264,16 @@ mod tests {
         link.header.index = 7;
         link.header.flags = LinkFlags::Up;
         link.attributes.push(LinkAttribute::IfName("rail0".into()));
-        let mut local = RouteMessage::default();
-        local.header.table = 255;
+        let mut main = RouteMessage::default();
+        main.header.table = 254;
+        let mut ours = RouteMessage::default();
+        ours.header.table = 101;
         let mut bytes = Vec::new();
-        for inner in [RouteNetlinkMessage::NewLink(link), RouteNetlinkMessage::DelRoute(local)] {
+        for inner in [
+            RouteNetlinkMessage::NewLink(link),
+            RouteNetlinkMessage::DelRoute(main),
+            RouteNetlinkMessage::DelRoute(ours),
+        ] {
             let mut msg = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::InnerMessage(inner));
             msg.finalize();
             let mut buf = vec![0; msg.buffer_len()];
@@ -266,7 +281,8 @@ mod tests {
             bytes.extend(buf);
         }
         let events = parse(&bytes);
-        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[0].describe(|_| None), "rail0: up, carrier off");
+        assert_eq!(events[1].describe(|_| None), "route deleted in table 101");
     }
 }

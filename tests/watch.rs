@@ -369,3 +369,17 @@ fn a_watch_killed_mid_heal_is_recovered_by_rollback_and_apply() {
     let w2 = Watch::start_with(&tb, "after", |_| {});
     assert_eq!(w2.heals(), 0, "{}", w2.log());
 }
+
+/// A route roce-route does not own put in one of its tables is a conflict,
+/// as for apply without --adopt: watch says so and leaves it (and the rest)
+/// alone instead of taking it over.
+#[test]
+fn a_foreign_route_in_a_managed_table_is_not_taken_over() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start(&tb);
+    let n = w.pass_count();
+    tb.ip_host("route add 203.0.113.0/24 dev rail1 table 101");
+    assert_eq!(w.wait_pass(n, "route added in table 101"), "conflicts", "{}", w.log());
+    assert!(w.docs().iter().any(|d| d["event"] == "conflicts"), "{}", w.log());
+    assert!(tb.ip_host("route show table 101").contains("203.0.113.0/24 dev rail1"), "watch took it over");
+}

@@ -80,7 +80,15 @@ pub async fn run(ctx: &Ctx) -> Result<Done, Error> {
     let mut term = signal(SignalKind::terminate()).map_err(signal_error)?;
     let mut int = signal(SignalKind::interrupt()).map_err(signal_error)?;
     let mut hup = signal(SignalKind::hangup()).map_err(signal_error)?;
-    let mut w = Watcher { ctx, state: &state, not_ready: Vec::new(), passes: 0, heals: 0, deferred: false };
+    let mut w = Watcher {
+        ctx,
+        state: &state,
+        not_ready: Vec::new(),
+        passes: 0,
+        heals: 0,
+        deferred: false,
+        conflicts: Vec::new(),
+    };
     log(ctx, "start", "watching; healing toward the latest apply", json!({}));
     let mut retry = w.pass(&mut nl, Trigger::Start).await;
     notify_ready();
@@ -223,6 +231,8 @@ struct Watcher<'a> {
     not_ready: Vec<NotReady>,
     passes: u64,
     heals: u64,
+    /// The conflicts last reported (said once while they stay).
+    conflicts: Vec<String>,
     /// Whether the last pass was deferred: a wait is said once, not at
     /// every retry.
     deferred: bool,
@@ -301,9 +311,40 @@ impl Watcher<'_> {
             .await
             .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
         let adjust = |r: &mut Record| forget_replaced(r, &addrs);
-        let Converged { desired, plan, header } =
-            converge::converge(self.state, nl, &self.ctx.stop, &req, |_, _, _| Ok(()), adjust).await?;
+        // Like apply without --adopt: an entry roce-route does not own in
+        // the place of one of its own stops the heal; watch never takes
+        // one over.
+        let mut conflicts = Vec::new();
+        let gate = |_: &Record, _: &crate::plan::Desired, plan: &crate::diff::Plan| {
+            if plan.conflicts.is_empty() {
+                return Ok(());
+            }
+            conflicts = plan.conflicts.iter().map(|c| format!("{} ({})", c.entry, c.why)).collect();
+            Err(Error::Other(anyhow::anyhow!("conflicts")))
+        };
+        let converged = converge::converge(self.state, nl, &self.ctx.stop, &req, gate, adjust).await;
         drop(lock);
+        let Converged { desired, plan, header } = match converged {
+            Err(_) if !conflicts.is_empty() => {
+                if conflicts != self.conflicts {
+                    log(
+                        self.ctx,
+                        "conflicts",
+                        &format!(
+                            "not healing: entries roce-route does not own hold the places of its own: {}; \
+                             remove them, or take them over with `{}`",
+                            conflicts.join("; "),
+                            self.ctx.suggest(&["apply", "--adopt", "CONFIG"])
+                        ),
+                        json!({ "conflicts": conflicts }),
+                    );
+                    self.conflicts = conflicts;
+                }
+                return Ok(("conflicts", None));
+            }
+            other => other?,
+        };
+        self.conflicts.clear();
         if desired.not_ready != self.not_ready {
             for nr in desired.not_ready.iter().filter(|n| !self.not_ready.contains(n)) {
                 log(
