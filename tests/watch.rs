@@ -383,3 +383,23 @@ fn a_foreign_route_in_a_managed_table_is_not_taken_over() {
     assert!(w.docs().iter().any(|d| d["event"] == "conflicts"), "{}", w.log());
     assert!(tb.ip_host("route show table 101").contains("203.0.113.0/24 dev rail1"), "watch took it over");
 }
+
+/// The next watch finishes a heal its predecessor was killed in the
+/// middle of (its journal written, its first step not sent), as the next
+/// apply would.
+#[test]
+fn a_watch_killed_mid_heal_is_finished_by_the_next_watch() {
+    let (tb, cfg) = applied(3);
+    let mut w = Watch::start_with(&tb, "crash", |c| {
+        c.env("ROCE_ROUTE_CRASH_AT", "record:0");
+    });
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    poll_until("watch to die mid-heal", HEAL_TIMEOUT, || !w.bg.is_running());
+    let check = tb.rr(&["check", path_str(&cfg)]);
+    assert!(check.report().contains("did not finish"), "{}\n{}", check.report(), w.log());
+    let next = Watch::start_with(&tb, "next", |_| {});
+    wait_healed(&tb, &next, 1, "by the next watch");
+    poll_until("the next watch's heal line", HEAL_TIMEOUT, || next.heals() == 1);
+    tb.rr(&["check", path_str(&cfg)]).expect_code(EXIT_OK);
+}
