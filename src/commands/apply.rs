@@ -188,8 +188,7 @@ pub async fn run(
         report.announced = tell_peers(ctx, &nl, &desired, Some(&rails), rounds).await.announced;
     }
     if let Some(seconds) = args.confirm {
-        drop(lock);
-        confirm_or_revert(ctx, &state, &cfg, &header, seconds, plan.ops.len())?;
+        confirm_or_revert(ctx, &state, &cfg, &header, seconds, plan.ops.len(), lock)?;
         report.confirmation = Some("kept");
     }
     if ctx.chatty() {
@@ -274,12 +273,16 @@ fn confirm_or_revert(
     header: &crate::state::JournalHeader,
     seconds: u64,
     changes: usize,
+    lock: Option<crate::state::NetnsLock>,
 ) -> Result<(), Error> {
     let journal = state
         .latest_journal()?
         .map(|j| j.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
         .unwrap_or_default();
     let guard_pid = spawn_guard(ctx, seconds, &journal)?;
+    // Released once the guard's socket listens: from then on every other
+    // run (a `watch` too) sees the confirmation waiting.
+    drop(lock);
     let pending = Pending {
         pid: std::process::id(),
         guard_pid,

@@ -402,7 +402,11 @@ impl Watcher<'_> {
                 "an `apply --confirm` (pid {apply_pid}) waits for its confirmation ({seconds_left} s left): \
                  not healing until it is confirmed or reverted"
             )),
-            _ => None,
+            Ok(_) => None,
+            // A guard listens but does not answer (starting, busy): wait.
+            Err(e) => Some(format!(
+                "the guard of an `apply --confirm` does not answer ({e}): not healing until it does or is gone"
+            )),
         }
     }
 }
