@@ -79,7 +79,8 @@ impl Subscription {
         }
         // Room for a burst (a rail deleted with its routes); an overflow
         // still only costs a resync.
-        let _ = socket.socket_ref().set_rx_buf_sz(1 << 20);
+        let size = crate::testhooks::watch_rcvbuf().unwrap_or(1 << 20);
+        let _ = socket.socket_ref().set_rx_buf_sz(size);
         Ok(Subscription { socket })
     }
 

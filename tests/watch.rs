@@ -403,3 +403,29 @@ fn a_watch_killed_mid_heal_is_finished_by_the_next_watch() {
     poll_until("the next watch's heal line", HEAL_TIMEOUT, || next.heals() == 1);
     tb.rr(&["check", path_str(&cfg)]).expect_code(EXIT_OK);
 }
+
+/// Notifications lost to a socket overflow (ENOBUFS: a tiny receive
+/// buffer, a storm while watch is busy in a slow heal) end in a full
+/// resync that heals what the lost notifications were about.
+#[test]
+fn an_overflow_of_the_notifications_ends_in_a_full_resync() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start_with(&tb, "overflow", |c| {
+        c.env("ROCE_ROUTE_WATCH_RCVBUF", "1").env("ROCE_ROUTE_STEP_DELAY_MS", "500");
+    });
+    let journals = journal_files(&tb.state_base()).len();
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    // The heal of rail1 has begun (its journal is written) and sleeps in
+    // its first step: nobody reads the notifications now.
+    poll_until("the heal to begin", HEAL_TIMEOUT, || journal_files(&tb.state_base()).len() > journals);
+    let script: String = (0..40).map(|_| "link set rail2 down\nlink set rail2 up\n").collect();
+    let batch = tb.dir().join("storm.batch");
+    std::fs::write(&batch, script).unwrap();
+    tb.host().exec("ip", &["-batch", path_str(&batch)]);
+    wait_healed(&tb, &w, 2, "after an overflow");
+    wait_healed(&tb, &w, 1, "the slow heal");
+    let resync =
+        || w.passes().iter().any(|p| p["message"].as_str().is_some_and(|m| m.contains("full resync")));
+    poll_until("a full-resync pass", HEAL_TIMEOUT, resync);
+}
