@@ -77,6 +77,13 @@ pub enum Command {
     /// the host.
     #[command(after_help = EXIT_CODES)]
     Announce(AnnounceArgs),
+    /// Keep the host as the latest apply in this network namespace left
+    /// it: heal what the kernel or a daemon takes away (a rail down/up, a
+    /// rail re-created, flushed rules, a replaced address), in the
+    /// foreground, until SIGTERM. Follows apply, rollback and remove;
+    /// never heals while an `apply --confirm` waits.
+    #[command(after_help = EXIT_CODES)]
+    Watch,
     /// Print a shell completion script (bash, zsh, fish, ...), generated
     /// from this command line, on stdout.
     Completions(CompletionsArgs),
@@ -199,6 +206,7 @@ impl Command {
             Command::Completions(_) => "completions",
             Command::Man => "man",
             Command::ConfirmGuard(_) => "confirm-guard",
+            Command::Watch => "watch",
         }
     }
 
@@ -208,7 +216,7 @@ impl Command {
             Command::Apply(a) => !a.dry_run,
             Command::Rollback(r) => !r.dry_run,
             Command::Remove(r) => !r.dry_run,
-            Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) => true,
+            Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) | Command::Watch => true,
             Command::Check(_) | Command::Show(_) | Command::Completions(_) | Command::Man => false,
         }
     }

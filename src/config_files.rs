@@ -9,6 +9,12 @@ use crate::error::Error;
 
 /// Reads and validates the config (exit 2 on any problem).
 pub fn load(paths: &[PathBuf]) -> Result<Config, Error> {
+    Ok(config::parse_many(&read(paths)?)?)
+}
+
+/// Every file's name (as shown) and text, in merge order: what apply
+/// records for `watch`.
+pub fn read(paths: &[PathBuf]) -> Result<Vec<(String, String)>, Error> {
     let mut inputs = Vec::new();
     for path in paths {
         for file in expand(path)? {
@@ -18,7 +24,7 @@ pub fn load(paths: &[PathBuf]) -> Result<Config, Error> {
             inputs.push((shown, text));
         }
     }
-    Ok(config::parse_many(&inputs)?)
+    Ok(inputs)
 }
 
 /// A file as is; a directory as its `*.toml` files, in name order.

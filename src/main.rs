@@ -60,7 +60,10 @@ fn print_envelope(
             doc.entry(k).or_insert(v);
         }
     }
-    match serde_json::to_string_pretty(&doc) {
+    // `watch --json` is one document per line.
+    let text =
+        if command == "watch" { serde_json::to_string(&doc) } else { serde_json::to_string_pretty(&doc) };
+    match text {
         Ok(text) => say!("{text}"),
         Err(e) => tell!("roce-route: error: cannot write the JSON report: {e}"),
     }
@@ -74,8 +77,12 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         _ => {}
     }
     // A bad config or argument is exit 2 whoever runs it: validate first.
+    let mut config_files = Vec::new();
     let config = match &cli.command {
-        Command::Apply(a) => Some(roce_route::config_files::load(&a.config)?),
+        Command::Apply(a) => {
+            config_files = roce_route::config_files::read(&a.config)?;
+            Some(config::parse_many(&config_files)?)
+        }
         Command::Check(c) => Some(roce_route::config_files::load(&c.config)?),
         Command::Announce(a) => Some(roce_route::config_files::load(&a.config)?),
         _ => None,
@@ -125,13 +132,14 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         .map_err(|e| Error::Other(anyhow::anyhow!("cannot start the runtime: {e}")))?;
     runtime.block_on(async {
         match (&cli.command, config) {
-            (Command::Apply(a), Some(cfg)) => commands::apply::run(ctx, a, cfg).await,
+            (Command::Apply(a), Some(cfg)) => commands::apply::run(ctx, a, cfg, config_files).await,
             (Command::Check(_), Some(cfg)) => commands::check::run(ctx, cfg).await,
             (Command::Announce(_), Some(cfg)) => commands::announce::run(ctx, cfg).await,
             (Command::Rollback(r), _) => commands::rollback::run(ctx, r.dry_run).await,
             (Command::Remove(r), _) => commands::remove::run(ctx, protocol, r.dry_run).await,
             (Command::Show(_), _) => commands::show::run(ctx, protocol).await,
             (Command::Confirm, _) => commands::confirm::run(ctx),
+            (Command::Watch, _) => commands::watch::run(ctx).await,
             (Command::ConfirmGuard(g), _) => commands::guard::run(ctx, g)
                 .await
                 .map(|code| Done::new(code, code != 0, serde_json::json!({}))),

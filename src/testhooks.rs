@@ -11,6 +11,8 @@
 //! - `ROCE_ROUTE_CRASH_AT=record:K` / `step:K`: SIGKILL this process right
 //!   before step K is sent (its undo is recorded: the whole plan's undo is
 //!   written before step 0) / right after step K was made (from 0).
+//! - `ROCE_ROUTE_WATCH_RCVBUF=N`: the receive buffer of watch's
+//!   notification socket, to make it overflow.
 
 #[cfg(feature = "fault-injection")]
 mod hooks {
@@ -73,6 +75,13 @@ mod hooks {
         }
     }
 
+    /// `ROCE_ROUTE_WATCH_RCVBUF=N`: watch's notification socket gets a
+    /// receive buffer of N bytes (the kernel's minimum at least), so that
+    /// a test can make it overflow.
+    pub fn watch_rcvbuf() -> Option<usize> {
+        std::env::var("ROCE_ROUTE_WATCH_RCVBUF").ok()?.parse().ok()
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -90,7 +99,7 @@ mod hooks {
 }
 
 #[cfg(feature = "fault-injection")]
-pub use hooks::{after_step, before_step, step_delay};
+pub use hooks::{after_step, before_step, step_delay, watch_rcvbuf};
 
 #[cfg(not(feature = "fault-injection"))]
 mod hooks {
@@ -100,7 +109,11 @@ mod hooks {
     pub fn after_step(_: usize) {}
     #[inline(always)]
     pub fn step_delay() {}
+    #[inline(always)]
+    pub fn watch_rcvbuf() -> Option<usize> {
+        None
+    }
 }
 
 #[cfg(not(feature = "fault-injection"))]
-pub use hooks::{after_step, before_step, step_delay};
+pub use hooks::{after_step, before_step, step_delay, watch_rcvbuf};

@@ -39,6 +39,7 @@ pub fn header_for(
     header.sysctl_origins = run.recorded;
     header.released_origins = run.released;
     header.tables = tables_of(ops).into_iter().collect();
+    header.replaced_config_files = record.config_files.clone();
     header
 }
 

@@ -16,6 +16,7 @@ use super::{Announced, Change, Ctx, Done, Verbosity, announced_lines, connect, t
 use crate::announce;
 use crate::cli::ApplyArgs;
 use crate::config::Config;
+use crate::converge::{self, Converged, Request, table_owners};
 use crate::diff::Plan;
 use crate::error::{Error, exit};
 use crate::plan::NotReady;
@@ -25,7 +26,6 @@ use crate::say;
 use crate::state::confirm::{self, Answer, GUARD_NAME};
 use crate::state::{Pending, StateDir, lock::abstract_addr};
 use crate::tell;
-use crate::transaction::{self, Env};
 
 /// The fields of `apply --json` (and `apply --dry-run --json`).
 #[derive(Debug, Serialize)]
@@ -120,11 +120,12 @@ fn report_not_ready(ctx: &Ctx, not_ready: &[NotReady]) {
     }
 }
 
-/// How many times apply reads the host again when another actor changed
-/// it between the read and the write (the transaction was rolled back).
-const ATTEMPTS: u32 = 3;
-
-pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error> {
+pub async fn run(
+    ctx: &Ctx,
+    args: &ApplyArgs,
+    cfg: Config,
+    config_files: Vec<(String, String)>,
+) -> Result<Done, Error> {
     let mut nl = connect().await?;
     reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
     if args.dry_run {
@@ -146,72 +147,31 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
     let state = ctx.state()?;
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
-    let mut attempt = 1;
-    let mut dropped;
-    let (desired, plan, header, not_ready, owners) = loop {
-        let record = state.record()?;
-        let (desired, plan) = match reconcile::reconcile(&nl, &cfg, args.adopt, &record).await {
-            // The config was fine a moment ago: the host changed under us.
-            Err(Error::Config(e)) if attempt > 1 => {
-                return Err(Error::HostChanged(format!("the host changed while applying: {e}")));
-            }
-            other => other?,
-        };
+    let mut dropped = Vec::new();
+    let req = Request { cfg: &cfg, config_files: &config_files, adopt: args.adopt };
+    let gate = |record: &crate::state::Record, desired: &crate::plan::Desired, plan: &Plan| {
         plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
-        dropped = dropped_with_file(&record, &cfg);
+        dropped = dropped_with_file(record, &cfg);
         warn_dropped(ctx, &dropped);
         strict_check(args, &desired.not_ready)?;
         if !plan.conflicts.is_empty() && !args.adopt {
-            return Err(conflicts(ctx, &cfg.files, &plan));
+            return Err(conflicts(ctx, &cfg.files, plan));
         }
-        if plan.ops.is_empty() {
-            report_not_ready(ctx, &desired.not_ready);
-            if ctx.chatty() {
-                say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
-            }
-            let mut report = ApplyReport::new(&plan, false).with_not_ready(&desired.not_ready);
-            report.dropped_with_file = dropped;
-            return Ok(Done::new(code_for(&desired.not_ready), false, report));
-        }
-        let mut header = transaction::header_for(
-            "apply",
-            Some(cfg.file.clone()),
-            cfg.defaults.protocol,
-            &plan.ops,
-            &record,
-        );
-        header.files = cfg.files.clone();
-        header.sources = cfg.interfaces.iter().map(|i| (i.name.clone(), i.file.clone())).collect();
-        header.assigned = reconcile::assignments(&cfg, &desired);
-        header.discovered = desired.discovered.clone();
-        let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
-        let result = transaction::begin(&env, &plan.ops, header).await;
-        match result {
-            Ok(applied) => {
-                let record = state.record()?;
-                let left = reconcile::verify(env.nl, &desired, &record, args.adopt).await?;
-                if !left.is_empty() {
-                    let why = format!(
-                        "the kernel did not keep the change as asked (it normalised {}): {}",
-                        count(left.len(), "entry", "entries"),
-                        left.join("; ")
-                    );
-                    return Err(applied.abort(why).await);
-                }
-                let owners = table_owners(&desired, &plan.ops);
-                let not_ready = desired.not_ready.clone();
-                break (desired, plan, applied.commit()?, not_ready, owners);
-            }
-            Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
-                tell!("roce-route: the host changed while applying ({e}); reading it again");
-                attempt += 1;
-                nl.refresh_links()
-                    .await
-                    .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
-            }
-            Err(e) => return Err(e),
-        }
+        Ok(())
     };
+    let converged = converge::converge(&state, &mut nl, &ctx.stop, &req, gate, |_| {}).await?;
+    let Converged { desired, plan, header } = converged;
+    let Some(header) = header else {
+        report_not_ready(ctx, &desired.not_ready);
+        if ctx.chatty() {
+            say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
+        }
+        let mut report = ApplyReport::new(&plan, false).with_not_ready(&desired.not_ready);
+        report.dropped_with_file = dropped;
+        return Ok(Done::new(code_for(&desired.not_ready), false, report));
+    };
+    let owners = table_owners(&desired, &plan.ops);
+    let not_ready = desired.not_ready.clone();
     report_not_ready(ctx, &not_ready);
     let mut report = ApplyReport::new(&plan, false).with_not_ready(&not_ready);
     report.dropped_with_file = dropped;
@@ -233,8 +193,7 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         report.announced = tell_peers(ctx, &nl, &desired, Some(&rails), rounds).await.announced;
     }
     if let Some(seconds) = args.confirm {
-        drop(lock);
-        confirm_or_revert(ctx, &state, &cfg, &header, seconds, plan.ops.len())?;
+        confirm_or_revert(ctx, &state, &cfg, &header, seconds, plan.ops.len(), lock)?;
         report.confirmation = Some("kept");
     }
     if ctx.chatty() {
@@ -253,24 +212,6 @@ pub async fn run(ctx: &Ctx, args: &ApplyArgs, cfg: Config) -> Result<Done, Error
         }
     }
     Ok(Done::new(code_for(&not_ready), true, report))
-}
-
-/// Which interface each table belongs to: the config's, then the output
-/// interface of the routes changed in it (a dropped interface's table).
-fn table_owners(
-    desired: &crate::plan::Desired,
-    ops: &[crate::model::Op],
-) -> std::collections::BTreeMap<u32, String> {
-    let mut owners: std::collections::BTreeMap<u32, String> =
-        desired.interfaces.iter().map(|i| (i.table, i.name.clone())).collect();
-    for op in ops {
-        if let crate::model::Op::DelRoute { route, .. } | crate::model::Op::AddRoute { route } = op
-            && let Some(dev) = &route.oif
-        {
-            owners.entry(route.table).or_insert_with(|| dev.clone());
-        }
-    }
-    owners
 }
 
 /// "; 2 parts not ready (left alone)" or nothing.
@@ -337,12 +278,16 @@ fn confirm_or_revert(
     header: &crate::state::JournalHeader,
     seconds: u64,
     changes: usize,
+    lock: Option<crate::state::NetnsLock>,
 ) -> Result<(), Error> {
     let journal = state
         .latest_journal()?
         .map(|j| j.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
         .unwrap_or_default();
     let guard_pid = spawn_guard(ctx, seconds, &journal)?;
+    // Released once the guard's socket listens: from then on every other
+    // run (a `watch` too) sees the confirmation waiting.
+    drop(lock);
     let pending = Pending {
         pid: std::process::id(),
         guard_pid,

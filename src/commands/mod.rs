@@ -12,6 +12,7 @@ pub mod guard;
 pub mod remove;
 pub mod rollback;
 pub mod show;
+pub mod watch;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

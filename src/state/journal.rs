@@ -56,6 +56,14 @@ pub struct JournalHeader {
     /// The addresses of interfaces without `addresses` (apply).
     #[serde(default)]
     pub discovered: std::collections::BTreeMap<String, Vec<crate::model::Prefix>>,
+    /// The config of an apply: every file's name and text as merged, so
+    /// that `watch` heals toward it whatever was edited since.
+    #[serde(default)]
+    pub config_files: Vec<(String, String)>,
+    /// The record's `config_files` before this run: given back when the
+    /// run is undone.
+    #[serde(default)]
+    pub replaced_config_files: Vec<(String, String)>,
     /// How many step lines follow; fewer, or a damaged one, is corruption
     /// rather than a torn append.
     #[serde(default)]
@@ -80,6 +88,8 @@ impl JournalHeader {
             discovered: Default::default(),
             files: Vec::new(),
             sources: Default::default(),
+            config_files: Vec::new(),
+            replaced_config_files: Vec::new(),
             steps: None,
         }
     }

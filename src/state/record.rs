@@ -164,6 +164,10 @@ pub struct Record {
     /// apply without that file says it removes the interface.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
+    /// The config of the last apply (each file's name and text): what
+    /// `watch` heals toward; none after a `remove`.
+    #[serde(default)]
+    pub config_files: Vec<(String, String)>,
 }
 
 impl Record {
@@ -176,6 +180,7 @@ impl Record {
         if header.kind == "apply" {
             self.discovered = header.discovered.clone();
             self.sources = header.sources.clone();
+            self.config_files = header.config_files.clone();
         }
     }
 
@@ -189,6 +194,7 @@ impl Record {
             self.assigned.clear();
             self.discovered.clear();
             self.sources.clear();
+            self.config_files.clear();
         }
     }
 
@@ -198,6 +204,9 @@ impl Record {
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
+        if matches!(header.kind.as_str(), "apply" | "remove") {
+            self.config_files = header.replaced_config_files.clone();
+        }
     }
 }
 
@@ -304,6 +313,27 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<Record>(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_config_is_replaced_by_apply_cleared_by_remove_and_given_back_on_undo() {
+        let old = vec![("a.toml".to_string(), "old".to_string())];
+        let new = vec![("b.toml".to_string(), "new".to_string())];
+        let mut r = Record { config_files: old.clone(), ..Record::default() };
+        let mut h = JournalHeader::new("apply", None, 234);
+        h.config_files = new.clone();
+        h.replaced_config_files = r.config_files.clone();
+        r.on_start(&h);
+        assert_eq!(r.config_files, new);
+        r.on_undo(&h);
+        assert_eq!(r.config_files, old, "an undone apply gives the earlier config back");
+        let mut remove = JournalHeader::new("remove", None, 234);
+        remove.replaced_config_files = r.config_files.clone();
+        r.on_start(&remove);
+        r.on_commit(&remove);
+        assert!(r.config_files.is_empty(), "nothing to heal toward after remove");
+        r.on_undo(&remove);
+        assert_eq!(r.config_files, old, "a rolled-back remove gives it back");
     }
 
     #[test]

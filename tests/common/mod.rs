@@ -866,6 +866,19 @@ impl Background {
         Background { child: Some(child), what }
     }
 
+    /// Like `spawn`, with stdout and stderr written to the files `out`
+    /// and `err` instead, to read while it runs (a long-running command).
+    pub fn spawn_logged(mut cmd: Command, what: impl Into<String>, out: &Path, err: &Path) -> Background {
+        let what = what.into();
+        let open = |p: &Path| fs::File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()));
+        let child = cmd
+            .stdout(open(out))
+            .stderr(open(err))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        Background { child: Some(child), what }
+    }
+
     pub fn what(&self) -> &str {
         &self.what
     }

@@ -1,0 +1,125 @@
+//! The apply transaction loop, shared by `apply` and `watch`: reconcile
+//! the config against the live host, make the plan as one journaled
+//! transaction, verify the host, commit; when another actor changed the
+//! host between the read and the write (the transaction was rolled back),
+//! read it again, up to `ATTEMPTS` times. The caller holds the
+//! per-namespace lock.
+
+use std::collections::BTreeMap;
+
+use crate::config::Config;
+use crate::diff::Plan;
+use crate::error::Error;
+use crate::netlink::Netlink;
+use crate::plan::Desired;
+use crate::reconcile;
+use crate::render::count;
+use crate::signals::StopFlag;
+use crate::state::{JournalHeader, Record, StateDir};
+use crate::tell;
+use crate::transaction::{self, Env};
+
+/// How many times the loop reads the host again when another actor
+/// changed it between the read and the write.
+pub const ATTEMPTS: u32 = 3;
+
+/// What one converging run asks for.
+pub struct Request<'a> {
+    pub cfg: &'a Config,
+    /// The merged config text recorded for `watch` (every file's name and
+    /// text).
+    pub config_files: &'a [(String, String)],
+    pub adopt: bool,
+}
+
+/// The outcome: the desired state and plan of the last reading, and the
+/// committed journal header when something changed (None: in sync).
+pub struct Converged {
+    pub desired: Desired,
+    pub plan: Plan,
+    pub header: Option<JournalHeader>,
+}
+
+/// Reconciles and, when the plan is not empty, makes it as a verified,
+/// committed transaction. `gate` sees every reading before anything is
+/// changed and may refuse it (apply's --strict and conflicts) or report on
+/// it; `adjust` may change the record as read before planning (watch
+/// forgets replaced discovered addresses).
+pub async fn converge(
+    state: &StateDir,
+    nl: &mut Netlink,
+    stop: &StopFlag,
+    req: &Request<'_>,
+    mut gate: impl FnMut(&Record, &Desired, &Plan) -> Result<(), Error>,
+    adjust: impl Fn(&mut Record),
+) -> Result<Converged, Error> {
+    let cfg = req.cfg;
+    let mut attempt = 1;
+    loop {
+        let mut record = state.record()?;
+        adjust(&mut record);
+        let (desired, plan) = match reconcile::reconcile(nl, cfg, req.adopt, &record).await {
+            // The config was fine a moment ago: the host changed under us.
+            Err(Error::Config(e)) if attempt > 1 => {
+                return Err(Error::HostChanged(format!("the host changed while applying: {e}")));
+            }
+            other => other?,
+        };
+        gate(&record, &desired, &plan)?;
+        if plan.ops.is_empty() {
+            return Ok(Converged { desired, plan, header: None });
+        }
+        let mut header = transaction::header_for(
+            "apply",
+            Some(cfg.file.clone()),
+            cfg.defaults.protocol,
+            &plan.ops,
+            &record,
+        );
+        header.files = cfg.files.clone();
+        header.sources = cfg.interfaces.iter().map(|i| (i.name.clone(), i.file.clone())).collect();
+        header.assigned = reconcile::assignments(cfg, &desired);
+        header.discovered = desired.discovered.clone();
+        header.config_files = req.config_files.to_vec();
+        let env = Env { state, nl, stop };
+        match transaction::begin(&env, &plan.ops, header).await {
+            Ok(applied) => {
+                let record = state.record()?;
+                let left = reconcile::verify(env.nl, &desired, &record, req.adopt).await?;
+                if !left.is_empty() {
+                    let why = format!(
+                        "the kernel did not keep the change as asked (it normalised {}): {}",
+                        count(left.len(), "entry", "entries"),
+                        left.join("; ")
+                    );
+                    return Err(applied.abort(why).await);
+                }
+                let header = applied.commit()?;
+                return Ok(Converged { desired, plan, header: Some(header) });
+            }
+            Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
+                tell!("roce-route: the host changed while applying ({e}); reading it again");
+                attempt += 1;
+                nl.refresh_links()
+                    .await
+                    .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Which interface each table belongs to: the config's, then the output
+/// interface of the routes changed in it (a dropped interface's table).
+pub fn table_owners(desired: &Desired, ops: &[crate::model::Op]) -> BTreeMap<u32, String> {
+    let mut owners: BTreeMap<u32, String> =
+        desired.interfaces.iter().map(|i| (i.table, i.name.clone())).collect();
+    for op in ops {
+        if let crate::model::Op::DelRoute { route, .. } | crate::model::Op::AddRoute { route } = op
+            && let Some(dev) = &route.oif
+        {
+            owners.entry(route.table).or_insert_with(|| dev.clone());
+        }
+    }
+    owners
+}

@@ -1,0 +1,431 @@
+//! `roce-route watch` (issue 9), on the real kernel: with watch running in
+//! the host namespace, what the kernel or a daemon takes away is healed
+//! (proved with `ip route get ... from ADDR` and the rules, not with
+//! watch's word), what an admin does with apply, remove and
+//! `apply --confirm` is followed and never fought, SIGTERM leaves the
+//! configuration in place, a second watch is refused, and a watch killed
+//! in the middle of a heal is recovered from its journal.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const HEAL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running `roce-route --json watch`, its output in files (one JSON
+/// document per line on stdout), started once it said READY=1 on its
+/// NOTIFY_SOCKET (after its first reconcile).
+struct Watch {
+    bg: Background,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Watch {
+    fn start(tb: &Testbed) -> Watch {
+        Watch::start_with(tb, "watch", |_| {})
+    }
+
+    fn start_with(tb: &Testbed, tag: &str, adjust: impl FnOnce(&mut Command)) -> Watch {
+        let notify = tb.dir().join(format!("{tag}.notify"));
+        let sock = UnixDatagram::bind(&notify).unwrap();
+        sock.set_read_timeout(Some(HEAL_TIMEOUT)).unwrap();
+        let mut cmd = tb.rr_cmd(&["--json", "watch"]);
+        cmd.env("NOTIFY_SOCKET", &notify);
+        adjust(&mut cmd);
+        let out = tb.dir().join(format!("{tag}.out"));
+        let err = tb.dir().join(format!("{tag}.err"));
+        let bg = Background::spawn_logged(cmd, "roce-route watch", &out, &err);
+        let w = Watch { bg, out, err };
+        let mut buf = [0u8; 64];
+        let n = sock.recv(&mut buf).unwrap_or_else(|e| panic!("no READY=1 from watch: {e}\n{}", w.log()));
+        assert_eq!(&buf[..n], b"READY=1");
+        w
+    }
+
+    fn log(&self) -> String {
+        let read = |p: &PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        format!("watch stdout:\n{}\nwatch stderr:\n{}", read(&self.out), read(&self.err))
+    }
+
+    fn docs(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.out)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn passes(&self) -> Vec<serde_json::Value> {
+        self.docs().into_iter().filter(|d| d["event"] == "pass").collect()
+    }
+
+    fn heals(&self) -> usize {
+        self.docs().iter().filter(|d| d["event"] == "heal").count()
+    }
+
+    fn pass_count(&self) -> u64 {
+        self.passes().last().and_then(|p| p["pass"].as_u64()).unwrap_or(0)
+    }
+
+    /// Waits for a pass after pass `after` triggered by an event whose
+    /// description contains `trigger`; returns its outcome.
+    fn wait_pass(&self, after: u64, trigger: &str) -> String {
+        let mut outcome = String::new();
+        poll_until(&format!("a watch pass after {trigger:?}"), HEAL_TIMEOUT, || {
+            let found = self.passes().into_iter().find(|p| {
+                p["pass"].as_u64().unwrap_or(0) > after
+                    && p["triggers"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|e| e.as_str().unwrap_or("").contains(trigger)))
+            });
+            if let Some(p) = found {
+                outcome = p["outcome"].as_str().unwrap_or("").to_string();
+                true
+            } else {
+                false
+            }
+        });
+        outcome
+    }
+
+    fn assert_running(&mut self) {
+        assert!(self.bg.is_running(), "watch exited\n{}", self.log());
+    }
+}
+
+fn is_routed(tb: &Testbed, k: usize) -> bool {
+    let r = tb.rail(k);
+    let got = tb.route_get(PEER_V4, &r.v4);
+    got.contains(&format!("dev {} ", r.name)) && got.contains(&format!("table {}", r.table))
+}
+
+fn has_rule(tb: &Testbed, k: usize) -> bool {
+    let r = tb.rail(k);
+    tb.ip_host("-4 rule show").contains(&format!("from {} lookup {}", r.v4, r.table))
+}
+
+/// Waits until rail `k` is routed by its table with its rule; returns how
+/// long it took (the heal latency).
+fn wait_healed(tb: &Testbed, w: &Watch, k: usize, what: &str) -> Duration {
+    let start = Instant::now();
+    let deadline = start + HEAL_TIMEOUT;
+    while !(is_routed(tb, k) && has_rule(tb, k)) {
+        assert!(Instant::now() < deadline, "{what}: rail{k} not healed within {HEAL_TIMEOUT:?}\n{}", w.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = start.elapsed();
+    eprintln!("heal latency ({what}): {} ms", took.as_millis());
+    took
+}
+
+fn applied(rails: usize) -> (Testbed, PathBuf) {
+    let tb = Testbed::builder().rails(rails).build();
+    let cfg = tb.standard_config();
+    tb.apply_ok(&cfg);
+    (tb, cfg)
+}
+
+#[test]
+fn an_admin_down_up_of_a_rail_is_healed() {
+    let (tb, cfg) = applied(3);
+    let mut w = Watch::start(&tb);
+    tb.ip_host("link set rail1 down");
+    assert!(!is_routed(&tb, 1), "the kernel flushes the table's routes on admin down");
+    tb.ip_host("link set rail1 up");
+    wait_healed(&tb, &w, 1, "admin down/up");
+    tb.apply(&cfg, &[]).expect_stdout(&["in sync"]);
+    w.assert_running();
+    // The heal is logged once the peers were told.
+    poll_until("watch's heal line", HEAL_TIMEOUT, || w.heals() >= 1);
+    let heal = w.docs().into_iter().find(|d| d["event"] == "heal").unwrap();
+    let triggers = heal["triggers"].to_string();
+    assert!(triggers.contains("rail1: up"), "{heal:#}");
+}
+
+/// Carrier loss keeps the routes (marked linkdown): watch must leave them
+/// as they are, neither healing nor fighting, and the rail routes by its
+/// table when the carrier is back.
+#[test]
+fn a_carrier_flap_from_the_peer_end_leaves_the_rail_routed() {
+    let (tb, cfg) = applied(3);
+    let mut w = Watch::start(&tb);
+    let before = tb.dump();
+    let n = w.pass_count();
+    tb.ip_peer("link set p1 down");
+    assert_eq!(w.wait_pass(n, "rail1: up, carrier off"), "in_sync", "{}", w.log());
+    let n = w.pass_count();
+    tb.ip_peer("link set p1 up");
+    poll_until("rail1's carrier", HEAL_TIMEOUT, || {
+        tb.host().read_file("/sys/class/net/rail1/carrier") == "1"
+    });
+    assert_eq!(w.wait_pass(n, "rail1: up, carrier on"), "in_sync", "{}", w.log());
+    wait_healed(&tb, &w, 1, "carrier down/up");
+    assert_dump_eq(&before, &tb.dump(), "a carrier flap");
+    assert_eq!(w.heals(), 0, "nothing to heal\n{}", w.log());
+    tb.apply(&cfg, &[]).expect_stdout(&["in sync"]);
+    w.assert_running();
+}
+
+/// A storm of flaps (40 admin down/up of one rail, back to back) ends
+/// healed, in far fewer passes than events: bursts are coalesced.
+#[test]
+fn a_storm_of_flaps_ends_healed_in_few_passes() {
+    let (tb, cfg) = applied(3);
+    let w = Watch::start(&tb);
+    let n = w.pass_count();
+    let flaps = 40;
+    let script: String = (0..flaps).map(|_| "link set rail1 down\nlink set rail1 up\n").collect();
+    let batch = tb.dir().join("storm.batch");
+    std::fs::write(&batch, script).unwrap();
+    tb.host().exec("ip", &["-batch", path_str(&batch)]);
+    wait_healed(&tb, &w, 1, "a storm of flaps");
+    // The pass after the last heal finds nothing to do: the fixed point.
+    poll_until("an in-sync pass after the storm", HEAL_TIMEOUT, || {
+        w.passes().last().is_some_and(|p| p["outcome"] == "in_sync" && p["pass"].as_u64() > Some(n))
+    });
+    let passes = w.pass_count() - n;
+    eprintln!("a storm of {flaps} flaps: {passes} passes");
+    assert!(passes <= 10, "{passes} passes for {flaps} flaps\n{}", w.log());
+    tb.apply(&cfg, &[]).expect_stdout(&["in sync"]);
+}
+
+#[test]
+fn every_owned_rule_deleted_at_once_is_healed() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start(&tb);
+    // As systemd-networkd does when it configures a link: one batch.
+    let rules: Vec<String> = tb
+        .ip_host("-4 rule show")
+        .lines()
+        .filter(|l| l.contains("proto 234"))
+        .map(|l| format!("-4 rule del {}", l.split_once(':').unwrap().1.replace("proto 234", "").trim()))
+        .collect();
+    assert_eq!(rules.len(), 3, "{rules:?}");
+    let batch = tb.dir().join("flush.batch");
+    std::fs::write(
+        &batch,
+        rules.iter().map(|r| r.trim_start_matches("-4 ").to_string() + "\n").collect::<String>(),
+    )
+    .unwrap();
+    tb.host().exec("ip", &["-4", "-batch", path_str(&batch)]);
+    for k in 0..3 {
+        wait_healed(&tb, &w, k, "all rules deleted");
+    }
+}
+
+#[test]
+fn a_replaced_discovered_address_moves_its_rule() {
+    let tb = Testbed::builder().rails(2).build();
+    // No `addresses`: every global address of the rail is taken.
+    let text: String = tb
+        .rails()
+        .iter()
+        .map(|r| format!("[[interface]]\nname = \"{}\"\ntable = {}\n\n", r.name, r.table))
+        .collect();
+    let cfg = tb.write_config(&text);
+    tb.apply_ok(&cfg);
+    let w = Watch::start(&tb);
+    assert!(has_rule(&tb, 1));
+    let new = "198.51.100.51";
+    tb.ip_host(&format!("addr del {}/24 dev rail1", tb.rail(1).v4));
+    tb.ip_host(&format!("addr add {new}/24 dev rail1"));
+    let start = Instant::now();
+    poll_until("the rule to follow the new address", HEAL_TIMEOUT, || {
+        let rules = tb.ip_host("-4 rule show");
+        rules.contains(&format!("from {new} lookup 101"))
+            && !rules.contains(&format!("from {} ", tb.rail(1).v4))
+    });
+    eprintln!("heal latency (address replaced): {} ms", start.elapsed().as_millis());
+    poll_until("traffic from the new address to use table 101", HEAL_TIMEOUT, || {
+        let got = tb.route_get(PEER_V4, new);
+        got.contains("dev rail1 ") && got.contains("table 101")
+    });
+    drop(w);
+}
+
+#[test]
+fn a_rail_deleted_and_re_created_is_healed() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start(&tb);
+    let r = tb.rail(2).clone();
+    tb.ip_host(&format!("link del {}", r.name));
+    tb.ip_host(&format!("link add {} type veth peer name {} netns {}", r.name, r.peer_port, tb.peer_ns()));
+    tb.ip_peer(&format!("link set {} master br0 up", r.peer_port));
+    tb.ip_host(&format!("addr add {} dev {}", r.v4_cidr(), r.name));
+    assert!(!is_routed(&tb, 2), "a new link has nothing in table {}", r.table);
+    tb.ip_host(&format!("link set {} up", r.name));
+    wait_healed(&tb, &w, 2, "rail re-created");
+}
+
+#[test]
+fn a_new_config_that_drops_a_rail_is_followed() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start(&tb);
+    let two = tb.config_for(2, &[]);
+    tb.rr(&["apply", &two]).expect_code(EXIT_OK);
+    assert!(!has_rule(&tb, 2));
+    // A flap of the dropped rail and of a kept one: watch heals rail0 with
+    // the new config, and must not bring rail2 back.
+    let n = w.pass_count();
+    tb.ip_host("link set rail2 down");
+    tb.ip_host("link set rail2 up");
+    tb.ip_host("link set rail0 down");
+    tb.ip_host("link set rail0 up");
+    w.wait_pass(n, "rail0: up");
+    wait_healed(&tb, &w, 0, "a kept rail after a new config");
+    assert!(!has_rule(&tb, 2) && !is_routed(&tb, 2), "watch re-added the dropped rail\n{}", w.log());
+    tb.check_only_arp_flux(&two, &["rail2"]);
+}
+
+#[test]
+fn after_remove_watch_adds_nothing_back() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start(&tb);
+    tb.rr(&["remove"]).expect_code(EXIT_OK);
+    assert_eq!(tb.owned_entries(), Vec::<String>::new());
+    let n = w.pass_count();
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    assert_eq!(w.wait_pass(n, "rail1: up"), "no_config", "{}", w.log());
+    assert_eq!(tb.owned_entries(), Vec::<String>::new(), "watch re-added what remove took out");
+    // A rollback of the remove gives the config back: watch follows it.
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    wait_healed(&tb, &w, 1, "after remove was rolled back");
+}
+
+#[test]
+fn an_unconfirmed_apply_is_not_kept() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start(&tb);
+    let before = tb.dump();
+    let two = tb.config_for(2, &[]);
+    let apply = Background::spawn(tb.rr_cmd(&["apply", "--confirm", "3", &two]), "apply --confirm 3");
+    poll_until("the trial change", HEAL_TIMEOUT, || !has_rule(&tb, 2));
+    // Tempt watch during the trial: a flap it would heal.
+    let n = w.pass_count();
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    assert_eq!(w.wait_pass(n, "rail1: up"), "deferred", "watch healed during a trial\n{}", w.log());
+    assert!(!is_routed(&tb, 1), "watch healed rail1 during the trial");
+    let run = apply.wait_timeout(Duration::from_secs(15));
+    assert_ne!(run.code(), Some(EXIT_OK), "{}", run.report());
+    // Reverted to the first config, which watch heals toward again.
+    wait_healed(&tb, &w, 1, "after the revert");
+    poll_until("the host as before the trial", HEAL_TIMEOUT, || has_rule(&tb, 2) && is_routed(&tb, 2));
+    assert_dump_eq(&before, &tb.dump(), "an unconfirmed apply with watch running");
+}
+
+#[test]
+fn sigterm_ends_watch_with_exit_0_and_keeps_the_configuration() {
+    let (tb, cfg) = applied(3);
+    let w = Watch::start(&tb);
+    let before = tb.owned_entries();
+    run("kill", &["-TERM", &w.bg.pid().to_string()]);
+    let Watch { bg, out, err } = w;
+    let done = bg.wait_timeout(Duration::from_secs(5));
+    let log = std::fs::read_to_string(&out).unwrap() + &std::fs::read_to_string(&err).unwrap();
+    assert_eq!(done.code(), Some(EXIT_OK), "{log}");
+    assert!(log.contains("the configuration stays in place"), "{log}");
+    assert_eq!(tb.owned_entries(), before);
+    tb.rr(&["check", path_str(&cfg)]).expect_code(EXIT_OK);
+}
+
+#[test]
+fn a_second_watch_in_the_namespace_is_refused() {
+    let (tb, _cfg) = applied(2);
+    let mut w = Watch::start(&tb);
+    let second = tb.rr(&["watch"]).expect_code(EXIT_FAILED);
+    second.expect_stderr(&["another `roce-route watch`", &format!("pid {}", w.bg.pid())]);
+    w.assert_running();
+}
+
+/// SIGKILL in the middle of a heal (after its first step) leaves an
+/// unfinished journal: rollback undoes it, apply finishes the job.
+#[test]
+fn a_watch_killed_mid_heal_is_recovered_by_rollback_and_apply() {
+    let (tb, cfg) = applied(3);
+    let mut w = Watch::start_with(&tb, "crash", |c| {
+        c.env("ROCE_ROUTE_CRASH_AT", "step:0");
+    });
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    poll_until("watch to die mid-heal", HEAL_TIMEOUT, || !w.bg.is_running());
+    let check = tb.rr(&["check", path_str(&cfg)]);
+    assert!(check.report().contains("did not finish"), "{}\n{}", check.report(), w.log());
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
+    assert!(!is_routed(&tb, 1), "rollback undid the half-made heal");
+    tb.apply_ok(&cfg);
+    assert!(is_routed(&tb, 1) && has_rule(&tb, 1));
+    tb.rr(&["check", path_str(&cfg)]).expect_code(EXIT_OK);
+    // And a new watch starts on the recovered host with nothing to do.
+    let w2 = Watch::start_with(&tb, "after", |_| {});
+    assert_eq!(w2.heals(), 0, "{}", w2.log());
+}
+
+/// A route roce-route does not own put in one of its tables is a conflict,
+/// as for apply without --adopt: watch says so and leaves it (and the rest)
+/// alone instead of taking it over.
+#[test]
+fn a_foreign_route_in_a_managed_table_is_not_taken_over() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start(&tb);
+    let n = w.pass_count();
+    tb.ip_host("route add 203.0.113.0/24 dev rail1 table 101");
+    assert_eq!(w.wait_pass(n, "route added in table 101"), "conflicts", "{}", w.log());
+    assert!(w.docs().iter().any(|d| d["event"] == "conflicts"), "{}", w.log());
+    assert!(tb.ip_host("route show table 101").contains("203.0.113.0/24 dev rail1"), "watch took it over");
+}
+
+/// The next watch finishes a heal its predecessor was killed in the
+/// middle of (its journal written, its first step not sent), as the next
+/// apply would.
+#[test]
+fn a_watch_killed_mid_heal_is_finished_by_the_next_watch() {
+    let (tb, cfg) = applied(3);
+    let mut w = Watch::start_with(&tb, "crash", |c| {
+        c.env("ROCE_ROUTE_CRASH_AT", "record:0");
+    });
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    poll_until("watch to die mid-heal", HEAL_TIMEOUT, || !w.bg.is_running());
+    let check = tb.rr(&["check", path_str(&cfg)]);
+    assert!(check.report().contains("did not finish"), "{}\n{}", check.report(), w.log());
+    let next = Watch::start_with(&tb, "next", |_| {});
+    wait_healed(&tb, &next, 1, "by the next watch");
+    poll_until("the next watch's heal line", HEAL_TIMEOUT, || next.heals() == 1);
+    tb.rr(&["check", path_str(&cfg)]).expect_code(EXIT_OK);
+}
+
+/// Notifications lost to a socket overflow (ENOBUFS: a tiny receive
+/// buffer, a storm while watch is busy in a slow heal) end in a full
+/// resync that heals what the lost notifications were about.
+#[test]
+fn an_overflow_of_the_notifications_ends_in_a_full_resync() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start_with(&tb, "overflow", |c| {
+        c.env("ROCE_ROUTE_WATCH_RCVBUF", "1").env("ROCE_ROUTE_STEP_DELAY_MS", "500");
+    });
+    let journals = journal_files(&tb.state_base()).len();
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    // The heal of rail1 has begun (its journal is written) and sleeps in
+    // its first step: nobody reads the notifications now.
+    poll_until("the heal to begin", HEAL_TIMEOUT, || journal_files(&tb.state_base()).len() > journals);
+    let script: String = (0..40).map(|_| "link set rail2 down\nlink set rail2 up\n").collect();
+    let batch = tb.dir().join("storm.batch");
+    std::fs::write(&batch, script).unwrap();
+    tb.host().exec("ip", &["-batch", path_str(&batch)]);
+    wait_healed(&tb, &w, 2, "after an overflow");
+    wait_healed(&tb, &w, 1, "the slow heal");
+    let resync =
+        || w.passes().iter().any(|p| p["message"].as_str().is_some_and(|m| m.contains("full resync")));
+    poll_until("a full-resync pass", HEAL_TIMEOUT, resync);
+}
