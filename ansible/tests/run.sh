@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# The Ansible module's CI test, against a private test bed:
+#
+#   sudo ansible/tests/run.sh
+#
+# Installs ansible-core from PyPI into a venv (target/ansible-venv, or
+# $ANSIBLE_VENV), builds the release binary (cargo build --release --locked,
+# or takes $ROCE_ROUTE_BIN), creates two private network namespaces (a host
+# with rails rail0..rail2 = 198.51.100.10..12/24, veths bridged in a peer
+# namespace, as tests/common does) and runs ansible/tests/module.yml with
+# connection: local against them, with netns: and state_dir: (a temp dir).
+# Both namespaces and the temp dir are deleted on exit, also on failure.
+# The host's own network namespace is never touched.
+#
+# One PASS/FAIL line per check, then "N passed, M failed"; exit 1 on any failure.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+RAILS=3
+GW=198.51.100.1
+HOST="rrans-$$-host"
+PEER="rrans-$$-peer"
+VENV="${ANSIBLE_VENV:-$REPO/target/ansible-venv}"
+WORK=""
+PASSED=0
+FAILED=0
+
+cleanup() {
+    ip netns del "$HOST" 2>/dev/null || true
+    ip netns del "$PEER" 2>/dev/null || true
+    if [[ -n $WORK ]]; then rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+die() { echo "ansible/tests/run.sh: $*" >&2; exit 1; }
+pass() { echo "PASS: $*"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL: $*"; FAILED=$((FAILED + 1)); }
+# check NAME COMMAND...: PASS when COMMAND succeeds.
+check() {
+    local name=$1
+    shift
+    if "$@"; then pass "$name"; else fail "$name"; fi
+}
+
+[[ $EUID -eq 0 ]] || die "needs root to create network namespaces"
+command -v ip >/dev/null || die "needs ip (iproute2)"
+
+# --- tools --------------------------------------------------------------
+if [[ ! -x $VENV/bin/ansible-playbook ]]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check ansible-core
+fi
+PY="$VENV/bin/python"
+"$VENV/bin/ansible" --version >"$VENV/version.txt"
+head -1 "$VENV/version.txt"
+if [[ -n ${ROCE_ROUTE_BIN:-} ]]; then
+    BIN=$ROCE_ROUTE_BIN
+else
+    (cd "$REPO" && cargo build --release --locked --quiet)
+    BIN="$REPO/target/release/roce-route"
+fi
+[[ -x $BIN ]] || die "$BIN is not an executable"
+
+WORK="$(mktemp -d /tmp/rrans.XXXXXX)"
+export ANSIBLE_LOCAL_TEMP="$WORK/ansible-tmp"
+export ANSIBLE_REMOTE_TEMP="$WORK/ansible-tmp"
+export ANSIBLE_LIBRARY="$REPO/ansible/library"
+export ANSIBLE_NOCOLOR=1
+export ANSIBLE_RETRY_FILES_ENABLED=0
+
+# --- test bed -----------------------------------------------------------
+ip netns add "$HOST"
+ip netns add "$PEER"
+# No duplicate address detection: the IPv6 link-local addresses are final at
+# once, so the dumps compared below do not move by themselves.
+ip netns exec "$HOST" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
+ip -n "$PEER" link add br0 type bridge
+ip -n "$PEER" addr add "$GW/24" dev br0
+ip -n "$PEER" link set br0 up
+ip -n "$HOST" link set lo up
+for ((k = 0; k < RAILS; k++)); do
+    ip -n "$HOST" link add "rail$k" type veth peer name "p$k" netns "$PEER"
+    ip -n "$HOST" addr add "198.51.100.$((10 + k))/24" dev "rail$k"
+    ip -n "$HOST" link set "rail$k" up
+    ip -n "$PEER" link set "p$k" master br0 up
+done
+for _ in $(seq 50); do
+    [[ -z $(ip -n "$HOST" -6 addr show tentative) ]] && break
+    sleep 0.1
+done
+sleep 0.5
+
+# The inventory: this machine, local connection, the venv's python, and the
+# rails as host variables (what site.yml's template reads).
+{
+    echo "all:"
+    echo "  children:"
+    echo "    testbed:"
+    echo "      hosts:"
+    echo "        localhost:"
+    echo "          ansible_connection: local"
+    echo "          ansible_python_interpreter: $PY"
+    echo "          roce_route_rails:"
+    for ((k = 0; k < RAILS; k++)); do
+        echo "            - name: rail$k"
+        echo "              addresses: [\"198.51.100.$((10 + k))/24\"]"
+        if ((k == 0)); then echo "              gateway: $GW"; fi
+    done
+} >"$WORK/inventory.yml"
+
+# Everything that roce-route may change, in full.
+dump() {
+    local f k key
+    for f in -4 -6; do
+        ip -n "$HOST" "$f" rule
+        ip -n "$HOST" "$f" route show table all
+    done
+    for ((k = 0; k < RAILS; k++)); do
+        for key in arp_ignore arp_announce; do
+            echo "rail$k $key $(ip netns exec "$HOST" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
+        done
+    done
+}
+owned() { dump | grep -c 'proto 234' || true; }
+
+RUN=0
+# play [ansible-playbook options...]: runs module.yml; the task's registered
+# result lands in $RESULT, the output in $LOG.
+play() {
+    RUN=$((RUN + 1))
+    RESULT="$WORK/result-$RUN.json"
+    LOG="$WORK/play-$RUN.log"
+    rm -f "$RESULT"
+    local rc=0
+    "$VENV/bin/ansible-playbook" -i "$WORK/inventory.yml" "$REPO/ansible/tests/module.yml" \
+        -e "rr_binary=$BIN rr_netns=$HOST rr_state_dir=$WORK/state" \
+        -e "rr_config=$WORK/rails.toml rr_result=$RESULT" "$@" >"$LOG" 2>&1 || rc=$?
+    if ((rc != 0)) || [[ ! -f $RESULT ]]; then
+        echo "ansible-playbook exited $rc:" >&2
+        cat "$LOG" >&2
+        return 1
+    fi
+}
+# r EXPR: EXPR (Python, over the registered result `r`) is true.
+r() {
+    "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' \
+        "$RESULT" "$1" || { echo "  not true: $1 in:" >&2; cat "$RESULT" >&2; return 1; }
+}
+same() {
+    if [[ $1 == "$2" ]]; then return 0; fi
+    diff <(echo "$1") <(echo "$2") >&2
+    return 1
+}
+
+# --- checks -------------------------------------------------------------
+cd "$REPO"
+check "ansible-doc accepts the module's documentation" \
+    bash -c '"$1/bin/ansible-doc" -M ansible/library roce_route >"$2/doc.txt" && grep -q "state_dir" "$2/doc.txt" && grep -q "EXAMPLES" "$2/doc.txt"' _ "$VENV" "$WORK"
+check "ansible-doc --json: DOCUMENTATION, EXAMPLES and RETURN parse" \
+    bash -c '"$1/bin/ansible-doc" -M ansible/library --json roce_route | "$1/bin/python" -c "
+import json, sys
+d = json.load(sys.stdin)[\"roce_route\"]
+assert d[\"doc\"][\"options\"][\"state\"][\"choices\"] == [\"present\", \"absent\"], d
+assert \"roce_route:\" in d[\"examples\"]
+assert \"changed\" in d[\"return\"] and \"commands\" in d[\"return\"]
+"' _ "$VENV"
+check "site.yml passes ansible-playbook --syntax-check" bash -c '
+    "$1/bin/ansible-playbook" --syntax-check -i "$2/inventory.yml" ansible/site.yml >"$2/syntax.log" 2>&1 ||
+        { cat "$2/syntax.log" >&2; exit 1; }' _ "$VENV" "$WORK"
+check "ansible/ installs as the collection roce_route.fleet" bash -c '
+    export ANSIBLE_COLLECTIONS_PATH="$2/collections" ANSIBLE_LIBRARY=
+    "$1/bin/ansible-galaxy" collection install ansible/ -p "$2/collections" >"$2/galaxy.log" 2>&1 ||
+        { cat "$2/galaxy.log" >&2; exit 1; }
+    "$1/bin/ansible-doc" roce_route.fleet.roce_route >"$2/doc-collection.txt" &&
+    grep -q state_dir "$2/doc-collection.txt"' _ "$VENV" "$WORK"
+
+before="$(dump)"
+play --check --diff &&
+    check "check mode on a fresh host: reports changed" r 'r["changed"] is True and not r.get("failed")' &&
+    check "check mode: the diff holds the commands" \
+        r '"ip -4 rule add priority 1000 from 198.51.100.11 lookup" in r["diff"]["prepared"] and len(r["commands"]) > 0' \
+    || fail "check mode run"
+check "check mode changed nothing (full dumps of rules, routes, sysctls equal)" same "$before" "$(dump)"
+
+play && check "first apply reports changed" r 'r["changed"] is True and not r.get("failed") and r["exit_code"] == 0' \
+    || fail "first apply ran"
+check "first apply made the routes and rules (proto 234)" test "$(owned)" -gt 0
+check "first apply: traffic from rail2 leaves by rail2" \
+    bash -c 'ip -n "$1" route get 198.51.100.1 from 198.51.100.12 | grep -q "dev rail2"' _ "$HOST"
+
+play && check "second apply: not changed" r 'r["changed"] is False and not r.get("failed") and r["commands"] == []' \
+    || fail "second apply ran"
+
+# A rail the host does not have: the tool applies the rest and exits 5;
+# the module succeeds and passes each not_ready entry on as a warning.
+rails_plus_missing='{"roce_route_rails": [{"name": "rail0", "addresses": ["198.51.100.10/24"], "gateway": "198.51.100.1"}, {"name": "rail1", "addresses": ["198.51.100.11/24"]}, {"name": "rail2", "addresses": ["198.51.100.12/24"]}, {"name": "rail9", "addresses": ["198.51.100.19/24"]}]}'
+play -e "$rails_plus_missing" &&
+    check "not-ready rail (exit 5): success, not_ready returned" \
+        r 'not r.get("failed") and r["exit_code"] == 5 and r["not_ready"][0]["interface"] == "rail9"' &&
+    check "not-ready rail: an Ansible warning names it" grep -q 'WARNING.*not ready, left alone: .*rail9' "$LOG" \
+    || fail "not-ready run"
+play -e "$rails_plus_missing" -e rr_strict=true &&
+    check "not-ready rail with strict: fails with exit 1 and the tool's message" \
+        r 'r.get("failed") is True and r["rc"] == 1 and "rail9" in r["msg"] and r["msg"] == r["result"]["error"]["message"]' \
+    || fail "strict run"
+
+after_apply="$(dump)"
+play --check --diff -e rr_state=absent &&
+    check "check mode, state absent: reports changed, the diff has the deletions" \
+        r 'r["changed"] is True and "rule del" in r["diff"]["prepared"]' \
+    || fail "check mode absent run"
+check "check mode, state absent: changed nothing (full dumps equal)" same "$after_apply" "$(dump)"
+
+play -e rr_state=absent && check "state absent: changed" r 'r["changed"] is True and not r.get("failed")' \
+    || fail "absent run"
+check "state absent: no proto 234 entry left" test "$(owned)" -eq 0
+check "state absent: the sysctls are back" \
+    bash -c '[[ "$1" == *"rail0 arp_ignore 0"* && "$1" == *"rail0 arp_announce 0"* ]]' _ "$(dump)"
+play -e rr_state=absent && check "state absent again: not changed" r 'r["changed"] is False and not r.get("failed")' \
+    || fail "second absent run"
+
+# A bad config: the task fails with the tool's own message and exit code.
+printf '[[interface]]\nname = "rail0"\nfrobnicate = 1\n' >"$WORK/bad.toml"
+expected="$("$BIN" --json --netns "$HOST" --state-dir "$WORK/state" apply "$WORK/bad.toml" 2>/dev/null |
+    "$PY" -c 'import json, sys; print(json.load(sys.stdin)["error"]["message"])' || true)"
+play -e "rr_render=false rr_config=$WORK/bad.toml" &&
+    check "bad config: the task fails with the tool's message and exit 2" \
+        r 'r.get("failed") is True and r["rc"] == 2 and "frobnicate" in r["msg"]' &&
+    check "bad config: the message is exactly the tool's error.message" \
+        bash -c '[[ -n $2 ]] && "$1" -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))[\"msg\"] != sys.argv[2])" "$3" "$2"' \
+        _ "$PY" "$expected" "$RESULT" &&
+    check "bad config: ansible-playbook shows the failure" grep -q 'FAILED!.*frobnicate' "$LOG" \
+    || fail "bad config run"
+check "bad config changed nothing" test "$(owned)" -eq 0
+
+# ansible/ as a role: its library/ gives the play the module.
+cat >"$WORK/role.yml" <<EOF
+- hosts: testbed
+  gather_facts: false
+  roles:
+    - role: $REPO/ansible
+  tasks:
+    - roce_route:
+        config: $WORK/rails.toml
+        netns: $HOST
+        state_dir: $WORK/state
+        binary: $BIN
+      check_mode: true
+      register: rr
+    - assert:
+        that: [rr.changed]
+EOF
+check "ansible/ as a role path provides roce_route" bash -c '
+    ANSIBLE_LIBRARY= "$1/bin/ansible-playbook" -i "$2/inventory.yml" "$2/role.yml" >"$2/role.log" 2>&1 ||
+        { cat "$2/role.log" >&2; exit 1; }' _ "$VENV" "$WORK"
+
+echo "$PASSED passed, $FAILED failed"
+((FAILED == 0))
