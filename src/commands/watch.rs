@@ -363,7 +363,9 @@ impl Watcher<'_> {
         let owners = table_owners(&desired, &plan.ops);
         let summary = render::summary(&plan.ops, &owners);
         let why = trigger.words();
-        let rounds = cfg.defaults.announce;
+        // One round per heal: the extra rounds of `apply` sleep between
+        // sends, and a heal must not hold the event loop for them.
+        let rounds = cfg.defaults.announce.min(1);
         let mut announced = Vec::new();
         if rounds > 0 {
             let rails: BTreeSet<String> = announce::touched(&desired, &plan.ops);
