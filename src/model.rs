@@ -270,12 +270,13 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// `priority <priority> from <src> lookup <table> proto <protocol>`.
-    pub fn source(priority: u32, src: IpAddr, table: u32, protocol: u8) -> Rule {
+    /// `priority <priority> lookup <table> proto <protocol>`: a rule with
+    /// no selector (it matches every packet of its family).
+    pub fn lookup(family: Family, priority: u32, table: u32, protocol: u8) -> Rule {
         Rule {
-            family: Family::of(&src),
+            family,
             priority,
-            src: Some(Prefix::host(src)),
+            src: None,
             dst: None,
             iif: None,
             oif: None,
@@ -289,6 +290,11 @@ impl Rule {
             invert: false,
             goto: None,
         }
+    }
+
+    /// `priority <priority> from <src> lookup <table> proto <protocol>`.
+    pub fn source(priority: u32, src: IpAddr, table: u32, protocol: u8) -> Rule {
+        Rule { src: Some(Prefix::host(src)), ..Rule::lookup(Family::of(&src), priority, table, protocol) }
     }
 }
 

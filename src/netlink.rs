@@ -1027,7 +1027,7 @@ mod dump_tests {
 #[cfg(test)]
 mod fixture_tests {
     use super::*;
-    use crate::model::{fr_act, rtn, scope};
+    use crate::model::{rtn, scope};
 
     /// What a dump puts in the 8-bit header table field for a table above
     /// 255 (RT_TABLE_COMPAT).
@@ -1218,23 +1218,7 @@ mod fixture_tests {
     }
 
     fn rule(priority: u32, table: u32) -> Rule {
-        Rule {
-            family: Family::V4,
-            priority,
-            src: None,
-            dst: None,
-            iif: None,
-            oif: None,
-            fwmark: None,
-            fwmask: None,
-            tos: 0,
-            table,
-            action: fr_act::TO_TBL,
-            protocol: 0,
-            extra_selectors: false,
-            invert: false,
-            goto: None,
-        }
+        Rule::lookup(Family::V4, priority, table, 0)
     }
 
     #[test]

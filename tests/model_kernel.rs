@@ -82,7 +82,7 @@ use roce_route::diff::{self, Observed, Plan};
 use roce_route::executor::{self, Effects, StepFailure, StopFlag};
 use roce_route::model::{
     Address, Family, Link, Live, Op, Prefix, RESERVED_TABLES, RawBytes, Route, RouteKey, Rule, SysctlKey,
-    fr_act, rtn, scope,
+    rtn, scope,
 };
 use roce_route::plan::{self, Desired};
 use roce_route::state::Origins;
@@ -897,26 +897,6 @@ fn side_route(table: u32, n: u8, dev: &str, protocol: u8) -> Route {
     }
 }
 
-fn foreign_rule(family: Family, prio: u32, table: u32, protocol: u8) -> Rule {
-    Rule {
-        family,
-        priority: prio,
-        src: None,
-        dst: None,
-        iif: None,
-        oif: None,
-        fwmark: None,
-        fwmask: None,
-        tos: 0,
-        table,
-        action: fr_act::TO_TBL,
-        protocol,
-        extra_selectors: false,
-        invert: false,
-        goto: None,
-    }
-}
-
 fn insert_route(k: &mut Kernel, e: RouteEntry) -> Option<Placed> {
     k.add_route(e.clone()).ok().map(|()| Placed::Route(e))
 }
@@ -948,26 +928,26 @@ fn place_bystander(
         // `from <subnet>`: not a host address of ours.
         2 => {
             let net = pool_addr(f.a % POOLS as u8, 0).network();
-            let rule = Rule { src: Some(net), ..foreign_rule(net.family(), priority(f.c), 50, p) };
+            let rule = Rule { src: Some(net), ..Rule::lookup(net.family(), priority(f.c), 50, p) };
             insert_rule(k, RuleEntry::new(&rule, hidden(f.b)))
         }
         // `not from <our source>`.
         3 => {
             let src = Prefix::host(pick(&sources, f.a)?);
             let rule =
-                Rule { src: Some(src), invert: true, ..foreign_rule(src.family(), priority(f.c), 60, p) };
+                Rule { src: Some(src), invert: true, ..Rule::lookup(src.family(), priority(f.c), 60, p) };
             insert_rule(k, RuleEntry::new(&rule, None))
         }
         // `fwmark N`.
         4 => {
             let rule =
-                Rule { fwmark: Some(u32::from(f.a) + 1), ..foreign_rule(Family::V4, priority(f.c), 70, p) };
+                Rule { fwmark: Some(u32::from(f.a) + 1), ..Rule::lookup(Family::V4, priority(f.c), 70, p) };
             insert_rule(k, RuleEntry::new(&rule, hidden(f.b)))
         }
         // `from <an address that is not one of our sources>`.
         _ => {
             let ip = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10 + f.a % 200));
-            let rule = Rule { src: Some(Prefix::host(ip)), ..foreign_rule(Family::V4, priority(f.c), 80, p) };
+            let rule = Rule { src: Some(Prefix::host(ip)), ..Rule::lookup(Family::V4, priority(f.c), 80, p) };
             insert_rule(k, RuleEntry::new(&rule, hidden(f.b)))
         }
     }
@@ -993,7 +973,7 @@ fn place_conflicting(k: &mut Kernel, f: &ForeignSpec, desired: &Desired) -> Opti
             let src = Prefix::host(pick(&i.addresses, f.c)?.addr);
             let (table, prio) =
                 if f.c.is_multiple_of(2) { (77, priority(f.b)) } else { (i.table, i.priority) };
-            let rule = Rule { src: Some(src), ..foreign_rule(src.family(), prio, table, p) };
+            let rule = Rule { src: Some(src), ..Rule::lookup(src.family(), prio, table, p) };
             insert_rule(k, RuleEntry::new(&rule, hidden(f.b / 4)))
         }
     }
@@ -1462,7 +1442,7 @@ fn finding_1_undo_moves_a_rule_behind_a_foreign_rule_of_its_priority() {
     run_ok(&mut k, &p2.ops).unwrap();
     record.commit(&d2, &p2.ops);
     let net = Prefix::new("198.51.100.0".parse().unwrap(), 24);
-    let foreign = Rule { src: Some(net), ..foreign_rule(Family::V4, 1000, 50, 4) };
+    let foreign = Rule { src: Some(net), ..Rule::lookup(Family::V4, 1000, 50, 4) };
     k.add_rule(RuleEntry::new(&foreign, None)).unwrap();
     let start = k.fresh_copy();
 
