@@ -1,0 +1,535 @@
+//! The RDMA devices of the host, read from sysfs (`class/infiniband`), and
+//! which netdev each port is, mapped as Mellanox's `ibdev2netdev` does:
+//!
+//! - RoCE (`link_layer` Ethernet): the netdevs named by the port's GID
+//!   table (`gid_attrs/ndevs/<i>`; index 0 is the port's own netdev, VLANs
+//!   follow with their addresses' GIDs);
+//! - InfiniBand: the IPoIB netdevs whose 20-byte hardware address ends with
+//!   the port GUID (the last 8 bytes of `gids/0`), pkey children included;
+//! - otherwise the PCI function's `device/net/` (with `dev_port` telling
+//!   the ports of a two-port function apart).
+//!
+//! Device names are never assumed (`mlx5_0`, `rocep193s0f0`, `ibp12s0` all
+//! occur). GID indices are read each time they are needed and never
+//! stored: the kernel gives a new entry the first free slot, so they move.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::{IpAddr, Ipv6Addr};
+
+use serde::Serialize;
+
+use crate::model::Link;
+use crate::sysfs::{Sysfs, SysfsError};
+#[cfg(test)]
+use nix::libc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RdmaError {
+    #[error(transparent)]
+    Read(#[from] SysfsError),
+    /// A file whose contents are not in the kernel's format.
+    #[error("{path}: {what}; this is not what the kernel writes there (a damaged or hand-made sysfs copy?)")]
+    Malformed { path: String, what: String },
+}
+
+/// ib_port_state_to_str (drivers/infiniband/core/sysfs.c).
+const PORT_STATES: [&str; 6] = ["NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"];
+/// phys_state_to_str.
+const PHYS_STATES: [&str; 8] = [
+    "<unknown>",
+    "Sleep",
+    "Polling",
+    "Disabled",
+    "PortConfigurationTraining",
+    "LinkUp",
+    "LinkErrorRecovery",
+    "Phy Test",
+];
+
+/// `4: ACTIVE`, `5: LinkUp`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct State {
+    pub code: u32,
+    pub name: String,
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.name)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum GidKind {
+    #[serde(rename = "IB/RoCE v1")]
+    V1,
+    #[serde(rename = "RoCE v2")]
+    V2,
+}
+
+/// One used slot of a port's GID table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Gid {
+    pub index: u32,
+    pub gid: Ipv6Addr,
+    /// None on native InfiniBand (reading it fails with EINVAL there).
+    pub kind: Option<GidKind>,
+    /// The netdev the entry belongs to; None on native InfiniBand.
+    pub ndev: Option<String>,
+}
+
+impl Gid {
+    /// The IP address the entry stands for: IPv4 is stored as
+    /// `::ffff:a.b.c.d`.
+    pub fn ip(&self) -> IpAddr {
+        match self.gid.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(self.gid),
+        }
+    }
+}
+
+/// How a port's netdev was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// `gid_attrs/ndevs` (RoCE).
+    GidTable,
+    /// The IPoIB hardware address ends with the port GUID.
+    PortGuid,
+    /// The PCI function's `device/net/`.
+    PciFunction,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Netdev {
+    pub name: String,
+    pub via: Via,
+    /// An IPoIB netdev's partition key (`0x8001` for `ib0.8001`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pkey: Option<String>,
+    /// The parent of an IPoIB pkey child.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Port {
+    pub device: String,
+    pub port: u32,
+    /// `InfiniBand` or `Ethernet` (RoCE).
+    pub link_layer: String,
+    pub state: State,
+    pub phys_state: State,
+    /// `400 Gb/sec (4X NDR)`.
+    pub rate: Option<String>,
+    pub gids: Vec<Gid>,
+    pub netdevs: Vec<Netdev>,
+}
+
+impl Port {
+    pub fn is_roce(&self) -> bool {
+        self.link_layer == "Ethernet"
+    }
+    /// `4: ACTIVE`: NCCL uses only active ports.
+    pub fn active(&self) -> bool {
+        self.state.code == 4
+    }
+    /// `5: LinkUp`.
+    pub fn link_up(&self) -> bool {
+        self.phys_state.code == 5
+    }
+    /// `mlx5_0:1`, as NCCL_IB_HCA names it.
+    pub fn hca(&self) -> String {
+        format!("{}:{}", self.device, self.port)
+    }
+    /// "mlx5_0 port 1".
+    pub fn label(&self) -> String {
+        format!("{} port {}", self.device, self.port)
+    }
+    /// "InfiniBand, 400 Gb/sec (4X NDR), ACTIVE, LinkUp".
+    pub fn summary(&self) -> String {
+        let mut parts =
+            vec![if self.is_roce() { "RoCE (Ethernet)".to_string() } else { self.link_layer.clone() }];
+        parts.extend(self.rate.clone());
+        parts.push(self.state.name.clone());
+        parts.push(self.phys_state.name.clone());
+        parts.join(", ")
+    }
+    pub fn serves(&self, netdev: &str) -> bool {
+        self.netdevs.iter().any(|n| n.name == netdev)
+    }
+    /// The RoCE v2 entries of `ip` that belong to `netdev`, lowest index
+    /// first.
+    pub fn v2_gids_of<'a>(&'a self, ip: &IpAddr, netdev: &'a str) -> impl Iterator<Item = &'a Gid> + 'a {
+        let ip = *ip;
+        self.gids
+            .iter()
+            .filter(move |g| g.kind == Some(GidKind::V2) && g.ip() == ip && g.ndev.as_deref() == Some(netdev))
+    }
+    /// Every RoCE v2 entry of an IPv4 address, lowest index first (what
+    /// NCCL's automatic selection chooses from).
+    pub fn v2_ipv4_gids(&self) -> impl Iterator<Item = &Gid> {
+        self.gids.iter().filter(|g| g.kind == Some(GidKind::V2) && g.ip().is_ipv4())
+    }
+}
+
+/// The RDMA side of the host.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Rdma {
+    pub ports: Vec<Port>,
+}
+
+impl Rdma {
+    /// The port whose netdev `name` is.
+    pub fn port_of(&self, netdev: &str) -> Option<&Port> {
+        self.ports.iter().find(|p| p.serves(netdev))
+    }
+    pub fn netdev(&self, name: &str) -> Option<&Netdev> {
+        self.ports.iter().flat_map(|p| &p.netdevs).find(|n| n.name == name)
+    }
+}
+
+/// Reads every device and port and maps the ports to netdevs. `links`:
+/// the netdevs of the namespace concerned (over rtnetlink); an IPoIB
+/// netdev there is matched by its hardware address like the ones sysfs
+/// lists, since `class/net` shows the namespace that mounted sysfs.
+pub fn scan(fs: &dyn Sysfs, links: &[Link]) -> Result<Rdma, RdmaError> {
+    let mut ports = Vec::new();
+    let ipoib = ipoib_netdevs(fs, links)?;
+    for dev in fs.list("class/infiniband")?.unwrap_or_default() {
+        let base = format!("class/infiniband/{dev}");
+        let port_numbers = fs.list(&format!("{base}/ports"))?.unwrap_or_default();
+        let single_port = port_numbers.len() == 1;
+        for p in port_numbers {
+            let dir = format!("{base}/ports/{p}");
+            let port: u32 = p.parse().map_err(|_| {
+                malformed(fs, &format!("{base}/ports"), &format!("port directory {p:?} is not a number"))
+            })?;
+            let link_layer = fs.read(&format!("{dir}/link_layer"))?.unwrap_or_else(|| "InfiniBand".into());
+            let state = parse_state(fs, &format!("{dir}/state"), &PORT_STATES)?;
+            let phys_state = parse_state(fs, &format!("{dir}/phys_state"), &PHYS_STATES)?;
+            let rate = fs.read(&format!("{dir}/rate"))?.filter(|r| !r.is_empty());
+            let gids = read_gids(fs, &dir)?;
+            let mut netdevs = Vec::new();
+            if link_layer == "Ethernet" {
+                let mut seen = BTreeSet::new();
+                for g in &gids {
+                    if let Some(n) = &g.ndev
+                        && seen.insert(n.clone())
+                    {
+                        netdevs.push(Netdev {
+                            name: n.clone(),
+                            via: Via::GidTable,
+                            pkey: None,
+                            parent: None,
+                        });
+                    }
+                }
+            } else if let Some(guid) =
+                gids.iter().find(|g| g.index == 0).map(|g| g.gid.octets()[8..].to_vec())
+            {
+                netdevs.extend(ipoib.iter().filter(|i| i.hw.ends_with(&guid)).map(|i| Netdev {
+                    name: i.name.clone(),
+                    via: Via::PortGuid,
+                    pkey: i.pkey.clone(),
+                    parent: i.parent.clone(),
+                }));
+            }
+            if netdevs.is_empty() {
+                netdevs = pci_netdevs(fs, &base, port, single_port)?;
+            }
+            ports.push(Port {
+                device: dev.clone(),
+                port,
+                link_layer,
+                state,
+                phys_state,
+                rate,
+                gids,
+                netdevs,
+            });
+        }
+    }
+    Ok(Rdma { ports })
+}
+
+fn malformed(fs: &dyn Sysfs, rel: &str, what: &str) -> RdmaError {
+    RdmaError::Malformed { path: fs.path(rel).display().to_string(), what: what.to_string() }
+}
+
+/// `4: ACTIVE`: the number, then a name the kernel uses for it.
+fn parse_state(fs: &dyn Sysfs, rel: &str, names: &[&str]) -> Result<State, RdmaError> {
+    let Some(text) = fs.read(rel)? else {
+        return Err(malformed(fs, rel, "missing (every port has it)"));
+    };
+    parse_state_text(&text, names).ok_or_else(|| {
+        malformed(
+            fs,
+            rel,
+            &format!("{text:?} is not \"N: NAME\" with a state the kernel knows ({})", names.join(", ")),
+        )
+    })
+}
+
+pub fn parse_state_text(text: &str, names: &[&str]) -> Option<State> {
+    let (code, name) = text.split_once(": ")?;
+    let code: u32 = code.trim().parse().ok()?;
+    let name = name.trim();
+    names.contains(&name).then(|| State { code, name: name.to_string() })
+}
+
+/// Exactly 8 groups of 4 hex digits, as `%pI6` prints.
+pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
+    let groups: Vec<&str> = text.split(':').collect();
+    if groups.len() != 8 || groups.iter().any(|g| g.len() != 4 || !g.bytes().all(|b| b.is_ascii_hexdigit())) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Every used slot: the zero GID and bare `fe80::` are empty (their
+/// attributes read EINVAL and are never touched), and holes do not end the
+/// table.
+fn read_gids(fs: &dyn Sysfs, dir: &str) -> Result<Vec<Gid>, RdmaError> {
+    let mut out = Vec::new();
+    for i in fs.list(&format!("{dir}/gids"))?.unwrap_or_default() {
+        let rel = format!("{dir}/gids/{i}");
+        let Ok(index) = i.parse::<u32>() else { continue };
+        let Some(text) = fs.read(&rel)? else { continue };
+        let gid = parse_gid(&text).ok_or_else(|| {
+            malformed(
+                fs,
+                &rel,
+                &format!("{text:?} is not a GID (8 groups of 4 hex digits, as the kernel writes it)"),
+            )
+        })?;
+        if gid.is_unspecified() || gid == Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0) {
+            continue;
+        }
+        let kind_rel = format!("{dir}/gid_attrs/types/{i}");
+        let kind = match fs.read(&kind_rel)?.as_deref() {
+            None | Some("") => None,
+            Some("IB/RoCE v1") => Some(GidKind::V1),
+            Some("RoCE v2") => Some(GidKind::V2),
+            Some(other) => {
+                return Err(malformed(
+                    fs,
+                    &kind_rel,
+                    &format!("{other:?} is neither \"IB/RoCE v1\" nor \"RoCE v2\""),
+                ));
+            }
+        };
+        let ndev = fs.read(&format!("{dir}/gid_attrs/ndevs/{i}"))?.filter(|n| !n.is_empty());
+        out.push(Gid { index, gid, kind, ndev });
+    }
+    Ok(out)
+}
+
+/// An IPoIB netdev: its 20-byte hardware address (flags + QPN, subnet
+/// prefix, port GUID).
+struct Ipoib {
+    name: String,
+    hw: Vec<u8>,
+    pkey: Option<String>,
+    parent: Option<String>,
+}
+
+fn parse_hw(text: &str) -> Option<Vec<u8>> {
+    text.split(':').map(|b| u8::from_str_radix(b, 16).ok()).collect()
+}
+
+/// The IPoIB netdevs sysfs lists and the ones rtnetlink shows.
+fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link]) -> Result<Vec<Ipoib>, RdmaError> {
+    let mut out: Vec<Ipoib> = Vec::new();
+    for name in fs.list("class/net")?.unwrap_or_default() {
+        let Some(hw) = fs.read(&format!("class/net/{name}/address"))?.and_then(|a| parse_hw(&a)) else {
+            continue;
+        };
+        if hw.len() != 20 {
+            continue;
+        }
+        let pkey = fs.read(&format!("class/net/{name}/pkey"))?.filter(|p| !p.is_empty());
+        let parent = fs.read(&format!("class/net/{name}/parent"))?.filter(|p| !p.is_empty() && *p != name);
+        out.push(Ipoib { name, hw, pkey, parent });
+    }
+    for l in links {
+        if let Some(hw) = l.mac.as_deref().and_then(parse_hw)
+            && hw.len() == 20
+            && !out.iter().any(|i| i.name == l.name)
+        {
+            out.push(Ipoib { name: l.name.clone(), hw, pkey: None, parent: None });
+        }
+    }
+    Ok(out)
+}
+
+/// The PCI function's netdevs; of a function with several ports, the one
+/// whose `dev_port` (0-based) is this port.
+fn pci_netdevs(fs: &dyn Sysfs, base: &str, port: u32, single_port: bool) -> Result<Vec<Netdev>, RdmaError> {
+    let mut out = Vec::new();
+    for name in fs.list(&format!("{base}/device/net"))?.unwrap_or_default() {
+        let dev_port =
+            fs.read(&format!("{base}/device/net/{name}/dev_port"))?.and_then(|p| p.parse::<u32>().ok());
+        if single_port || dev_port.is_none_or(|d| d + 1 == port) {
+            out.push(Netdev { name, via: Via::PciFunction, pkey: None, parent: None });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sysfs::Memory;
+
+    const GID0_ROCE: &str = "fe80:0000:0000:0000:ec0d:9aff:fe7d:7d1a";
+
+    fn roce_port(m: &mut Memory, dev: &str, netdev: &str) {
+        let d = format!("class/infiniband/{dev}/ports/1");
+        m.file(&format!("{d}/link_layer"), "Ethernet")
+            .file(&format!("{d}/state"), "4: ACTIVE")
+            .file(&format!("{d}/phys_state"), "5: LinkUp")
+            .file(&format!("{d}/rate"), "200 Gb/sec (4X HDR)");
+        for (i, gid, kind) in [
+            (0, GID0_ROCE, "IB/RoCE v1"),
+            (1, GID0_ROCE, "RoCE v2"),
+            (2, "0000:0000:0000:0000:0000:0000:0000:0000", ""),
+            (3, "0000:0000:0000:0000:0000:0000:0000:0000", ""),
+            (4, "0000:0000:0000:0000:0000:ffff:c633:640a", "IB/RoCE v1"),
+            (5, "0000:0000:0000:0000:0000:ffff:c633:640a", "RoCE v2"),
+        ] {
+            m.file(&format!("{d}/gids/{i}"), gid);
+            if kind.is_empty() {
+                // An empty slot: its attributes exist and fail like sysfs.
+                m.failing(&format!("{d}/gid_attrs/types/{i}"), libc::EINVAL);
+                m.failing(&format!("{d}/gid_attrs/ndevs/{i}"), libc::EINVAL);
+            } else {
+                m.file(&format!("{d}/gid_attrs/types/{i}"), kind);
+                m.file(&format!("{d}/gid_attrs/ndevs/{i}"), netdev);
+            }
+        }
+    }
+
+    #[test]
+    fn roce_port_maps_by_the_gid_table_through_holes_and_einval() {
+        let mut m = Memory::default();
+        roce_port(&mut m, "rocep193s0f0", "ens1f0np0");
+        let r = scan(&m, &[]).unwrap();
+        assert_eq!(r.ports.len(), 1);
+        let p = &r.ports[0];
+        assert_eq!(p.hca(), "rocep193s0f0:1");
+        assert!(p.is_roce() && p.active() && p.link_up());
+        assert_eq!(
+            p.netdevs,
+            [Netdev { name: "ens1f0np0".into(), via: Via::GidTable, pkey: None, parent: None }]
+        );
+        let gids: Vec<u32> = p.gids.iter().map(|g| g.index).collect();
+        assert_eq!(gids, [0, 1, 4, 5], "empty slots skipped, the table read past the hole");
+        let a: IpAddr = "198.51.100.10".parse().unwrap();
+        assert_eq!(p.v2_gids_of(&a, "ens1f0np0").map(|g| g.index).collect::<Vec<_>>(), [5]);
+        assert_eq!(p.v2_gids_of(&a, "other").count(), 0);
+        assert_eq!(r.port_of("ens1f0np0").unwrap().device, "rocep193s0f0");
+    }
+
+    #[test]
+    fn infiniband_port_maps_by_guid_with_pkey_children() {
+        let mut m = Memory::default();
+        let d = "class/infiniband/ibp12s0/ports/1";
+        m.file(&format!("{d}/link_layer"), "InfiniBand")
+            .file(&format!("{d}/state"), "4: ACTIVE")
+            .file(&format!("{d}/phys_state"), "5: LinkUp")
+            .file(&format!("{d}/gids/0"), "fe80:0000:0000:0000:f452:1403:007b:cba1")
+            .failing(&format!("{d}/gid_attrs/ndevs/0"), libc::EINVAL)
+            .failing(&format!("{d}/gid_attrs/types/0"), libc::EINVAL);
+        let addr = "80:00:02:00:fe:80:00:00:00:00:00:00:f4:52:14:03:00:7b:cb:a1";
+        m.file("class/net/ib0/address", addr).file("class/net/ib0/pkey", "0xffff");
+        m.file("class/net/ib0.8001/address", &addr.replace("80:00:02:00", "80:00:02:48"))
+            .file("class/net/ib0.8001/pkey", "0x8001")
+            .file("class/net/ib0.8001/parent", "ib0");
+        m.file("class/net/ib1/address", "80:00:02:00:fe:80:00:00:00:00:00:00:f4:52:14:03:00:7b:cb:a2");
+        m.file("class/net/eno1/address", "52:54:00:12:34:56");
+        let r = scan(&m, &[]).unwrap();
+        let names: Vec<&str> = r.ports[0].netdevs.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["ib0", "ib0.8001"]);
+        let child = r.netdev("ib0.8001").unwrap();
+        assert_eq!((child.pkey.as_deref(), child.parent.as_deref()), (Some("0x8001"), Some("ib0")));
+        assert_eq!(r.ports[0].gids[0].kind, None, "EINVAL is no value");
+        // A netdev sysfs does not list (another namespace) but rtnetlink does.
+        let mut m2 = m.clone();
+        m2.remove("class/net/ib0/address").remove("class/net/ib0/pkey");
+        let link = Link {
+            index: 9,
+            name: "ib0".into(),
+            admin_up: true,
+            lower_up: true,
+            mac: Some(addr.into()),
+            link_type: 32,
+        };
+        let r = scan(&m2, &[link]).unwrap();
+        assert!(r.ports[0].serves("ib0"));
+    }
+
+    #[test]
+    fn falls_back_to_the_pci_function() {
+        let mut m = Memory::default();
+        let d = "class/infiniband/mlx5_3";
+        for port in [1, 2] {
+            m.file(&format!("{d}/ports/{port}/link_layer"), "Ethernet")
+                .file(&format!("{d}/ports/{port}/state"), "1: DOWN")
+                .file(&format!("{d}/ports/{port}/phys_state"), "3: Disabled");
+        }
+        m.file(&format!("{d}/device/net/enp1s0f0/dev_port"), "0");
+        m.file(&format!("{d}/device/net/enp1s0f1/dev_port"), "1");
+        let r = scan(&m, &[]).unwrap();
+        assert_eq!(r.ports[0].netdevs[0].name, "enp1s0f0");
+        assert_eq!(r.ports[1].netdevs[0].name, "enp1s0f1");
+        assert_eq!(r.ports[1].netdevs[0].via, Via::PciFunction);
+        assert!(!r.ports[0].active());
+    }
+
+    #[test]
+    fn malformed_contents_name_the_path() {
+        let mut m = Memory::default();
+        roce_port(&mut m, "mlx5_0", "ens1f0np0");
+        m.file("class/infiniband/mlx5_0/ports/1/gids/5", "0000:0000:0000:0000:0000:ffff:c633:640");
+        let e = scan(&m, &[]).unwrap_err().to_string();
+        assert!(e.starts_with("/sys/class/infiniband/mlx5_0/ports/1/gids/5: \"0000:"), "{e}");
+        assert!(e.contains("is not a GID"), "{e}");
+        let mut m = Memory::default();
+        roce_port(&mut m, "mlx5_0", "ens1f0np0");
+        m.file("class/infiniband/mlx5_0/ports/1/state", "4: WOBBLY");
+        let e = scan(&m, &[]).unwrap_err().to_string();
+        assert!(e.contains("ports/1/state: \"4: WOBBLY\" is not"), "{e}");
+        let mut m = Memory::default();
+        roce_port(&mut m, "mlx5_0", "ens1f0np0");
+        m.failing("class/infiniband/mlx5_0/ports/1/rate", libc::EACCES);
+        let e = scan(&m, &[]).unwrap_err().to_string();
+        assert!(e.starts_with("cannot read /sys/class/infiniband/mlx5_0/ports/1/rate"), "{e}");
+    }
+
+    #[test]
+    fn gid_format_is_exact() {
+        assert_eq!(
+            parse_gid("0000:0000:0000:0000:0000:ffff:c633:640a")
+                .unwrap()
+                .to_ipv4_mapped()
+                .unwrap()
+                .to_string(),
+            "198.51.100.10"
+        );
+        for bad in [
+            "::ffff:198.51.100.10",
+            "fe80::1",
+            "0000:0000:0000:0000:0000:ffff:c633",
+            "000g:0000:0000:0000:0000:ffff:c633:640a",
+            "",
+        ] {
+            assert!(parse_gid(bad).is_none(), "{bad}");
+        }
+        assert_eq!(parse_state_text("4: ACTIVE", &PORT_STATES).unwrap().code, 4);
+        assert!(parse_state_text("ACTIVE", &PORT_STATES).is_none());
+        assert_eq!(parse_state_text("7: Phy Test", &PHYS_STATES).unwrap().name, "Phy Test");
+    }
+}
