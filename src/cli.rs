@@ -84,6 +84,18 @@ pub enum Command {
     /// never heals while an `apply --confirm` waits.
     #[command(after_help = EXIT_CODES)]
     Watch,
+    /// Print a config for this host's RDMA NICs: one [[interface]] per
+    /// netdev of an RDMA port (InfiniBand/IPoIB, RoCE) with a global
+    /// address, each commented with its device, port, link layer, rate and
+    /// state; what is not taken is listed with the reason. Writes no file.
+    #[command(after_help = EXIT_CODES)]
+    Discover(DiscoverArgs),
+    /// Print NCCL's settings for the rails of CONFIG (or of the latest
+    /// apply): NCCL_IB_HCA and NCCL_SOCKET_IFNAME with exact matching, and
+    /// the GID selection (NCCL_IB_GID_INDEX when one index fits every
+    /// RoCE device, else NCCL_IB_ADDR_FAMILY and NCCL_IB_ADDR_RANGE).
+    #[command(name = "nccl-env", after_help = EXIT_CODES)]
+    NcclEnv(NcclEnvArgs),
     /// Print a shell completion script (bash, zsh, fish, ...), generated
     /// from this command line, on stdout.
     Completions(CompletionsArgs),
@@ -154,6 +166,54 @@ pub struct CheckArgs {
     /// `*.toml` files (in name order), merged into one.
     #[arg(required = true, num_args = 1..)]
     pub config: Vec<PathBuf>,
+    #[command(flatten)]
+    pub sysfs: SysfsArg,
+}
+
+/// Where the RDMA devices are read: the same option on check, show,
+/// discover and nccl-env, so a support bundle or a test fixture can be
+/// examined by each.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SysfsArg {
+    /// Read the RDMA devices (`class/infiniband`) and netdev facts
+    /// (`class/net`) from this copy of sysfs instead of /sys. Netdevs and
+    /// addresses still come from the network namespace over rtnetlink.
+    #[arg(long, value_name = "DIR", default_value = crate::sysfs::DEFAULT_ROOT)]
+    pub sysfs_root: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DiscoverArgs {
+    /// Take the netdevs whose names match these shell patterns (`rail*`,
+    /// `ens?f0np0`), whether or not they have an RDMA device, instead of
+    /// the netdevs of the RDMA ports.
+    #[arg(long, value_name = "GLOB", num_args = 1..)]
+    pub interfaces: Vec<String>,
+    #[command(flatten)]
+    pub sysfs: SysfsArg,
+}
+
+/// How nccl-env prints the settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NcclFormat {
+    /// `export NAME=VALUE` lines, the notes as comments.
+    Shell,
+    /// `NAME=VALUE` lines for /etc/nccl.conf (or ~/.nccl.conf).
+    NcclConf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct NcclEnvArgs {
+    /// The TOML configuration (files or directories, as apply takes);
+    /// default: the config of the latest apply in this network namespace.
+    #[arg(num_args = 0..)]
+    pub config: Vec<PathBuf>,
+    /// shell (`export` lines) or nccl-conf (`/etc/nccl.conf` lines); --json
+    /// prints the settings with the reasoning.
+    #[arg(long, value_enum, default_value = "shell")]
+    pub format: NcclFormat,
+    #[command(flatten)]
+    pub sysfs: SysfsArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -162,6 +222,8 @@ pub struct ShowArgs {
     /// (besides 234 and the ones it recorded); 5..=255, not a daemon's.
     #[arg(long, value_name = "N")]
     pub protocol: Option<i64>,
+    #[command(flatten)]
+    pub sysfs: SysfsArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -207,6 +269,8 @@ impl Command {
             Command::Man => "man",
             Command::ConfirmGuard(_) => "confirm-guard",
             Command::Watch => "watch",
+            Command::Discover(_) => "discover",
+            Command::NcclEnv(_) => "nccl-env",
         }
     }
 
@@ -217,7 +281,12 @@ impl Command {
             Command::Rollback(r) => !r.dry_run,
             Command::Remove(r) => !r.dry_run,
             Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) | Command::Watch => true,
-            Command::Check(_) | Command::Show(_) | Command::Completions(_) | Command::Man => false,
+            Command::Check(_)
+            | Command::Show(_)
+            | Command::Discover(_)
+            | Command::NcclEnv(_)
+            | Command::Completions(_)
+            | Command::Man => false,
         }
     }
 }

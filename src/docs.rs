@@ -84,6 +84,40 @@ four sysctl keys.
 \fB[[arp_only]]\fR
 \fBname\fR and the ARP sysctl keys: an interface outside the rails (a
 management NIC) that gets only its ARP sysctls.
+.SH RDMA
+roce-route reads the RDMA devices from \fI/sys/class/infiniband\fR (or from
+the copy of sysfs that \fB\-\-sysfs\-root\fR names, the same option on
+\fBcheck\fR, \fBshow\fR, \fBdiscover\fR and \fBnccl\-env\fR) and maps each
+port to its netdev as \fBibdev2netdev\fR does: RoCE by the GID table's
+\fIndevs\fR, InfiniBand by the IPoIB hardware address that ends with the
+port GUID (pkey children included), else the PCI function's netdevs.
+Netdevs and addresses always come from the network namespace over rtnetlink.
+.TP
+\fBdiscover\fR
+Prints a config: one \fB[[interface]]\fR per netdev of an ACTIVE port with a
+global address, a gateway only where the host has one for the subnet, an
+\fB[[arp_only]]\fR for a non-RDMA netdev with an address in a rail's subnet.
+A port that is not ACTIVE is written commented out; a device without netdev
+and a netdev without address are listed with the reason.
+\fB\-\-interfaces\fR \fIGLOB\fR... takes netdevs by name instead. Exit 1
+when there is no RDMA device or a pattern matches nothing.
+.TP
+\fBnccl\-env\fR [\fICONFIG\fR]
+Prints \fBNCCL_IB_HCA\fR and \fBNCCL_SOCKET_IFNAME\fR with exact matching
+(a leading \fB=\fR: without it \fImlx5_1\fR also selects \fImlx5_10\fR),
+and \fBNCCL_IB_GID_INDEX\fR when the RoCE v2 GID of each RoCE rail's IPv4
+address has the same index on every device; otherwise
+\fBNCCL_IB_ADDR_FAMILY\fR and one \fBNCCL_IB_ADDR_RANGE\fR for NCCL's
+automatic selection (2.21 or later). GID indices move when addresses change:
+run it where the job starts. \fB\-\-format nccl\-conf\fR prints
+\fI/etc/nccl.conf\fR lines. Without \fICONFIG\fR, the config of the latest
+apply.
+.TP
+\fBcheck\fR, \fBshow\fR
+\fBcheck\fR reports a rail's port that is not ACTIVE/LinkUp
+(\fIrdma_port\fR) and, on RoCE, a configured address without a RoCE v2 GID
+of that rail (\fIrdma_gid\fR), with exit 3. \fBshow\fR gives each rail its
+device, port, link layer, state, rate and the GID index of each address.
 .SH EXIT STATUS
 .TP
 \fB0\fR
@@ -121,7 +155,8 @@ The state base directory, as \fB\-\-state-dir\fR.
 \fBNOTIFY_SOCKET\fR
 Set by systemd for \fBwatch\fR (Type=notify).
 .SH SEE ALSO
-\fBip\-rule\fR(8), \fBip\-route\fR(8), \fBsysctl\fR(8), \fBsystemd.service\fR(5)
+\fBip\-rule\fR(8), \fBip\-route\fR(8), \fBsysctl\fR(8), \fBsystemd.service\fR(5),
+\fBibdev2netdev\fR(8), \fBshow_gids\fR(8)
 "#;
 
 #[cfg(test)]
@@ -131,12 +166,21 @@ mod tests {
     #[test]
     fn the_page_has_every_command_and_the_extra_sections() {
         let page = String::from_utf8(man_page().unwrap()).unwrap();
-        for needle in
-            [".TH roce-route 8", "apply", "rollback", "remove", "check", "show", "confirm", "announce"]
-        {
+        for needle in [
+            ".TH roce-route 8",
+            "apply",
+            "rollback",
+            "remove",
+            "check",
+            "show",
+            "confirm",
+            "announce",
+            "discover",
+            "nccl\\-env",
+        ] {
             assert!(page.contains(needle), "{needle} missing");
         }
-        for section in [".SH CONFIGURATION", ".SH EXIT STATUS", ".SH FILES", ".SH ENVIRONMENT"] {
+        for section in [".SH CONFIGURATION", ".SH RDMA", ".SH EXIT STATUS", ".SH FILES", ".SH ENVIRONMENT"] {
             assert!(page.contains(section), "{section} missing");
         }
         assert!(!page.contains("confirm-guard"), "the internal command is hidden");

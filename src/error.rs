@@ -54,6 +54,14 @@ pub enum Error {
     /// `apply --strict`: parts of the config the host is not ready for.
     #[error("{0}")]
     NotReady(String),
+    /// The RDMA devices could not be read (sysfs unreadable, or a file not
+    /// in the kernel's format).
+    #[error("{0}")]
+    Rdma(#[from] crate::rdma::RdmaError),
+    /// What the command needs is not on this host (no RDMA device, no
+    /// netdev matching a pattern, no rail with an RDMA device).
+    #[error("{0}")]
+    NotFound(String),
     /// Anything else (reading the host failed, ...), with context.
     #[error("{0:#}")]
     Other(#[from] anyhow::Error),
@@ -93,6 +101,8 @@ impl Error {
             Error::HostChanged(_) => "host_changed",
             Error::RevertFailed(_) => "revert_failed",
             Error::NotReady(_) => "not_ready",
+            Error::Rdma(_) => "rdma",
+            Error::NotFound(_) => "not_found",
             Error::Other(_) => "other",
         }
     }
@@ -118,6 +128,8 @@ impl Error {
             | Error::Busy(_)
             | Error::HostChanged(_)
             | Error::NotReady(_)
+            | Error::Rdma(_)
+            | Error::NotFound(_)
             | Error::Other(_) => exit::FAILED,
         }
     }

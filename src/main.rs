@@ -85,6 +85,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         }
         Command::Check(c) => Some(roce_route::config_files::load(&c.config)?),
         Command::Announce(a) => Some(roce_route::config_files::load(&a.config)?),
+        Command::NcclEnv(n) if !n.config.is_empty() => Some(roce_route::config_files::load(&n.config)?),
         _ => None,
     };
     let protocol = match &cli.command {
@@ -133,11 +134,13 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     runtime.block_on(async {
         match (&cli.command, config) {
             (Command::Apply(a), Some(cfg)) => commands::apply::run(ctx, a, cfg, config_files).await,
-            (Command::Check(_), Some(cfg)) => commands::check::run(ctx, cfg).await,
+            (Command::Check(c), Some(cfg)) => commands::check::run(ctx, cfg, &c.sysfs).await,
+            (Command::Discover(d), _) => commands::discover::run(ctx, d).await,
+            (Command::NcclEnv(n), cfg) => commands::nccl_env::run(ctx, n, cfg).await,
             (Command::Announce(_), Some(cfg)) => commands::announce::run(ctx, cfg).await,
             (Command::Rollback(r), _) => commands::rollback::run(ctx, r.dry_run).await,
             (Command::Remove(r), _) => commands::remove::run(ctx, protocol, r.dry_run).await,
-            (Command::Show(_), _) => commands::show::run(ctx, protocol).await,
+            (Command::Show(s), _) => commands::show::run(ctx, protocol, &s.sysfs).await,
             (Command::Confirm, _) => commands::confirm::run(ctx),
             (Command::Watch, _) => commands::watch::run(ctx).await,
             (Command::ConfirmGuard(g), _) => commands::guard::run(ctx, g)

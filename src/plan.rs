@@ -424,13 +424,13 @@ fn discover_addresses<'a>(
 
 /// An address the host has that is not fit to be a rule's source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unfit {
+pub enum Unfit {
     DadFailed,
     Deprecated,
     Temporary,
 }
 
-fn unfit(a: &Address) -> Option<Unfit> {
+pub fn unfit(a: &Address) -> Option<Unfit> {
     if a.dad_failed {
         Some(Unfit::DadFailed)
     } else if a.deprecated {
@@ -460,7 +460,7 @@ impl Unfit {
             }
         }
     }
-    fn word(self) -> &'static str {
+    pub fn word(self) -> &'static str {
         match self {
             Unfit::DadFailed => "duplicate address detection failed",
             Unfit::Deprecated => "deprecated",

@@ -40,7 +40,10 @@ fn bash_completes_commands_and_options() {
     assert_eq!(bash_complete(&["roce-route", "ap"]), ["apply"]);
     assert!(bash_complete(&["roce-route", "apply", "--dr"]).contains(&"--dry-run".to_string()));
     let all = bash_complete(&["roce-route", ""]);
-    for c in ["apply", "check", "show", "rollback", "remove", "confirm", "announce"] {
+    assert_eq!(bash_complete(&["roce-route", "ncc"]), ["nccl-env"]);
+    assert!(bash_complete(&["roce-route", "nccl-env", "--fo"]).contains(&"--format".to_string()));
+    assert!(bash_complete(&["roce-route", "discover", "--sy"]).contains(&"--sysfs-root".to_string()));
+    for c in ["apply", "check", "show", "rollback", "remove", "confirm", "announce", "discover", "nccl-env"] {
         assert!(all.contains(&c.to_string()), "{c} not offered: {all:?}");
     }
     assert!(!all.iter().any(|c| c == "confirm-guard"), "the internal command is offered: {all:?}");

@@ -9,8 +9,9 @@
 
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, run_notes};
+use super::{Ctx, Done, connect, read_rdma, run_notes};
 use crate::behaviour::{self, Verdict};
+use crate::cli::SysfsArg;
 use crate::config::{Config, ConfigError};
 use crate::diff::Plan;
 use crate::error::{Error, exit};
@@ -18,6 +19,7 @@ use crate::managers;
 use crate::model::Op;
 use crate::netlink::Netlink;
 use crate::plan::{Desired, NotReady};
+use crate::rdma_check;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::risks;
@@ -38,14 +40,14 @@ pub struct Difference {
     /// missing_route, changed_route, extra_route, missing_rule, extra_rule,
     /// sysctl, sysctl_overridden, conflict, traffic, host_mismatch,
     /// interrupted_run, not_ready, arp_flux, no_carrier, shadowed,
-    /// foreign_rule_in_table.
+    /// foreign_rule_in_table, rdma_port, rdma_gid.
     pub kind: &'static str,
     pub description: String,
     /// What fixes it: a command, or what to change.
     pub fix: String,
 }
 
-pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
+pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error> {
     // As root, wait for a running apply/rollback so as not to report its
     // half-made state; without root the record of earlier runs cannot be
     // read, and the report says what that leaves unchecked.
@@ -65,6 +67,7 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     };
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
+    let rdma = read_rdma(sysfs, nl.links())?;
     let mut words = vec!["apply"];
     words.extend(cfg.files.iter().map(String::as_str));
     let fix_all = ctx.suggest(&words);
@@ -77,6 +80,8 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
             let (traffic, not_verified) = probe_all(&nl, &desired).await?;
             not_verified.into_iter().for_each(|n| ctx.warn(n));
             let mut report = build_report(&plan, traffic, &fix_all, &cfg.file);
+            let root = sysfs.sysfs_root.to_string_lossy();
+            report.add_rdma(rdma_check::drift(&rdma, &desired.interfaces, &root));
             report.add_not_ready(&desired.not_ready, &fix_all);
             report
         }
@@ -105,6 +110,16 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
 }
 
 impl CheckReport {
+    /// RDMA ports that are down and addresses without their RoCE v2 GID.
+    pub fn add_rdma(&mut self, drift: Vec<rdma_check::RdmaDrift>) {
+        self.differences.extend(drift.into_iter().map(|d| Difference {
+            kind: d.kind,
+            description: d.description,
+            fix: d.fix,
+        }));
+        self.in_sync = self.differences.is_empty();
+    }
+
     /// Every part of the config the host is not ready for is drift too,
     /// each reported (one missing rail never hides another's drift).
     pub fn add_not_ready(&mut self, not_ready: &[NotReady], fix_all: &str) {

@@ -8,7 +8,9 @@ pub mod announce;
 pub mod apply;
 pub mod check;
 pub mod confirm;
+pub mod discover;
 pub mod guard;
+pub mod nccl_env;
 pub mod remove;
 pub mod rollback;
 pub mod show;
@@ -437,4 +439,21 @@ pub fn announced_lines(announced: &[Announced], rounds: u32) -> Vec<String> {
     }
     lines.extend(by_interface.into_iter().map(|(i, addrs)| format!("  {i}: {}", addrs.join(" "))));
     lines
+}
+
+/// The RDMA ports, read from `--sysfs-root` (checked first: a root that is
+/// not a sysfs copy is a bad argument) and mapped to the netdevs of this
+/// namespace.
+pub fn read_rdma(
+    arg: &crate::cli::SysfsArg,
+    links: &[crate::model::Link],
+) -> Result<crate::rdma::Rdma, Error> {
+    let dir = crate::sysfs::Dir::checked(&arg.sysfs_root).map_err(Error::Usage)?;
+    Ok(crate::rdma::scan(&dir, links)?)
+}
+
+/// Writes text that carries its own line ends to stdout (never panics).
+pub fn print_text(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(text.as_bytes());
 }

@@ -9,12 +9,14 @@ use std::net::IpAddr;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, run_notes};
+use super::{Ctx, Done, connect, read_rdma, run_notes};
 use crate::behaviour::{self, Verdict};
+use crate::cli::SysfsArg;
 use crate::config::DEFAULT_PROTOCOL;
 use crate::error::{Error, exit};
-use crate::model::{Family, Link, Route, Rule, SysctlKey};
+use crate::model::{Address, Family, Link, Route, Rule, SysctlKey, scope};
 use crate::netlink::Netlink;
+use crate::rdma::Port;
 use crate::reconcile;
 use crate::say;
 use crate::{render, sysctl};
@@ -61,6 +63,81 @@ pub struct ShownInterface {
     pub rules: Vec<Shown<Rule>>,
     pub sysctls: BTreeMap<&'static str, ShownSysctl>,
     pub traffic: Vec<Verdict>,
+    /// The RDMA port whose netdev this is; None: none.
+    pub rdma: Option<ShownRdma>,
+}
+
+/// What `ibdev2netdev` and `show_gids` would say about a rail.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct ShownRdma {
+    pub device: String,
+    pub port: u32,
+    pub link_layer: String,
+    pub state: String,
+    pub phys_state: String,
+    pub rate: Option<String>,
+    /// Each global address of the rail with the index of its RoCE v2 GID
+    /// now (None: it has none; always None on InfiniBand, which uses GID 0).
+    pub gids: Vec<ShownGid>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct ShownGid {
+    pub address: IpAddr,
+    pub index: Option<u32>,
+}
+
+impl ShownRdma {
+    pub fn of(p: &Port, netdev: &str, addresses: &[Address]) -> ShownRdma {
+        let gids = addresses
+            .iter()
+            .filter(|a| a.ifname == netdev && a.scope == scope::UNIVERSE)
+            .map(|a| ShownGid {
+                address: a.addr.addr,
+                index: if p.is_roce() {
+                    p.v2_gids_of(&a.addr.addr, netdev).next().map(|g| g.index)
+                } else {
+                    None
+                },
+            })
+            .collect();
+        ShownRdma {
+            device: p.device.clone(),
+            port: p.port,
+            link_layer: p.link_layer.clone(),
+            state: p.state.name.clone(),
+            phys_state: p.phys_state.name.clone(),
+            rate: p.rate.clone(),
+            gids,
+        }
+    }
+
+    /// "mlx5_0 port 1, RoCE (Ethernet), 400 Gb/sec (4X NDR), ACTIVE, LinkUp;
+    /// RoCE v2 GID of 198.51.100.20 at 3".
+    pub fn describe(&self) -> String {
+        let layer = if self.link_layer == "Ethernet" { "RoCE (Ethernet)" } else { &self.link_layer };
+        let mut parts = vec![format!("{} port {}", self.device, self.port), layer.to_string()];
+        parts.extend(self.rate.clone());
+        parts.push(self.state.clone());
+        parts.push(self.phys_state.clone());
+        let mut s = parts.join(", ");
+        if self.link_layer == "Ethernet" {
+            let gids: Vec<String> = self
+                .gids
+                .iter()
+                .map(|g| match g.index {
+                    Some(i) => format!("{} at {i}", g.address),
+                    None => format!("{} NONE", g.address),
+                })
+                .collect();
+            if !gids.is_empty() {
+                s.push_str(&format!("; RoCE v2 GID of {}", gids.join(", ")));
+            }
+        } else {
+            s.push_str("; GID index 0 (InfiniBand)");
+        }
+        s
+    }
 }
 
 /// `ip link`'s UP / NO-CARRIER, as flags.
@@ -97,7 +174,7 @@ pub struct ShownSysctl {
 }
 
 /// `protocol`: an extra protocol from `--protocol` (validated), this run only.
-pub async fn run(ctx: &Ctx, protocol: Option<u8>) -> Result<Done, Error> {
+pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Done, Error> {
     let state = ctx.existing_state()?;
     let _lock = if state.is_some() { Some(ctx.lock()?) } else { None };
     let mut protocols: BTreeSet<u8> = match &state {
@@ -108,6 +185,8 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>) -> Result<Done, Error> {
     protocols.extend(protocol);
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
+    let rdma = read_rdma(sysfs, nl.links())?;
+    let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
     let rules: Vec<Rule> = nl
         .rules()
         .await
@@ -129,6 +208,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>) -> Result<Done, Error> {
         iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);
         iface.sysctls = read_sysctls(&iface.name);
         iface.traffic = probe(&nl, iface, &routes, &rules, &local).await;
+        iface.rdma = rdma.port_of(&iface.name).map(|p| ShownRdma::of(p, &iface.name, &addresses));
     }
     let report = ShowReport { protocols: protocols.into_iter().collect(), interfaces, orphan_rules, notes };
     if ctx.chatty() {
@@ -203,6 +283,9 @@ fn print_human(r: &ShowReport) {
         let tables: Vec<String> = i.tables.iter().map(u32::to_string).collect();
         say!("{}  table {}", i.name, tables.join(", "));
         say!("  link: {}", i.link.map_or("not found", |l| l.describe()));
+        if let Some(r) = &i.rdma {
+            say!("  rdma: {}", r.describe());
+        }
         say!("  routes:");
         i.routes.iter().for_each(|l| say!("    {}", l.ip));
         say!("  rules:");

@@ -1,0 +1,176 @@
+//! What `check` adds for RDMA, pure: every configured rail that has an
+//! RDMA port needs the port ACTIVE and LinkUp, and on RoCE each of its
+//! configured addresses needs a RoCE v2 GID that belongs to that rail (RDMA
+//! CM resolves with the GID's address as the source: an address without
+//! one is an address RDMA cannot use, whatever the routing says).
+
+use serde::Serialize;
+
+use crate::plan::PlannedInterface;
+use crate::rdma::{GidKind, Rdma};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RdmaDrift {
+    /// rdma_port or rdma_gid.
+    pub kind: &'static str,
+    pub description: String,
+    pub fix: String,
+}
+
+pub fn drift(rdma: &Rdma, rails: &[PlannedInterface], sysfs_root: &str) -> Vec<RdmaDrift> {
+    let mut out = Vec::new();
+    let root = sysfs_root.trim_end_matches('/');
+    for rail in rails {
+        let Some(port) = rdma.port_of(&rail.name) else { continue };
+        if !port.active() || !port.link_up() {
+            out.push(RdmaDrift {
+                kind: "rdma_port",
+                description: format!(
+                    "{} of rail {} is {} ({}), not ACTIVE (LinkUp): RDMA cannot use it, and NCCL skips it \
+                     silently",
+                    port.label(),
+                    rail.name,
+                    port.state.name,
+                    port.phys_state.name
+                ),
+                fix: format!(
+                    "bring the port up: check the cable, the switch port and, on InfiniBand, the subnet manager \
+                     (`{root}/class/infiniband/{}/ports/{}/state` shows it); apply cannot change a port",
+                    port.device, port.port
+                ),
+            });
+        }
+        if !port.is_roce() {
+            continue;
+        }
+        for a in &rail.addresses {
+            if port.v2_gids_of(&a.addr, &rail.name).next().is_some() {
+                continue;
+            }
+            let same_ip: Vec<String> = port
+                .gids
+                .iter()
+                .filter(|g| g.ip() == a.addr)
+                .map(|g| {
+                    let kind = match g.kind {
+                        Some(GidKind::V1) => "RoCE v1",
+                        Some(GidKind::V2) => "RoCE v2",
+                        None => "type unknown",
+                    };
+                    format!("index {} ({kind}, netdev {})", g.index, g.ndev.as_deref().unwrap_or("none"))
+                })
+                .collect();
+            let found = if same_ip.is_empty() {
+                "has no GID at all".to_string()
+            } else {
+                format!("has GIDs only at {}", same_ip.join(", "))
+            };
+            out.push(RdmaDrift {
+                kind: "rdma_gid",
+                description: format!(
+                    "{} on {} {found} on {}, none of them a RoCE v2 GID of {}: RDMA (rping, NCCL) cannot use \
+                     this address",
+                    a.addr,
+                    rail.name,
+                    port.label(),
+                    rail.name
+                ),
+                fix: format!(
+                    "the RDMA core adds a RoCE v2 GID for each address of a netdev its port serves: put \
+                     {} on {} itself (not on a bond, bridge or macvlan above it), and if every slot of \
+                     `{root}/class/infiniband/{}/ports/{}/gids` is used, remove addresses the port does not need",
+                    a.addr, rail.name, port.device, port.port
+                ),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::prefix;
+    use crate::rdma::{Gid, Netdev, Port, State, Via};
+
+    fn port(active: bool, gids: Vec<Gid>) -> Port {
+        Port {
+            device: "rocep193s0f0".into(),
+            port: 1,
+            link_layer: "Ethernet".into(),
+            state: State {
+                code: if active { 4 } else { 1 },
+                name: if active { "ACTIVE" } else { "DOWN" }.into(),
+            },
+            phys_state: State {
+                code: if active { 5 } else { 3 },
+                name: if active { "LinkUp" } else { "Disabled" }.into(),
+            },
+            rate: None,
+            gids,
+            netdevs: vec![Netdev { name: "ens3f0np0".into(), via: Via::GidTable, pkey: None, parent: None }],
+        }
+    }
+
+    fn gid(index: u32, kind: GidKind, ndev: &str) -> Gid {
+        Gid {
+            index,
+            gid: "198.51.100.40".parse::<std::net::Ipv4Addr>().unwrap().to_ipv6_mapped(),
+            kind: Some(kind),
+            ndev: Some(ndev.into()),
+        }
+    }
+
+    fn rail() -> PlannedInterface {
+        PlannedInterface {
+            name: "ens3f0np0".into(),
+            table: 100,
+            priority: 1000,
+            addresses: vec![prefix("198.51.100.40/24")],
+            gateways: vec![],
+            subnets: vec![prefix("198.51.100.0/24")],
+            onlink_gateways: vec![],
+        }
+    }
+
+    #[test]
+    fn an_active_port_with_the_v2_gid_is_in_sync() {
+        let rdma = Rdma {
+            ports: vec![port(true, vec![gid(2, GidKind::V1, "ens3f0np0"), gid(3, GidKind::V2, "ens3f0np0")])],
+        };
+        assert_eq!(drift(&rdma, &[rail()], "/sys"), []);
+        assert_eq!(
+            drift(&Rdma::default(), &[rail()], "/sys"),
+            [],
+            "a rail without RDMA device is not RDMA drift"
+        );
+    }
+
+    #[test]
+    fn a_down_port_and_a_missing_or_foreign_gid_are_drift() {
+        let rdma = Rdma {
+            ports: vec![port(
+                false,
+                vec![gid(2, GidKind::V1, "ens3f0np0"), gid(3, GidKind::V2, "ens3f0np0.7")],
+            )],
+        };
+        let d = drift(&rdma, &[rail()], "/sys/");
+        assert_eq!(d.len(), 2, "{d:#?}");
+        assert_eq!(d[0].kind, "rdma_port");
+        assert!(
+            d[0].description.starts_with("rocep193s0f0 port 1 of rail ens3f0np0 is DOWN (Disabled)"),
+            "{}",
+            d[0].description
+        );
+        assert!(d[0].fix.contains("`/sys/class/infiniband/rocep193s0f0/ports/1/state`"), "{}", d[0].fix);
+        assert_eq!(d[1].kind, "rdma_gid");
+        assert!(
+            d[1].description.starts_with("198.51.100.40 on ens3f0np0 has GIDs only at index 2 (RoCE v1, netdev ens3f0np0), index 3 (RoCE v2, netdev ens3f0np0.7) on rocep193s0f0 port 1"),
+            "{}",
+            d[1].description
+        );
+        let rdma = Rdma { ports: vec![port(true, vec![])] };
+        let d = drift(&rdma, &[rail()], "/sys");
+        assert!(d[0].description.contains("has no GID at all"), "{:?}", d);
+    }
+}

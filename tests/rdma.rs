@@ -1,0 +1,493 @@
+//! Real-kernel tests of issue 10: `discover`, `nccl-env`, and RDMA in
+//! `check` and `show`.
+//!
+//! This machine has no RDMA device, so each case reads a sysfs fixture tree
+//! (`tests/fixtures/rdma/<case>/sysfs`, written by `make.py` from the
+//! kernel's documented formats) through `--sysfs-root`, while the netdevs
+//! it names exist as veths with real addresses in a private namespace (the
+//! case's `netdevs` file), so addresses, routes and rules come from the
+//! real kernel. The expected `discover`, `nccl-env` and `show` outputs are
+//! reviewed files beside each tree; `ROCE_ROUTE_BLESS=1` rewrites them
+//! (then review the diff).
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::*;
+use serde_json::Value;
+
+fn fixture(case: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rdma").join(case)
+}
+
+/// A namespace holding a fixture's netdevs as veths (the other ends, `xN`,
+/// have no address), and a temp dir for state and configs.
+struct FixtureHost {
+    ns: Netns,
+    dir: TempDir,
+    sysfs: PathBuf,
+    case: String,
+}
+
+fn unique(what: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!("rr-{what}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+impl FixtureHost {
+    fn new(case: &str) -> FixtureHost {
+        require_root();
+        require_tools();
+        let tag = unique("rdma");
+        let host = FixtureHost {
+            ns: Netns::create(tag.clone()),
+            dir: TempDir::create(&tag),
+            sysfs: fixture(case).join("sysfs"),
+            case: case.to_string(),
+        };
+        for conf in ["all", "default"] {
+            host.ns.set_sysctl(&format!("net/ipv6/conf/{conf}/accept_dad"), "0");
+            for key in ARP_SYSCTLS {
+                host.ns.set_sysctl(&format!("net/ipv4/conf/{conf}/{key}"), "0");
+            }
+        }
+        let netdevs = fs::read_to_string(fixture(case).join("netdevs")).expect("the case's netdevs file");
+        for (k, line) in netdevs.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).enumerate() {
+            let mut words = line.split_whitespace();
+            let name = words.next().unwrap();
+            host.ns.ip(&format!("link add {name} type veth peer name x{k}"));
+            for addr in words {
+                host.ns.ip(&format!("addr add {addr} dev {name} nodad"));
+            }
+            host.ns.ip(&format!("link set x{k} up"));
+            host.ns.ip(&format!("link set {name} up"));
+        }
+        host
+    }
+
+    /// `roce-route --netns NS ARGS`, state in the temp dir.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
+        cmd.arg("--netns")
+            .arg(self.ns.name())
+            .args(args)
+            .env("ROCE_ROUTE_STATE_DIR", self.dir.path().join("state"))
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn rr(&self, args: &[&str]) -> Run {
+        Run::of(self.cmd(args))
+    }
+
+    /// The same with `--sysfs-root` of the fixture after the command name.
+    fn rr_sysfs(&self, command: &str, args: &[&str]) -> Run {
+        let root = self.sysfs.to_string_lossy().into_owned();
+        let mut all = vec![command, "--sysfs-root", root.as_str()];
+        all.extend_from_slice(args);
+        self.rr(&all)
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let path = self.dir.path().join(name);
+        fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    /// Applies `config` (exit 0), then `check --json` with the fixture's
+    /// sysfs, expecting drift (exit 3): the report.
+    fn apply_then_check(&self, config: &str) -> Value {
+        self.rr(&["apply", config]).expect_code(EXIT_OK);
+        json_doc(
+            &self
+                .rr(&["--json", "check", "--sysfs-root", &self.sysfs.to_string_lossy(), config])
+                .expect_code(EXIT_DRIFT),
+        )
+    }
+
+    /// Compares `actual` with the reviewed file `name` of the case.
+    fn golden(&self, name: &str, actual: &str) {
+        let path = fixture(&self.case).join(name);
+        if std::env::var_os("ROCE_ROUTE_BLESS").is_some() {
+            fs::write(&path, actual).unwrap();
+            return;
+        }
+        let expected = fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (ROCE_ROUTE_BLESS=1 writes it; review it)", path.display()));
+        assert!(
+            expected == actual,
+            "{} differs from the reviewed output\n--- expected ---\n{expected}\n--- actual ---\n{actual}",
+            path.display()
+        );
+    }
+}
+
+/// Every case: discover prints the reviewed config; apply takes it as it
+/// is (exit 0) and check then finds the host in sync, RDMA included;
+/// nccl-env for that config and show after the apply print the reviewed
+/// outputs.
+fn whole_case(case: &str) {
+    let host = FixtureHost::new(case);
+    let discovered = host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout();
+    host.golden("discover.toml", &discovered);
+    let config = host.write("discovered.toml", &discovered);
+    host.rr(&["apply", &config]).expect_code(EXIT_OK);
+    let check = host.rr_sysfs("check", &[&config]);
+    assert_eq!(
+        check.code(),
+        Some(EXIT_OK),
+        "check after applying the discovered config:\n{}",
+        check.report()
+    );
+    let env = host.rr_sysfs("nccl-env", &[&config]).expect_code(EXIT_OK);
+    host.golden("nccl-env.sh", &env.stdout());
+    let conf = host.rr_sysfs("nccl-env", &["--format", "nccl-conf", &config]).expect_code(EXIT_OK);
+    host.golden("nccl.conf", &conf.stdout());
+    let show = host.rr_sysfs("show", &[]).expect_code(EXIT_OK).stdout();
+    host.golden("show.txt", &show);
+}
+
+#[test]
+fn ib_8hca_with_two_roce_storage_ports() {
+    whole_case("ib-8hca");
+}
+
+#[test]
+fn roce_8rail_dual_stack() {
+    whole_case("roce-8rail");
+}
+
+#[test]
+fn ipoib_pkey_children() {
+    whole_case("ipoib-pkey");
+}
+
+#[test]
+fn gid_index_moved_by_a_second_link_local() {
+    whole_case("gid-moved");
+}
+
+#[test]
+fn mlx5_1_beside_mlx5_10() {
+    whole_case("mlx5-1-10");
+}
+
+#[test]
+fn down_port_unmappable_device_and_management_nic() {
+    whole_case("mixed");
+}
+
+/// The differences of `kind` in a `check --json` document.
+fn differences(doc: &Value, kind: &str) -> Vec<Value> {
+    let all = doc["differences"].as_array().unwrap_or_else(|| panic!("no differences in {doc:#}"));
+    all.iter().filter(|d| d["kind"] == kind).cloned().collect()
+}
+
+/// A port that is not ACTIVE and an address without its RoCE v2 GID are
+/// drift (exit 3), each naming device, port and address; the same host
+/// read through a sysfs without RDMA devices has no such difference, so it
+/// is the GID table that is checked, not the routing.
+#[test]
+fn check_reports_a_down_port_and_an_address_without_its_gid() {
+    let host = FixtureHost::new("mixed");
+    host.ns.ip("addr add 198.51.100.99/24 dev ens2f0np0 nodad");
+    let config = host.write(
+        "c.toml",
+        "[[interface]]\nname = \"ens2f0np0\"\naddresses = [\"198.51.100.70/24\", \"198.51.100.99/24\"]\n\n\
+         [[interface]]\nname = \"ens2f1np1\"\naddresses = [\"198.51.100.71/24\"]\n\n\
+         [[arp_only]]\nname = \"eno1\"\n",
+    );
+    let doc = host.apply_then_check(&config);
+    let port = differences(&doc, "rdma_port");
+    assert_eq!(port.len(), 1, "{doc:#}");
+    let text = port[0]["description"].as_str().unwrap();
+    assert!(text.starts_with("rocep65s0f1 port 1 of rail ens2f1np1 is DOWN (Disabled)"), "{text}");
+    let gid = differences(&doc, "rdma_gid");
+    assert_eq!(gid.len(), 1, "only the address the GID table lacks: {doc:#}");
+    let text = gid[0]["description"].as_str().unwrap();
+    assert!(text.starts_with("198.51.100.99 on ens2f0np0 has no GID at all on rocep65s0f0 port 1"), "{text}");
+    assert_eq!(doc["differences"].as_array().unwrap().len(), 2, "nothing else differs: {doc:#}");
+    // The human report says the same, with what to do.
+    let human = host.rr_sysfs("check", &[&config]).expect_code(EXIT_DRIFT).stdout();
+    assert!(human.contains("fix: bring the port up"), "{human}");
+    // A sysfs copy without RDMA devices: the routing is in sync.
+    let plain = TempDir::create(&unique("plain-sysfs"));
+    fs::create_dir_all(plain.path().join("class/net")).unwrap();
+    let run = host.rr(&["check", "--sysfs-root", &plain.path().to_string_lossy(), &config]);
+    assert_eq!(run.code(), Some(EXIT_OK), "{}", run.report());
+}
+
+/// An address moved to another rail keeps its GID on the old port until
+/// the RDMA core re-registers it: check names it on the new rail.
+#[test]
+fn check_reports_an_address_whose_gid_belongs_to_another_port() {
+    let host = FixtureHost::new("gid-moved");
+    host.ns.ip("addr del 198.51.100.141/24 dev ens3f1np1");
+    host.ns.ip("addr add 198.51.100.141/24 dev ens3f0np0 nodad");
+    let config = host.write(
+        "c.toml",
+        "[[interface]]\nname = \"ens3f0np0\"\naddresses = [\"198.51.100.40/24\", \"198.51.100.141/24\"]\n\n\
+         [[interface]]\nname = \"ens3f1np1\"\naddresses = [\"198.51.100.41/24\"]\n",
+    );
+    let doc = host.apply_then_check(&config);
+    let gid = differences(&doc, "rdma_gid");
+    assert_eq!(gid.len(), 1, "{doc:#}");
+    let text = gid[0]["description"].as_str().unwrap();
+    assert!(
+        text.starts_with("198.51.100.141 on ens3f0np0 has no GID at all on rocep193s0f0 port 1"),
+        "{text}"
+    );
+}
+
+/// show --json: per rail the device, port, state, rate and the GID index
+/// of each address, as the fixture's table has them (5 and 7 on the port
+/// whose second link-local address pushed IPv4 up).
+#[test]
+fn show_json_gives_each_rail_its_port_and_gid_indices() {
+    let host = FixtureHost::new("gid-moved");
+    let discovered = host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout();
+    let config = host.write("d.toml", &discovered);
+    host.rr(&["apply", &config]).expect_code(EXIT_OK);
+    let doc = json_doc(
+        &host.rr(&["--json", "show", "--sysfs-root", &host.sysfs.to_string_lossy()]).expect_code(EXIT_OK),
+    );
+    let rails = doc["interfaces"].as_array().unwrap();
+    let f1 = rails.iter().find(|r| r["name"] == "ens3f1np1").unwrap_or_else(|| panic!("{doc:#}"));
+    let rdma = &f1["rdma"];
+    assert_eq!(rdma["device"], "rocep193s0f1");
+    assert_eq!(rdma["port"], 1);
+    assert_eq!(rdma["link_layer"], "Ethernet");
+    assert_eq!(rdma["state"], "ACTIVE");
+    assert_eq!(rdma["rate"], "200 Gb/sec (4X HDR)");
+    assert_eq!(
+        rdma["gids"],
+        serde_json::json!([{"address": "198.51.100.41", "index": 5}, {"address": "198.51.100.141", "index": 7}])
+    );
+    let f0 = rails.iter().find(|r| r["name"] == "ens3f0np0").unwrap();
+    assert_eq!(f0["rdma"]["gids"], serde_json::json!([{"address": "198.51.100.40", "index": 3}]));
+    // Without RDMA devices there is nothing to show for it.
+    let plain = TempDir::create(&unique("plain-sysfs"));
+    fs::create_dir_all(plain.path().join("class/net")).unwrap();
+    let doc = json_doc(
+        &host.rr(&["--json", "show", "--sysfs-root", &plain.path().to_string_lossy()]).expect_code(EXIT_OK),
+    );
+    assert!(doc["interfaces"][0]["rdma"].is_null(), "{doc:#}");
+}
+
+/// nccl-env warns where NCCL would go another way than the config: a
+/// device with two IPv4 RoCE v2 GIDs, a rail without RDMA device; with no
+/// CONFIG it takes the latest apply's.
+#[test]
+fn nccl_env_warns_and_follows_the_latest_apply() {
+    let host = FixtureHost::new("gid-moved");
+    host.ns.ip("link add eth9 type veth peer name x99");
+    host.ns.ip("addr add 203.0.113.9/24 dev eth9");
+    host.ns.ip("link set x99 up");
+    host.ns.ip("link set eth9 up");
+    let config = host.write(
+        "c.toml",
+        "[[interface]]\nname = \"ens3f0np0\"\n\n[[interface]]\nname = \"ens3f1np1\"\naddresses = [\"198.51.100.41\"]\n\n\
+         [[interface]]\nname = \"eth9\"\n",
+    );
+    let doc = json_doc(
+        &host
+            .rr(&["--json", "nccl-env", "--sysfs-root", &host.sysfs.to_string_lossy(), &config])
+            .expect_code(EXIT_OK),
+    );
+    let warnings: Vec<&str> =
+        doc["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert!(
+        warnings.iter().any(|w| w.starts_with(
+            "rocep193s0f1 port 1 has 2 IPv4 RoCE v2 GIDs (198.51.100.41 at 5, 198.51.100.141 at 7): the configured 198.51.100.41 has the lowest index"
+        )),
+        "{warnings:#?}"
+    );
+    assert!(warnings.iter().any(|w| w.starts_with("rail eth9 has no RDMA device")), "{warnings:#?}");
+    let vars: Vec<(String, String)> = doc["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap().to_string(), v["value"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(vars[0], ("NCCL_IB_HCA".into(), "=rocep193s0f0:1,rocep193s0f1:1".into()));
+    assert_eq!(vars[1], ("NCCL_SOCKET_IFNAME".into(), "=ens3f0np0,ens3f1np1,eth9".into()));
+    assert_eq!(vars[3], ("NCCL_IB_ADDR_RANGE".into(), "198.51.100.0/24".into()), "{vars:?}");
+    // Nothing applied yet: no config to take.
+    let run = host.rr_sysfs("nccl-env", &[]).expect_code(EXIT_INVALID);
+    assert!(run.stderr().contains("no apply is recorded in this network namespace"), "{}", run.report());
+    // After an apply, the recorded config.
+    host.rr(&["apply", &config]).expect_code(EXIT_OK);
+    let out = host.rr_sysfs("nccl-env", &[]).expect_code(EXIT_OK).stdout();
+    assert!(out.contains("export NCCL_SOCKET_IFNAME==ens3f0np0,ens3f1np1,eth9\n"), "{out}");
+    // The exported lines work in a shell, with the exact-match `=`.
+    let env = host.ns.sh(&format!("{out}\necho \"$NCCL_IB_HCA\""));
+    assert_eq!(env, "=rocep193s0f0:1,rocep193s0f1:1");
+}
+
+/// `discover --interfaces 'rail*'` on the bridged testbed gives a config
+/// that apply takes and that leaves the host exactly as the hand-written
+/// one does (same dump of rules, routes and sysctls), with the subnet's
+/// gateway on every rail because the host has one.
+#[test]
+fn discover_by_name_round_trips_on_the_testbed() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    tb.ip_host(&format!("route add default via {GATEWAY_V4} dev rail0"));
+    tb.ip_host(&format!("-6 route add default via {GATEWAY_V6} dev rail0"));
+    let rr = |args: &[&str]| Run::of(tb.roce_route_in(&tb.state_base(), args));
+    let discovered = rr(&["discover", "--interfaces", "rail*"]).expect_code(EXIT_OK).stdout();
+    let cfg = discovered.parse::<toml::Table>().unwrap_or_else(|e| panic!("{e}\n{discovered}"));
+    let rails = cfg["interface"].as_array().unwrap();
+    assert_eq!(rails.len(), 4, "{discovered}");
+    for (k, r) in rails.iter().enumerate() {
+        assert_eq!(r["name"].as_str(), Some(format!("rail{k}").as_str()));
+        assert_eq!(
+            r["gateway"],
+            toml::Value::Array(vec![GATEWAY_V4.into(), GATEWAY_V6.into()]),
+            "{discovered}"
+        );
+    }
+    let before = tb.dump();
+    let path = tb.write_config(&discovered);
+    rr(&["apply", &path.to_string_lossy()]).expect_code(EXIT_OK);
+    rr(&["check", &path.to_string_lossy()]).expect_code(EXIT_OK);
+    for k in 0..4 {
+        assert_eq!(tb.reply_leaves_via(k), format!("rail{k}"), "the reply to rail{k}'s address");
+    }
+    let by_discover = tb.dump();
+    assert_ne!(by_discover, before, "apply changed nothing?");
+    rr(&["remove"]).expect_code(EXIT_OK);
+    let hand = tb.write_config(&tb.config_toml_with_gateway());
+    rr(&["apply", &hand.to_string_lossy()]).expect_code(EXIT_OK);
+    assert_eq!(tb.dump(), by_discover, "the discovered config does what the hand-written one does");
+}
+
+/// What is wrong with a sysfs copy, how to make it so, what the error says.
+type Damage<'a> = (&'a str, &'a dyn Fn(&Path), &'a str);
+
+/// A copy of a case's sysfs tree in a temp dir, to damage.
+fn copy_tree(case: &str, into: &Path) -> PathBuf {
+    let to = into.join("sysfs");
+    run("cp", &["-r", &fixture(case).join("sysfs").to_string_lossy(), &to.to_string_lossy()]);
+    to
+}
+
+/// Every command that reads RDMA answers bad input with a message naming
+/// the path and the documented exit code (2: the argument is wrong; 1:
+/// the host, or its sysfs copy, does not have what is needed), never a
+/// panic.
+#[test]
+fn bad_sysfs_roots_and_contents_are_named() {
+    let host = FixtureHost::new("gid-moved");
+    let config = host.write("c.toml", "[[interface]]\nname = \"ens3f0np0\"\n");
+    let tmp = TempDir::create(&unique("bad-sysfs"));
+    let file = host.write("not-a-dir", "x");
+    fs::create_dir_all(tmp.path().join("empty")).unwrap();
+    let empty = tmp.path().join("empty").to_string_lossy().into_owned();
+    for (root, says) in [
+        ("/nonexistent/sysfs", "--sysfs-root /nonexistent/sysfs: no such directory"),
+        (file.as_str(), "not a directory"),
+        (empty.as_str(), "not a copy of sysfs (it has neither class/net nor class/infiniband)"),
+    ] {
+        for args in [
+            vec!["discover", "--sysfs-root", root],
+            vec!["nccl-env", "--sysfs-root", root, config.as_str()],
+            vec!["check", "--sysfs-root", root, config.as_str()],
+            vec!["show", "--sysfs-root", root],
+        ] {
+            let run = host.rr(&args).expect_code(EXIT_INVALID);
+            assert!(run.stderr().contains(says), "{}", run.report());
+        }
+    }
+    // Damaged contents: each names the file.
+    let damage: [Damage; 4] = [
+        (
+            "a GID that is not 8 groups of 4 hex digits",
+            &|s: &Path| {
+                fs::write(
+                    s.join("class/infiniband/rocep193s0f1/ports/1/gids/5"),
+                    "0000:0000:0000:0000:0000:ffff:c633:629\n",
+                )
+                .unwrap()
+            },
+            "class/infiniband/rocep193s0f1/ports/1/gids/5: \"0000:0000:0000:0000:0000:ffff:c633:629\" is not a GID",
+        ),
+        (
+            "an unknown port state",
+            &|s: &Path| {
+                fs::write(s.join("class/infiniband/rocep193s0f0/ports/1/state"), "4: SLEEPY\n").unwrap()
+            },
+            "class/infiniband/rocep193s0f0/ports/1/state: \"4: SLEEPY\" is not \"N: NAME\"",
+        ),
+        (
+            "an unknown GID type",
+            &|s: &Path| {
+                fs::write(s.join("class/infiniband/rocep193s0f0/ports/1/gid_attrs/types/3"), "RoCE v3\n")
+                    .unwrap()
+            },
+            "gid_attrs/types/3: \"RoCE v3\" is neither",
+        ),
+        (
+            "an unreadable file",
+            &|s: &Path| {
+                let rate = s.join("class/infiniband/rocep193s0f0/ports/1/rate");
+                fs::remove_file(&rate).unwrap();
+                fs::create_dir(&rate).unwrap();
+            },
+            "cannot read ",
+        ),
+    ];
+    for (k, (what, damage, says)) in damage.iter().enumerate() {
+        let dir = tmp.path().join(format!("d{k}"));
+        fs::create_dir_all(&dir).unwrap();
+        let root = copy_tree("gid-moved", &dir);
+        damage(&root);
+        let root = root.to_string_lossy().into_owned();
+        for args in [
+            vec!["discover", "--sysfs-root", &root],
+            vec!["nccl-env", "--sysfs-root", &root, config.as_str()],
+            vec!["check", "--sysfs-root", &root, config.as_str()],
+            vec!["show", "--sysfs-root", &root],
+        ] {
+            let run = host.rr(&args).context(what).expect_code(EXIT_FAILED);
+            assert!(run.stderr().contains(says), "{what}: {}", run.report());
+            assert!(run.stderr().contains(&root), "{what}: the path is named: {}", run.report());
+        }
+    }
+    // No RDMA device at all: exit 1, pointing at --interfaces.
+    let no_rdma = tmp.path().join("no-rdma");
+    fs::create_dir_all(no_rdma.join("class/net")).unwrap();
+    let run = host.rr(&["discover", "--sysfs-root", &no_rdma.to_string_lossy()]).expect_code(EXIT_FAILED);
+    assert!(
+        run.stderr().contains("no RDMA device under") && run.stderr().contains("--interfaces GLOB"),
+        "{}",
+        run.report()
+    );
+    let run =
+        host.rr(&["nccl-env", "--sysfs-root", &no_rdma.to_string_lossy(), &config]).expect_code(EXIT_FAILED);
+    assert!(
+        run.stderr().contains("none of the rails of the config has an RDMA device (ens3f0np0)"),
+        "{}",
+        run.report()
+    );
+    // Patterns: one matching nothing, one that is not a pattern.
+    let run = host.rr_sysfs("discover", &["--interfaces", "ens3*", "nothing*"]).expect_code(EXIT_FAILED);
+    assert!(
+        run.stderr().contains("--interfaces \"nothing*\" matches no netdev in this network namespace"),
+        "{}",
+        run.report()
+    );
+    let run = host.rr_sysfs("discover", &["--interfaces", "ens[3"]).expect_code(EXIT_INVALID);
+    assert!(run.stderr().contains("`[` without its `]`"), "{}", run.report());
+    // --json carries the kind.
+    let doc = json_doc(
+        &host
+            .rr(&["--json", "discover", "--sysfs-root", &no_rdma.to_string_lossy()])
+            .expect_code(EXIT_FAILED),
+    );
+    assert_eq!(doc["error"]["kind"], "not_found");
+}
