@@ -20,7 +20,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use serde::Serialize;
 
 use crate::model::Prefix;
-use crate::rdma::{Port, Rdma};
+use crate::rdma::{GidKind, Port, Rdma};
 
 /// One rail of the config with its addresses (listed, or live).
 #[derive(Clone, Debug)]
@@ -65,11 +65,20 @@ pub struct NcclRail {
 )]
 pub struct NoRdmaRail(pub String);
 
+/// The GID a RoCE port should be used with: that of its rail's first
+/// IPv4 address (NCCL's default family), else its first IPv6 one.
+struct Intended<'a> {
+    port: &'a Port,
+    rail: &'a str,
+    addr: Prefix,
+    /// The index of its RoCE v2 GID now; None: it has none.
+    index: Option<u32>,
+}
+
 pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail> {
     let mut env = NcclEnv::default();
     let mut hcas: Vec<String> = Vec::new();
-    // (device label, index, address) of each RoCE rail's intended GID.
-    let mut roce: Vec<(&Port, IpAddr, Option<u32>)> = Vec::new();
+    let mut intended: Vec<Intended> = Vec::new();
     for rail in rails {
         let Some(port) = rdma.port_of(&rail.name) else {
             env.warnings.push(format!(
@@ -85,6 +94,32 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
             });
             continue;
         };
+        let mut shown = NcclRail {
+            name: rail.name.clone(),
+            hca: Some(port.hca()),
+            link_layer: Some(port.link_layer.clone()),
+            address: None,
+            gid_index: None,
+        };
+        if hcas.contains(&port.hca()) {
+            // A VLAN beside its parent, a pkey child beside its parent.
+            let first =
+                env.rails.iter().find(|r| r.hca.as_deref() == Some(&port.hca())).map(|r| r.name.clone());
+            env.warnings.push(format!(
+                "rails {} and {} share {}: NCCL uses the port once, with one GID{}",
+                first.as_deref().unwrap_or("?"),
+                rail.name,
+                port.label(),
+                if port.is_roce() {
+                    format!(" (the one of {}'s address)", first.as_deref().unwrap_or("?"))
+                } else {
+                    String::new()
+                }
+            ));
+            env.rails.push(shown);
+            continue;
+        }
+        hcas.push(port.hca());
         if !port.active() {
             env.warnings.push(format!(
                 "{} (rail {}) is {} ({}): NCCL skips ports that are not ACTIVE, silently",
@@ -94,21 +129,15 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
                 port.phys_state.name
             ));
         }
-        if !hcas.contains(&port.hca()) {
-            hcas.push(port.hca());
-        }
-        let mut shown = NcclRail {
-            name: rail.name.clone(),
-            hca: Some(port.hca()),
-            link_layer: Some(port.link_layer.clone()),
-            address: None,
-            gid_index: None,
-        };
         if port.is_roce() {
-            match rail.addresses.iter().find(|a| a.addr.is_ipv4()) {
+            let addr = rail
+                .addresses
+                .iter()
+                .find(|a| a.addr.is_ipv4())
+                .or_else(|| rail.addresses.iter().find(|a| a.addr.is_ipv6()));
+            match addr {
                 None => env.warnings.push(format!(
-                    "rail {} ({}) has no IPv4 address in the config: NCCL selects an IPv4 RoCE v2 GID by \
-                     default, and this port has none of the rail",
+                    "rail {} ({}) has no address: RoCE needs a GID of an address of the rail",
                     rail.name,
                     port.label()
                 )),
@@ -125,7 +154,7 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
                     }
                     shown.address = Some(a.addr);
                     shown.gid_index = index;
-                    roce.push((port, a.addr, index));
+                    intended.push(Intended { port, rail: &rail.name, addr: *a, index });
                 }
             }
         }
@@ -138,13 +167,17 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
     env.variables.push(Variable { name: "NCCL_IB_HCA", value: format!("={}", hcas.join(",")) });
     let names: Vec<&str> = rails.iter().map(|r| r.name.as_str()).collect();
     env.variables.push(Variable { name: "NCCL_SOCKET_IFNAME", value: format!("={}", names.join(",")) });
-    gid_selection(&mut env, &roce, rails);
+    gid_selection(&mut env, &intended);
     Ok(env)
 }
 
-fn gid_selection(env: &mut NcclEnv, roce: &[(&Port, IpAddr, Option<u32>)], rails: &[RailAddrs]) {
-    if roce.is_empty() {
-        if env.rails.iter().any(|r| r.hca.is_some()) {
+fn family_name(ip: &IpAddr) -> &'static str {
+    if ip.is_ipv4() { "AF_INET" } else { "AF_INET6" }
+}
+
+fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
+    if intended.is_empty() {
+        if env.rails.iter().any(|r| r.link_layer.as_deref() == Some("InfiniBand")) {
             env.notes.push(
                 "no RoCE rail: InfiniBand ports use GID index 0, and NCCL ignores NCCL_IB_GID_INDEX for them"
                     .into(),
@@ -152,101 +185,144 @@ fn gid_selection(env: &mut NcclEnv, roce: &[(&Port, IpAddr, Option<u32>)], rails
         }
         return;
     }
-    let found: Vec<(&Port, IpAddr, u32)> =
-        roce.iter().filter_map(|(p, a, i)| i.map(|i| (*p, *a, i))).collect();
-    let mut indices: Vec<u32> = found.iter().map(|(_, _, i)| *i).collect();
+    let missing: Vec<&Intended> = intended.iter().filter(|i| i.index.is_none()).collect();
+    let found: Vec<(&Intended, u32)> = intended.iter().filter_map(|i| i.index.map(|x| (i, x))).collect();
+    let mut indices: Vec<u32> = found.iter().map(|(_, x)| *x).collect();
+    indices.sort_unstable();
     indices.dedup();
-    let same = found.len() == roce.len() && indices.len() == 1;
-    // Several IPv4 RoCE v2 GIDs on one port: NCCL's automatic selection
-    // takes the lowest index in the range.
-    for (port, addr, index) in &found {
-        let v4: Vec<_> = port.v2_ipv4_gids().collect();
-        if v4.len() > 1 {
-            let list: Vec<String> = v4.iter().map(|g| format!("{} at {}", g.ip(), g.index)).collect();
-            let lowest = v4[0];
-            let consequence = if lowest.index == *index {
-                format!("the configured {addr} has the lowest index, which NCCL's automatic selection takes")
-            } else {
-                format!(
-                    "NCCL's automatic selection takes the lowest index, {} ({}), not the configured {addr} ({index})",
-                    lowest.index,
-                    lowest.ip()
-                )
-            };
-            env.warnings.push(format!(
-                "{} has {} IPv4 RoCE v2 GIDs ({}): {consequence}",
-                port.label(),
-                v4.len(),
-                list.join(", ")
-            ));
-        }
-    }
-    if same {
-        env.variables.push(Variable { name: "NCCL_IB_GID_INDEX", value: indices[0].to_string() });
+    if missing.is_empty() && indices.len() == 1 {
+        let index = indices[0];
+        env.variables.push(Variable { name: "NCCL_IB_GID_INDEX", value: index.to_string() });
         env.notes.push(format!(
-            "the RoCE v2 GID of every RoCE rail's IPv4 address is at index {} now; indices move when \
-             addresses change or links flap, so run nccl-env where the job starts",
-            indices[0]
+            "the RoCE v2 GID of every RoCE rail's address is at index {index} now; indices move when addresses \
+             change or links flap, so run nccl-env where the job starts"
         ));
+        for (i, _) in &found {
+            several_v4(env, i, true);
+        }
         return;
     }
-    let per_device: Vec<String> = roce
-        .iter()
-        .map(|(p, a, i)| match i {
-            Some(i) => format!("{} {a} at {i}", p.hca()),
-            None => format!("{} {a} has none", p.hca()),
-        })
-        .collect();
+    let why = if missing.is_empty() {
+        let per_device: Vec<String> =
+            found.iter().map(|(i, x)| format!("{} {} at {x}", i.port.hca(), i.addr.addr)).collect();
+        format!(
+            "the RoCE v2 GIDs of the rails' addresses are at different indices ({}), and NCCL takes one index for \
+             every HCA",
+            per_device.join(", ")
+        )
+    } else {
+        let lacking: Vec<String> = missing.iter().map(|i| format!("{} on {}", i.addr.addr, i.rail)).collect();
+        format!(
+            "{} {} no RoCE v2 GID (see the warnings)",
+            lacking.join(", "),
+            if lacking.len() == 1 { "has" } else { "have" }
+        )
+    };
     env.notes.push(format!(
-        "no single NCCL_IB_GID_INDEX fits: the RoCE v2 GIDs of the rails' IPv4 addresses are at different \
-         indices ({}), and NCCL takes one index for every HCA; so NCCL (2.21 or later) selects per device \
-         by address family and range instead",
-        per_device.join(", ")
+        "no single NCCL_IB_GID_INDEX fits: {why}; so NCCL (2.21 or later) selects per device by address family \
+         and range instead"
     ));
-    env.variables.push(Variable { name: "NCCL_IB_ADDR_FAMILY", value: "AF_INET".into() });
-    let subnets: Vec<Prefix> = roce
-        .iter()
-        .filter_map(|(_, a, _)| {
-            rails.iter().flat_map(|r| &r.addresses).find(|p| p.addr == *a).map(Prefix::network)
-        })
-        .collect();
-    if let Some(range) = covering(&subnets) {
-        env.variables.push(Variable { name: "NCCL_IB_ADDR_RANGE", value: range.to_string() });
-        for (port, addr, index) in &found {
-            let in_range: Vec<_> = port.v2_ipv4_gids().filter(|g| range.contains(&g.ip())).collect();
-            if in_range.first().is_some_and(|g| g.index != *index) {
-                env.warnings.push(format!(
-                    "on {} the lowest IPv4 RoCE v2 GID in {range} is {} (index {}), not the configured {addr}: \
-                     NCCL will use that one",
-                    port.label(),
-                    in_range[0].ip(),
-                    in_range[0].index
-                ));
-            }
+    if found.is_empty() {
+        return;
+    }
+    // One family for all HCAs: IPv4 where any rail has it.
+    let family = if found.iter().any(|(i, _)| i.addr.addr.is_ipv4()) { "AF_INET" } else { "AF_INET6" };
+    let in_family = |(i, _): &&(&Intended, u32)| family_name(&i.addr.addr) == family;
+    let chosen: Vec<&(&Intended, u32)> = found.iter().filter(in_family).collect();
+    let other: Vec<&(&Intended, u32)> = found.iter().filter(|f| !in_family(f)).collect();
+    if !other.is_empty() {
+        let names: Vec<&str> = other.iter().map(|(i, _)| i.rail).collect();
+        env.warnings.push(format!(
+            "NCCL_IB_ADDR_FAMILY is one family for every HCA: {family} is given, so {} (IPv6 only) get no GID from \
+             NCCL's selection; give them an IPv4 address",
+            names.join(", ")
+        ));
+    }
+    env.variables.push(Variable { name: "NCCL_IB_ADDR_FAMILY", value: family.into() });
+    let subnets: Vec<Prefix> = chosen.iter().map(|(i, _)| i.addr.network()).collect();
+    let range = covering(&subnets).filter(|r| r.len > 0);
+    match range {
+        Some(r) => env.variables.push(Variable { name: "NCCL_IB_ADDR_RANGE", value: r.to_string() }),
+        None => env.notes.push(
+            "no NCCL_IB_ADDR_RANGE: the rails' subnets have no common prefix, and NCCL takes one range only"
+                .into(),
+        ),
+    }
+    for (i, index) in &chosen {
+        several_v4(env, i, false);
+        let lowest = i
+            .port
+            .gids
+            .iter()
+            .filter(|g| g.kind == Some(GidKind::V2) && family_name(&g.ip()) == family)
+            .find(|g| range.is_none_or(|r| r.contains(&g.ip())));
+        if let Some(g) = lowest.filter(|g| g.index != *index) {
+            env.warnings.push(format!(
+                "on {} the lowest-index {family} RoCE v2 GID{} is {} (index {}), not the configured {} ({index}): \
+                 NCCL will use that one",
+                i.port.label(),
+                range.map(|r| format!(" in {r}")).unwrap_or_default(),
+                g.ip(),
+                g.index,
+                i.addr.addr
+            ));
         }
     }
 }
 
-/// The smallest IPv4 CIDR holding all of `subnets`.
+/// The warning about a port with several IPv4 RoCE v2 GIDs.
+fn several_v4(env: &mut NcclEnv, i: &Intended, index_given: bool) {
+    let v4: Vec<_> = i.port.v2_ipv4_gids().collect();
+    if v4.len() < 2 {
+        return;
+    }
+    let list: Vec<String> = v4.iter().map(|g| format!("{} at {}", g.ip(), g.index)).collect();
+    let consequence = if index_given {
+        format!(
+            "NCCL_IB_GID_INDEX selects the configured {}; without it NCCL would take the lowest index, {} ({})",
+            i.addr.addr,
+            v4[0].index,
+            v4[0].ip()
+        )
+    } else if v4[0].ip() == i.addr.addr {
+        format!("the configured {} has the lowest index, which NCCL's automatic selection takes", i.addr.addr)
+    } else {
+        format!(
+            "NCCL's automatic selection takes the lowest index in its range, which may not be the configured {}",
+            i.addr.addr
+        )
+    };
+    env.warnings.push(format!(
+        "{} has {} IPv4 RoCE v2 GIDs ({}): {consequence}",
+        i.port.label(),
+        v4.len(),
+        list.join(", ")
+    ));
+}
+
+/// The smallest CIDR holding all of `subnets` (all of one family).
 pub fn covering(subnets: &[Prefix]) -> Option<Prefix> {
-    let v4: Vec<(u32, u8)> = subnets
-        .iter()
-        .filter_map(|p| match p.addr {
-            IpAddr::V4(a) => Some((u32::from(a), p.len)),
-            IpAddr::V6(_) => None,
-        })
-        .collect();
-    let (first, _) = *v4.first()?;
-    let mut len = v4.iter().map(|(_, l)| *l).min()?;
-    while len > 0 {
-        let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
-        if v4.iter().all(|(a, _)| a & mask == first & mask) {
-            break;
+    let first = subnets.first()?;
+    let bits = |ip: &IpAddr| -> u128 {
+        match ip {
+            IpAddr::V4(a) => u128::from(u32::from(*a)) << 96,
+            IpAddr::V6(a) => u128::from(*a),
         }
+    };
+    let same_family: Vec<&Prefix> = subnets.iter().filter(|p| p.family() == first.family()).collect();
+    let mut len = same_family.iter().map(|p| u32::from(p.len)).min()?;
+    // Both families sit in the top bits (IPv4 shifted up by 96).
+    let mask = |len: u32| if len == 0 { 0 } else { u128::MAX << (128 - len) };
+    let base = bits(&first.addr);
+    while len > 0 && !same_family.iter().all(|p| bits(&p.addr) & mask(len) == base & mask(len)) {
         len -= 1;
     }
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
-    Some(Prefix::new(IpAddr::V4(Ipv4Addr::from(first & mask)), len))
+    let net = base & mask(len);
+    let addr = match first.addr {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from((net >> 96) as u32)),
+        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::from(net)),
+    };
+    Some(Prefix::new(addr, len as u8))
 }
 
 /// `export NAME=VALUE` lines, shell-quoted, with the notes as comments.
@@ -269,7 +345,7 @@ pub fn nccl_conf(env: &NcclEnv) -> String {
 mod tests {
     use super::*;
     use crate::model::prefix;
-    use crate::rdma::{Gid, GidKind, Netdev, State, Via};
+    use crate::rdma::{Gid, Netdev, State, Via};
 
     fn gid(index: u32, ip: &str, kind: GidKind, ndev: &str) -> Gid {
         let gid = match ip.parse::<IpAddr>().unwrap() {
@@ -361,7 +437,7 @@ mod tests {
         assert!(
             env.warnings
                 .iter()
-                .any(|w| w.contains("lowest IPv4 RoCE v2 GID in 198.51.100.0/24 is 198.51.100.141"))
+                .any(|w| w.contains("lowest-index AF_INET RoCE v2 GID in 198.51.100.0/24 is 198.51.100.141"))
         );
     }
 
@@ -382,6 +458,96 @@ mod tests {
         assert!(e.to_string().starts_with("none of the rails of the config has an RDMA device (eth9)"));
     }
 
+    fn with_v6(mut p: Port, netdev: &str, v6: &[(&str, u32)]) -> Port {
+        for (a, i) in v6 {
+            p.gids.push(gid(*i - 1, a, GidKind::V1, netdev));
+            p.gids.push(gid(*i, a, GidKind::V2, netdev));
+        }
+        p.gids.sort_by_key(|g| g.index);
+        p
+    }
+
+    /// RoCE rails with IPv6 only: their GIDs, in family AF_INET6 when the
+    /// indices differ; never "no RoCE rail".
+    #[test]
+    fn ipv6_only_rails() {
+        let rdma = Rdma {
+            ports: vec![
+                with_v6(roce("m0", "e0", &[]), "e0", &[("2001:db8:1::10", 3)]),
+                with_v6(roce("m1", "e1", &[]), "e1", &[("2001:db8:1::11", 5)]),
+            ],
+        };
+        let env =
+            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "2001:db8:1::11/64")], &rdma).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_GID_INDEX"), None);
+        assert_eq!(var(&env, "NCCL_IB_ADDR_FAMILY"), Some("AF_INET6"));
+        assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), Some("2001:db8:1::/64"));
+        assert!(!env.notes.iter().any(|n| n.contains("no RoCE rail")), "{:?}", env.notes);
+        // The same index on both: the index, whatever the family.
+        let rdma = Rdma {
+            ports: vec![
+                with_v6(roce("m0", "e0", &[]), "e0", &[("2001:db8:1::10", 3)]),
+                roce("m1", "e1", &[("198.51.100.11", 3)]),
+            ],
+        };
+        let env =
+            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "198.51.100.11/24")], &rdma).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_GID_INDEX"), Some("3"));
+        // Different indices and families: one family for all, said.
+        let rdma = Rdma {
+            ports: vec![
+                with_v6(roce("m0", "e0", &[]), "e0", &[("2001:db8:1::10", 5)]),
+                roce("m1", "e1", &[("198.51.100.11", 3)]),
+            ],
+        };
+        let env =
+            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "198.51.100.11/24")], &rdma).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_ADDR_FAMILY"), Some("AF_INET"));
+        assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), Some("198.51.100.0/24"));
+        assert!(
+            env.warnings.iter().any(|w| w.contains("so e0 (IPv6 only) get no GID")),
+            "{:?}",
+            env.warnings
+        );
+    }
+
+    /// A VLAN beside its parent on one port: one HCA, one GID, a warning;
+    /// not "different indices" of one device.
+    #[test]
+    fn two_rails_on_one_port() {
+        let mut p = roce("mlx5_2", "e2", &[("198.51.100.12", 3)]);
+        p.gids.push(gid(4, "198.51.100.112", GidKind::V1, "e2.100"));
+        p.gids.push(gid(5, "198.51.100.112", GidKind::V2, "e2.100"));
+        p.netdevs.push(Netdev { name: "e2.100".into(), via: Via::GidTable, pkey: None, parent: None });
+        let rdma = Rdma { ports: vec![p, roce("mlx5_3", "e3", &[("198.51.100.13", 3)])] };
+        let env = nccl_env(
+            &[
+                rail("e2", "198.51.100.12/24"),
+                rail("e2.100", "198.51.100.112/24"),
+                rail("e3", "198.51.100.13/24"),
+            ],
+            &rdma,
+        )
+        .unwrap();
+        assert_eq!(var(&env, "NCCL_IB_HCA"), Some("=mlx5_2:1,mlx5_3:1"));
+        assert_eq!(var(&env, "NCCL_IB_GID_INDEX"), Some("3"));
+        assert!(
+            env.warnings.iter().any(|w| w.starts_with("rails e2 and e2.100 share mlx5_2 port 1")),
+            "{:?}",
+            env.warnings
+        );
+    }
+
+    #[test]
+    fn no_range_without_a_common_prefix() {
+        let rdma = Rdma {
+            ports: vec![roce("m0", "e0", &[("10.0.0.1", 3)]), roce("m1", "e1", &[("198.51.100.11", 5)])],
+        };
+        let env = nccl_env(&[rail("e0", "10.0.0.1/8"), rail("e1", "198.51.100.11/24")], &rdma).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), None);
+        assert!(env.notes.iter().any(|n| n.starts_with("no NCCL_IB_ADDR_RANGE")), "{:?}", env.notes);
+    }
+
     #[test]
     fn covering_cidr() {
         assert_eq!(covering(&[prefix("198.51.100.0/24")]).unwrap(), prefix("198.51.100.0/24"));
@@ -394,5 +560,9 @@ mod tests {
             prefix("192.0.0.0/4")
         );
         assert_eq!(covering(&[]), None);
+        assert_eq!(
+            covering(&[prefix("2001:db8:1::/64"), prefix("2001:db8:2::/64")]).unwrap(),
+            prefix("2001:db8::/46")
+        );
     }
 }

@@ -196,63 +196,79 @@ impl Rdma {
 /// netdev there is matched by its hardware address like the ones sysfs
 /// lists, since `class/net` shows the namespace that mounted sysfs.
 pub fn scan(fs: &dyn Sysfs, links: &[Link]) -> Result<Rdma, RdmaError> {
-    let mut ports = Vec::new();
     let ipoib = ipoib_netdevs(fs, links)?;
+    let mut ports = Vec::new();
     for dev in fs.list("class/infiniband")?.unwrap_or_default() {
-        let base = format!("class/infiniband/{dev}");
-        let port_numbers = fs.list(&format!("{base}/ports"))?.unwrap_or_default();
-        let single_port = port_numbers.len() == 1;
-        for p in port_numbers {
-            let dir = format!("{base}/ports/{p}");
-            let port: u32 = p.parse().map_err(|_| {
-                malformed(fs, &format!("{base}/ports"), &format!("port directory {p:?} is not a number"))
-            })?;
-            let link_layer = fs.read(&format!("{dir}/link_layer"))?.unwrap_or_else(|| "InfiniBand".into());
-            let state = parse_state(fs, &format!("{dir}/state"), &PORT_STATES)?;
-            let phys_state = parse_state(fs, &format!("{dir}/phys_state"), &PHYS_STATES)?;
-            let rate = fs.read(&format!("{dir}/rate"))?.filter(|r| !r.is_empty());
-            let gids = read_gids(fs, &dir)?;
-            let mut netdevs = Vec::new();
-            if link_layer == "Ethernet" {
-                let mut seen = BTreeSet::new();
-                for g in &gids {
-                    if let Some(n) = &g.ndev
-                        && seen.insert(n.clone())
-                    {
-                        netdevs.push(Netdev {
-                            name: n.clone(),
-                            via: Via::GidTable,
-                            pkey: None,
-                            parent: None,
-                        });
-                    }
-                }
-            } else if let Some(guid) =
-                gids.iter().find(|g| g.index == 0).map(|g| g.gid.octets()[8..].to_vec())
-            {
-                netdevs.extend(ipoib.iter().filter(|i| i.hw.ends_with(&guid)).map(|i| Netdev {
-                    name: i.name.clone(),
-                    via: Via::PortGuid,
-                    pkey: i.pkey.clone(),
-                    parent: i.parent.clone(),
-                }));
-            }
-            if netdevs.is_empty() {
-                netdevs = pci_netdevs(fs, &base, port, single_port)?;
-            }
-            ports.push(Port {
-                device: dev.clone(),
-                port,
-                link_layer,
-                state,
-                phys_state,
-                rate,
-                gids,
-                netdevs,
-            });
-        }
+        ports.extend(device(fs, &dev, &ipoib)?);
     }
     Ok(Rdma { ports })
+}
+
+/// `scan` for the commands that must go on when one device cannot be read
+/// (check and show still report the routing): the devices that could be
+/// read, and for each one that could not, why (naming the file).
+pub fn scan_lenient(fs: &dyn Sysfs, links: &[Link]) -> Result<(Rdma, Vec<String>), RdmaError> {
+    let ipoib = ipoib_netdevs(fs, links)?;
+    let mut ports = Vec::new();
+    let mut unreadable = Vec::new();
+    for dev in fs.list("class/infiniband")?.unwrap_or_default() {
+        match device(fs, &dev, &ipoib) {
+            Ok(p) => ports.extend(p),
+            Err(e) => unreadable.push(format!("RDMA device {dev}: {e}")),
+        }
+    }
+    Ok((Rdma { ports }, unreadable))
+}
+
+/// The ports of one device.
+fn device(fs: &dyn Sysfs, dev: &str, ipoib: &[Ipoib]) -> Result<Vec<Port>, RdmaError> {
+    let mut ports = Vec::new();
+    let base = format!("class/infiniband/{dev}");
+    let port_numbers = fs.list(&format!("{base}/ports"))?.unwrap_or_default();
+    let single_port = port_numbers.len() == 1;
+    for p in port_numbers {
+        let dir = format!("{base}/ports/{p}");
+        let port: u32 = p.parse().map_err(|_| {
+            malformed(fs, &format!("{base}/ports"), &format!("port directory {p:?} is not a number"))
+        })?;
+        let link_layer = fs.read(&format!("{dir}/link_layer"))?.unwrap_or_else(|| "InfiniBand".into());
+        let state = parse_state(fs, &format!("{dir}/state"), &PORT_STATES)?;
+        let phys_state = parse_state(fs, &format!("{dir}/phys_state"), &PHYS_STATES)?;
+        let rate = fs.read(&format!("{dir}/rate"))?.filter(|r| !r.is_empty());
+        let gids = read_gids(fs, &dir)?;
+        let mut netdevs = Vec::new();
+        if link_layer == "Ethernet" {
+            let mut seen = BTreeSet::new();
+            for g in &gids {
+                if let Some(n) = &g.ndev
+                    && seen.insert(n.clone())
+                {
+                    netdevs.push(Netdev { name: n.clone(), via: Via::GidTable, pkey: None, parent: None });
+                }
+            }
+        } else if let Some(guid) = gids.iter().find(|g| g.index == 0).map(|g| g.gid.octets()[8..].to_vec()) {
+            netdevs.extend(ipoib.iter().filter(|i| i.hw.ends_with(&guid)).map(|i| Netdev {
+                name: i.name.clone(),
+                via: Via::PortGuid,
+                pkey: i.pkey.clone(),
+                parent: i.parent.clone(),
+            }));
+        }
+        if netdevs.is_empty() {
+            netdevs = pci_netdevs(fs, &base, port, single_port)?;
+        }
+        ports.push(Port {
+            device: dev.to_string(),
+            port,
+            link_layer,
+            state,
+            phys_state,
+            rate,
+            gids,
+            netdevs,
+        });
+    }
+    Ok(ports)
 }
 
 fn malformed(fs: &dyn Sysfs, rel: &str, what: &str) -> RdmaError {
@@ -273,11 +289,16 @@ fn parse_state(fs: &dyn Sysfs, rel: &str, names: &[&str]) -> Result<State, RdmaE
     })
 }
 
+/// `N: NAME` where NAME is the kernel's name of N; a number the kernel has
+/// no name for is printed as `N: UNKNOWN` (state) or `N: <unknown>`
+/// (phys_state).
 pub fn parse_state_text(text: &str, names: &[&str]) -> Option<State> {
     let (code, name) = text.split_once(": ")?;
     let code: u32 = code.trim().parse().ok()?;
     let name = name.trim();
-    names.contains(&name).then(|| State { code, name: name.to_string() })
+    let known = usize::try_from(code).ok().and_then(|c| names.get(c)).is_some_and(|n| *n == name);
+    let unknown = matches!(name, "UNKNOWN" | "<unknown>");
+    (known || unknown).then(|| State { code, name: name.to_string() })
 }
 
 /// Exactly 8 groups of 4 hex digits, as `%pI6` prints.
@@ -343,11 +364,23 @@ fn parse_hw(text: &str) -> Option<Vec<u8>> {
 /// The IPoIB netdevs sysfs lists and the ones rtnetlink shows.
 fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link]) -> Result<Vec<Ipoib>, RdmaError> {
     let mut out: Vec<Ipoib> = Vec::new();
+    // rtnetlink's view of the namespace wins: sysfs's class/net is the
+    // namespace that mounted it, where a netdev of the same name may be
+    // another one. Its sysfs facts (pkey, parent) count only when the
+    // namespace's netdev of that name is not a different IPoIB netdev.
+    let rtnl_hw = |name: &str| {
+        links
+            .iter()
+            .find(|l| l.name == name)
+            .and_then(|l| l.mac.as_deref())
+            .and_then(parse_hw)
+            .filter(|h| h.len() == 20)
+    };
     for name in fs.list("class/net")?.unwrap_or_default() {
         let Some(hw) = fs.read(&format!("class/net/{name}/address"))?.and_then(|a| parse_hw(&a)) else {
             continue;
         };
-        if hw.len() != 20 {
+        if hw.len() != 20 || rtnl_hw(&name).is_some_and(|h| h != hw) {
             continue;
         }
         let pkey = fs.read(&format!("class/net/{name}/pkey"))?.filter(|p| !p.is_empty());
@@ -442,7 +475,7 @@ mod tests {
             .file(&format!("{d}/phys_state"), "5: LinkUp")
             .file(&format!("{d}/gids/0"), "fe80:0000:0000:0000:f452:1403:007b:cba1")
             .failing(&format!("{d}/gid_attrs/ndevs/0"), libc::EINVAL)
-            .failing(&format!("{d}/gid_attrs/types/0"), libc::EINVAL);
+            .file(&format!("{d}/gid_attrs/types/0"), "IB/RoCE v1");
         let addr = "80:00:02:00:fe:80:00:00:00:00:00:00:f4:52:14:03:00:7b:cb:a1";
         m.file("class/net/ib0/address", addr).file("class/net/ib0/pkey", "0xffff");
         m.file("class/net/ib0.8001/address", &addr.replace("80:00:02:00", "80:00:02:48"))
@@ -455,7 +488,8 @@ mod tests {
         assert_eq!(names, ["ib0", "ib0.8001"]);
         let child = r.netdev("ib0.8001").unwrap();
         assert_eq!((child.pkey.as_deref(), child.parent.as_deref()), (Some("0x8001"), Some("ib0")));
-        assert_eq!(r.ports[0].gids[0].kind, None, "EINVAL is no value");
+        assert_eq!(r.ports[0].gids[0].kind, Some(GidKind::V1));
+        assert_eq!(r.ports[0].gids[0].ndev, None, "ndevs reads EINVAL on InfiniBand: no value");
         // A netdev sysfs does not list (another namespace) but rtnetlink does.
         let mut m2 = m.clone();
         m2.remove("class/net/ib0/address").remove("class/net/ib0/pkey");
@@ -467,8 +501,15 @@ mod tests {
             mac: Some(addr.into()),
             link_type: 32,
         };
-        let r = scan(&m2, &[link]).unwrap();
+        let r = scan(&m2, std::slice::from_ref(&link)).unwrap();
         assert!(r.ports[0].serves("ib0"));
+        // sysfs shows another namespace's ib0 (another port's GUID): the
+        // namespace's own ib0, as rtnetlink shows it, wins.
+        let mut m3 = m.clone();
+        m3.file("class/net/ib0/address", "80:00:02:00:fe:80:00:00:00:00:00:00:f4:52:14:03:00:7b:cb:ff");
+        let r = scan(&m3, &[link]).unwrap();
+        assert!(r.ports[0].serves("ib0"), "{:?}", r.ports[0].netdevs);
+        assert_eq!(r.netdev("ib0").unwrap().pkey, None, "the other netdev's sysfs facts are not taken");
     }
 
     #[test]
@@ -530,6 +571,8 @@ mod tests {
         }
         assert_eq!(parse_state_text("4: ACTIVE", &PORT_STATES).unwrap().code, 4);
         assert!(parse_state_text("ACTIVE", &PORT_STATES).is_none());
+        assert!(parse_state_text("1: ACTIVE", &PORT_STATES).is_none(), "the name must be the number's");
+        assert_eq!(parse_state_text("9: UNKNOWN", &PORT_STATES).unwrap().code, 9, "as the kernel prints it");
         assert_eq!(parse_state_text("7: Phy Test", &PHYS_STATES).unwrap().name, "Phy Test");
     }
 }

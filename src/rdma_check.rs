@@ -34,9 +34,10 @@ pub fn drift(rdma: &Rdma, rails: &[PlannedInterface], sysfs_root: &str) -> Vec<R
                     port.phys_state.name
                 ),
                 fix: format!(
-                    "bring the port up: check the cable, the switch port and, on InfiniBand, the subnet manager \
-                     (`{root}/class/infiniband/{}/ports/{}/state` shows it); apply cannot change a port",
-                    port.device, port.port
+                    "bring the port up: the netdev must be up (`ip link set dev {} up`), then check the cable, the \
+                     switch port and, on InfiniBand, the subnet manager (`{root}/class/infiniband/{}/ports/{}/state` \
+                     shows it); apply cannot change a port",
+                    rail.name, port.device, port.port
                 ),
             });
         }
@@ -65,26 +66,62 @@ pub fn drift(rdma: &Rdma, rails: &[PlannedInterface], sysfs_root: &str) -> Vec<R
             } else {
                 format!("has GIDs only at {}", same_ip.join(", "))
             };
-            out.push(RdmaDrift {
-                kind: "rdma_gid",
-                description: format!(
-                    "{} on {} {found} on {}, none of them a RoCE v2 GID of {}: RDMA (rping, NCCL) cannot use \
-                     this address",
-                    a.addr,
-                    rail.name,
-                    port.label(),
-                    rail.name
-                ),
-                fix: format!(
-                    "the RDMA core adds a RoCE v2 GID for each address of a netdev its port serves: put \
-                     {} on {} itself (not on a bond, bridge or macvlan above it), and if every slot of \
+            // Where RDMA resolves the address instead: a RoCE v2 GID of it
+            // on another port (the address is on that port's netdev too).
+            let elsewhere: Vec<(String, String)> = rdma
+                .ports
+                .iter()
+                .filter(|p| (p.device.as_str(), p.port) != (port.device.as_str(), port.port))
+                .flat_map(|p| {
+                    p.gids.iter().filter(|g| g.kind == Some(GidKind::V2) && g.ip() == a.addr).map(move |g| {
+                        let ndev = g.ndev.clone().unwrap_or_else(|| "none".into());
+                        (format!("{} at index {} (netdev {ndev})", p.label(), g.index), ndev)
+                    })
+                })
+                .collect();
+            let mut description = format!(
+                "{} on {} {found} on {}, none of them a RoCE v2 GID of {}: RDMA (rping, NCCL) cannot use this \
+                 address from {}",
+                a.addr,
+                rail.name,
+                port.label(),
+                rail.name,
+                rail.name
+            );
+            let fix = match elsewhere.first() {
+                Some((at, ndev)) => {
+                    description.push_str(&format!("; its RoCE v2 GID is on {at}"));
+                    format!(
+                        "{} is on {ndev} as well, so RDMA resolves it to that port: if it belongs on {}, remove it \
+                         from {ndev} (`ip addr del {} dev {ndev}`)",
+                        a.addr, rail.name, a
+                    )
+                }
+                None => format!(
+                    "the RDMA core adds a RoCE v2 GID for each address of a netdev its port serves: put {} on {} \
+                     itself (not on a bond, bridge or macvlan above it), and if every slot of \
                      `{root}/class/infiniband/{}/ports/{}/gids` is used, remove addresses the port does not need",
                     a.addr, rail.name, port.device, port.port
                 ),
-            });
+            };
+            out.push(RdmaDrift { kind: "rdma_gid", description, fix });
         }
     }
     out
+}
+
+/// A device check could not read: its rails are not checked, which is
+/// drift too (never a silent pass).
+pub fn unreadable(why: &[String]) -> Vec<RdmaDrift> {
+    why.iter()
+        .map(|w| RdmaDrift {
+            kind: "rdma_unreadable",
+            description: format!("{w}: its ports and GIDs are not checked"),
+            fix: "read the file named: in a sysfs copy it is damaged (copy it again); on a live host the device \
+                  fails to answer (see `dmesg` and the driver's logs)"
+                .to_string(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

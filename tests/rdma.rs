@@ -242,6 +242,12 @@ fn check_reports_an_address_whose_gid_belongs_to_another_port() {
         text.starts_with("198.51.100.141 on ens3f0np0 has no GID at all on rocep193s0f0 port 1"),
         "{text}"
     );
+    assert!(
+        text.ends_with("; its RoCE v2 GID is on rocep193s0f1 port 1 at index 7 (netdev ens3f1np1)"),
+        "names where RDMA resolves it instead: {text}"
+    );
+    let fix = gid[0]["fix"].as_str().unwrap();
+    assert!(fix.contains("`ip addr del 198.51.100.141/24 dev ens3f1np1`"), "{fix}");
 }
 
 /// show --json: per rail the device, port, state, rate and the GID index
@@ -447,16 +453,33 @@ fn bad_sysfs_roots_and_contents_are_named() {
         let root = copy_tree("gid-moved", &dir);
         damage(&root);
         let root = root.to_string_lossy().into_owned();
+        // discover and nccl-env would print something wrong: they fail.
         for args in [
             vec!["discover", "--sysfs-root", &root],
             vec!["nccl-env", "--sysfs-root", &root, config.as_str()],
-            vec!["check", "--sysfs-root", &root, config.as_str()],
-            vec!["show", "--sysfs-root", &root],
         ] {
             let run = host.rr(&args).context(what).expect_code(EXIT_FAILED);
             assert!(run.stderr().contains(says), "{what}: {}", run.report());
             assert!(run.stderr().contains(&root), "{what}: the path is named: {}", run.report());
         }
+        // check still checks the routing and reports the device as drift;
+        // show shows the rest and warns.
+        let doc = json_doc(
+            &host
+                .rr(&["--json", "check", "--sysfs-root", &root, &config])
+                .context(what)
+                .expect_code(EXIT_DRIFT),
+        );
+        let unreadable = differences(&doc, "rdma_unreadable");
+        assert_eq!(unreadable.len(), 1, "{what}: {doc:#}");
+        let text = unreadable[0]["description"].as_str().unwrap();
+        assert!(text.contains(says) && text.contains(&root), "{what}: {text}");
+        let run = host.rr(&["show", "--sysfs-root", &root]).context(what).expect_code(EXIT_OK);
+        assert!(
+            run.stderr().contains(says) && run.stderr().contains("its ports are not shown"),
+            "{}",
+            run.report()
+        );
     }
     // No RDMA device at all: exit 1, pointing at --interfaces.
     let no_rdma = tmp.path().join("no-rdma");

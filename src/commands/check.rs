@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, read_rdma, run_notes};
+use super::{Ctx, Done, connect, read_rdma_lenient, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::cli::SysfsArg;
 use crate::config::{Config, ConfigError};
@@ -40,7 +40,7 @@ pub struct Difference {
     /// missing_route, changed_route, extra_route, missing_rule, extra_rule,
     /// sysctl, sysctl_overridden, conflict, traffic, host_mismatch,
     /// interrupted_run, not_ready, arp_flux, no_carrier, shadowed,
-    /// foreign_rule_in_table, rdma_port, rdma_gid.
+    /// foreign_rule_in_table, rdma_port, rdma_gid, rdma_unreadable.
     pub kind: &'static str,
     pub description: String,
     /// What fixes it: a command, or what to change.
@@ -67,7 +67,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
     };
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
-    let rdma = read_rdma(sysfs, nl.links())?;
+    let (rdma, unreadable) = read_rdma_lenient(sysfs, nl.links())?;
     let mut words = vec!["apply"];
     words.extend(cfg.files.iter().map(String::as_str));
     let fix_all = ctx.suggest(&words);
@@ -82,6 +82,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
             let mut report = build_report(&plan, traffic, &fix_all, &cfg.file);
             let root = sysfs.sysfs_root.to_string_lossy();
             report.add_rdma(rdma_check::drift(&rdma, &desired.interfaces, &root));
+            report.add_rdma(rdma_check::unreadable(&unreadable));
             report.add_not_ready(&desired.not_ready, &fix_all);
             report
         }

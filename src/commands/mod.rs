@@ -452,6 +452,16 @@ pub fn read_rdma(
     Ok(crate::rdma::scan(&dir, links)?)
 }
 
+/// `read_rdma` for check and show: a device that cannot be read is
+/// returned as why (naming the file) rather than ending the command.
+pub fn read_rdma_lenient(
+    arg: &crate::cli::SysfsArg,
+    links: &[crate::model::Link],
+) -> Result<(crate::rdma::Rdma, Vec<String>), Error> {
+    let dir = crate::sysfs::Dir::checked(&arg.sysfs_root).map_err(Error::Usage)?;
+    Ok(crate::rdma::scan_lenient(&dir, links)?)
+}
+
 /// Writes text that carries its own line ends to stdout (never panics).
 pub fn print_text(text: &str) {
     use std::io::Write as _;

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, read_rdma, run_notes};
+use super::{Ctx, Done, connect, read_rdma_lenient, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::cli::SysfsArg;
 use crate::config::DEFAULT_PROTOCOL;
@@ -185,7 +185,10 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     protocols.extend(protocol);
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
-    let rdma = read_rdma(sysfs, nl.links())?;
+    let (rdma, unreadable) = read_rdma_lenient(sysfs, nl.links())?;
+    for u in unreadable {
+        ctx.warn(format!("{u}; its ports are not shown"));
+    }
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
     let rules: Vec<Rule> = nl
         .rules()
