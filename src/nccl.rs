@@ -106,7 +106,7 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
             let first =
                 env.rails.iter().find(|r| r.hca.as_deref() == Some(&port.hca())).map(|r| r.name.clone());
             env.warnings.push(format!(
-                "rails {} and {} share {}: NCCL uses the port once, with one GID{}",
+                "rails {} and {} share {}: NCCL uses the port once, not once per netdev, with one GID{}",
                 first.as_deref().unwrap_or("?"),
                 rail.name,
                 port.label(),
@@ -277,15 +277,15 @@ fn several_v4(env: &mut NcclEnv, i: &Intended, index_given: bool) {
         return;
     }
     let list: Vec<String> = v4.iter().map(|g| format!("{} at {}", g.ip(), g.index)).collect();
-    let consequence = if index_given {
+    let consequence = if v4[0].ip() == i.addr.addr {
+        format!("the configured {} has the lowest index, so NCCL takes it", i.addr.addr)
+    } else if index_given {
         format!(
             "NCCL_IB_GID_INDEX selects the configured {}; without it NCCL would take the lowest index, {} ({})",
             i.addr.addr,
             v4[0].index,
             v4[0].ip()
         )
-    } else if v4[0].ip() == i.addr.addr {
-        format!("the configured {} has the lowest index, which NCCL's automatic selection takes", i.addr.addr)
     } else {
         format!(
             "NCCL's automatic selection takes the lowest index in its range, which may not be the configured {}",

@@ -148,6 +148,9 @@ fn whole_case(case: &str) {
     host.golden("nccl-env.sh", &env.stdout());
     let conf = host.rr_sysfs("nccl-env", &["--format", "nccl-conf", &config]).expect_code(EXIT_OK);
     host.golden("nccl.conf", &conf.stdout());
+    // --json carries the warnings (stderr otherwise) and each rail's GID.
+    let json = host.rr(&["--json", "nccl-env", "--sysfs-root", &host.sysfs.to_string_lossy(), &config]);
+    host.golden("nccl-env.json", &json.expect_code(EXIT_OK).stdout().replace(&config, "CONFIG"));
     let show = host.rr_sysfs("show", &[]).expect_code(EXIT_OK).stdout();
     host.golden("show.txt", &show);
 }
@@ -309,7 +312,7 @@ fn nccl_env_warns_and_follows_the_latest_apply() {
         doc["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
     assert!(
         warnings.iter().any(|w| w.starts_with(
-            "rocep193s0f1 port 1 has 2 IPv4 RoCE v2 GIDs (198.51.100.41 at 5, 198.51.100.141 at 7): the configured 198.51.100.41 has the lowest index"
+            "rocep193s0f1 port 1 has 2 IPv4 RoCE v2 GIDs (198.51.100.41 at 5, 198.51.100.141 at 7): the configured 198.51.100.41 has the lowest index, so NCCL takes it"
         )),
         "{warnings:#?}"
     );
@@ -513,4 +516,9 @@ fn bad_sysfs_roots_and_contents_are_named() {
             .expect_code(EXIT_FAILED),
     );
     assert_eq!(doc["error"]["kind"], "not_found");
+}
+
+#[test]
+fn rails_sharing_a_port_and_an_ipv6_only_rail() {
+    whole_case("shared-port");
 }
