@@ -150,6 +150,8 @@ pub struct ApplyArgs {
     /// afterwards (as `[defaults] announce = 0`).
     #[arg(long)]
     pub no_announce: bool,
+    #[command(flatten)]
+    pub sysfs: SysfsArg,
 }
 
 #[derive(Debug, clap::Args)]

@@ -87,7 +87,7 @@ management NIC) that gets only its ARP sysctls.
 .SH RDMA
 roce-route reads the RDMA devices from \fI/sys/class/infiniband\fR (or from
 the copy of sysfs that \fB\-\-sysfs\-root\fR names, the same option on
-\fBcheck\fR, \fBshow\fR, \fBdiscover\fR and \fBnccl\-env\fR) and maps each
+\fBcheck\fR, \fBshow\fR, \fBdiscover\fR, \fBnccl\-env\fR and \fBapply\fR) and maps each
 port to its netdev as \fBibdev2netdev\fR does: RoCE by the GID table's
 \fIndevs\fR, InfiniBand by the IPoIB hardware address that ends with the
 port GUID (pkey children included), else the PCI function's netdevs.
@@ -116,7 +116,9 @@ apply.
 \fBcheck\fR, \fBshow\fR
 \fBcheck\fR reports a rail's port that is not ACTIVE/LinkUp
 (\fIrdma_port\fR) and, on RoCE, a configured address without a RoCE v2 GID
-of that rail (\fIrdma_gid\fR), with exit 3. \fBshow\fR gives each rail its
+of that rail (\fIrdma_gid\fR), with exit 3; a device it cannot read is
+\fIrdma_unreadable\fR (the routing is still checked). \fBapply\fR warns
+about the same and goes on: it cannot change a port or the GID table. \fBshow\fR gives each rail its
 device, port, link layer, state, rate and the GID index of each address.
 .SH EXIT STATUS
 .TP

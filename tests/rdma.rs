@@ -522,3 +522,36 @@ fn bad_sysfs_roots_and_contents_are_named() {
 fn rails_sharing_a_port_and_an_ipv6_only_rail() {
     whole_case("shared-port");
 }
+
+/// apply cannot change a port or the GID table, but says so (a warning,
+/// as with the other risks), dry run included; a bad --sysfs-root is
+/// refused before anything changes.
+#[test]
+fn apply_warns_about_rdma_it_cannot_change() {
+    let host = FixtureHost::new("mixed");
+    let config = host.write(
+        "c.toml",
+        "[[interface]]\nname = \"ens2f0np0\"\n\n[[interface]]\nname = \"ens2f1np1\"\n\n[[arp_only]]\nname = \"eno1\"\n",
+    );
+    let rules = host.ns.ip("rule show");
+    let run = host.rr(&["apply", "--sysfs-root", "/nonexistent/sysfs", &config]).expect_code(EXIT_INVALID);
+    assert!(run.stderr().contains("--sysfs-root /nonexistent/sysfs: no such directory"), "{}", run.report());
+    assert_eq!(host.ns.ip("rule show"), rules, "a refused apply changed the rules");
+    let root = host.sysfs.to_string_lossy().into_owned();
+    for args in [
+        vec!["--json", "apply", "--dry-run", "--sysfs-root", &root, &config],
+        vec!["--json", "apply", "--sysfs-root", &root, &config],
+    ] {
+        let doc = json_doc(&host.rr(&args).expect_code(EXIT_OK));
+        let warnings: Vec<&str> =
+            doc["warnings"].as_array().unwrap().iter().filter_map(|w| w.as_str()).collect();
+        let down: Vec<&&str> = warnings.iter().filter(|w| w.contains("port 1 of rail")).collect();
+        assert_eq!(down.len(), 1, "{args:?}: {warnings:#?}");
+        assert!(
+            down[0].starts_with("rocep65s0f1 port 1 of rail ens2f1np1 is DOWN (Disabled)"),
+            "{}",
+            down[0]
+        );
+    }
+    assert_ne!(host.ns.ip("rule show"), rules, "the apply itself went ahead");
+}

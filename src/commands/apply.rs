@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Announced, Change, Ctx, Done, Verbosity, announced_lines, connect, tell_peers};
+use super::{
+    Announced, Change, Ctx, Done, Verbosity, announced_lines, connect, read_rdma_lenient, tell_peers,
+};
 use crate::announce;
 use crate::cli::ApplyArgs;
 use crate::config::Config;
@@ -20,6 +22,7 @@ use crate::converge::{self, Converged, Request, table_owners};
 use crate::diff::Plan;
 use crate::error::{Error, exit};
 use crate::plan::NotReady;
+use crate::rdma_check;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
@@ -127,10 +130,22 @@ pub async fn run(
     config_files: Vec<(String, String)>,
 ) -> Result<Done, Error> {
     let mut nl = connect().await?;
+    // What breaks RDMA that apply cannot change (a port that is down, an
+    // address without its RoCE v2 GID): read first, so a bad --sysfs-root
+    // is refused before anything changes; warned about once planned.
+    let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
+    let warn_rdma = |desired: &crate::plan::Desired| {
+        let root = args.sysfs.sysfs_root.to_string_lossy();
+        let drift = rdma_check::drift(&rdma.0, &desired.interfaces, &root);
+        for d in drift.into_iter().chain(rdma_check::unreadable(&rdma.1)) {
+            ctx.warn(format!("{}; {}", d.description, d.fix));
+        }
+    };
     reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
     if args.dry_run {
         let record = ctx.readable_record()?;
         let (desired, plan) = reconcile::reconcile(&nl, &cfg, args.adopt, &record).await?;
+        warn_rdma(&desired);
         strict_check(args, &desired.not_ready)?;
         report_not_ready(ctx, &desired.not_ready);
         let dropped = dropped_with_file(&record, &cfg);
@@ -151,6 +166,7 @@ pub async fn run(
     let req = Request { cfg: &cfg, config_files: &config_files, adopt: args.adopt };
     let gate = |record: &crate::state::Record, desired: &crate::plan::Desired, plan: &Plan| {
         plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
+        warn_rdma(desired);
         dropped = dropped_with_file(record, &cfg);
         warn_dropped(ctx, &dropped);
         strict_check(args, &desired.not_ready)?;
