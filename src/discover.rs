@@ -129,6 +129,11 @@ pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<
                     });
                 }
                 for n in &port.netdevs {
+                    // Two ports can name one netdev (a PCI function without
+                    // dev_port): one [[interface]], of the first port.
+                    if taken.iter().any(|(name, _)| *name == n.name) {
+                        continue;
+                    }
                     if !host.links.iter().any(|l| l.name == n.name) {
                         out.left_out.push(LeftOut {
                             what: n.name.clone(),
@@ -162,6 +167,12 @@ pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<
         let rail = rail(host, name, *port);
         if rail.addresses.is_empty() {
             let mut reason = match port {
+                Some(p) if !p.active() => format!(
+                    "the netdev of {} has no global address, and the port is {} ({})",
+                    p.label(),
+                    p.state.name,
+                    p.phys_state.name
+                ),
                 Some(p) => format!("the netdev of {} has no global address", p.label()),
                 None => "has no global address".to_string(),
             };
@@ -484,6 +495,21 @@ mod tests {
         );
         let e = discover(&host, &Selection::Globs(vec!["peer*".into()]), "/sys").unwrap_err();
         assert_eq!(e.to_string(), "no rail found: peer0: has no global address");
+    }
+
+    /// Two ports of a PCI function without dev_port name one netdev: one
+    /// [[interface]] (twice would be refused by apply).
+    #[test]
+    fn a_netdev_named_by_two_ports_is_written_once() {
+        let mut second = port("mlx5_3", "enp1s0", true);
+        second.port = 2;
+        let rdma = Rdma { ports: vec![port("mlx5_3", "enp1s0", true), second] };
+        let links = [link("enp1s0")];
+        let addresses = [addr("enp1s0", "198.51.100.10/24")];
+        let host = Host { rdma: &rdma, links: &links, addresses: &addresses, routes: &[] };
+        let d = discover(&host, &Selection::Rdma, "/sys").unwrap();
+        assert_eq!(d.rails.len(), 1);
+        crate::config::parse("d.toml", &render(&d)).unwrap();
     }
 
     #[test]

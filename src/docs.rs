@@ -96,17 +96,20 @@ Netdevs and addresses always come from the network namespace over rtnetlink.
 \fBdiscover\fR
 Prints a config: one \fB[[interface]]\fR per netdev of an ACTIVE port with a
 global address, a gateway only where the host has one for the subnet, an
-\fB[[arp_only]]\fR for a non-RDMA netdev with an address in a rail's subnet.
-A port that is not ACTIVE is written commented out; a device without netdev
-and a netdev without address are listed with the reason.
+\fB[[arp_only]]\fR for a netdev outside the rails (a management NIC, the
+netdev of a port that is not ACTIVE) with an IPv4 address in a rail's subnet.
+The addressed netdev of a port that is not ACTIVE is written commented out;
+a device without netdev and a netdev without address are listed with the
+reason.
 \fB\-\-interfaces\fR \fIGLOB\fR... takes netdevs by name instead. Exit 1
 when there is no RDMA device or a pattern matches nothing.
 .TP
 \fBnccl\-env\fR [\fICONFIG\fR]
 Prints \fBNCCL_IB_HCA\fR and \fBNCCL_SOCKET_IFNAME\fR with exact matching
 (a leading \fB=\fR: without it \fImlx5_1\fR also selects \fImlx5_10\fR),
-and \fBNCCL_IB_GID_INDEX\fR when the RoCE v2 GID of each RoCE rail's IPv4
-address has the same index on every device; otherwise
+and \fBNCCL_IB_GID_INDEX\fR when the RoCE v2 GID of each RoCE rail's address
+(its first IPv4 one, else its first IPv6 one) has the same index on every
+device; otherwise
 \fBNCCL_IB_ADDR_FAMILY\fR and one \fBNCCL_IB_ADDR_RANGE\fR for NCCL's
 automatic selection (2.21 or later). GID indices move when addresses change:
 run it where the job starts. \fB\-\-format nccl\-conf\fR prints

@@ -171,6 +171,10 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
     Ok(env)
 }
 
+fn link_local(ip: &IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(a) if a.is_unicast_link_local())
+}
+
 fn family_name(ip: &IpAddr) -> &'static str {
     if ip.is_ipv4() { "AF_INET" } else { "AF_INET6" }
 }
@@ -254,7 +258,8 @@ fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
             .port
             .gids
             .iter()
-            .filter(|g| g.kind == Some(GidKind::V2) && family_name(&g.ip()) == family)
+            // NCCL skips link-local GIDs (the default fe80:: ones).
+            .filter(|g| g.kind == Some(GidKind::V2) && family_name(&g.ip()) == family && !link_local(&g.ip()))
             .find(|g| range.is_none_or(|r| r.contains(&g.ip())));
         if let Some(g) = lowest.filter(|g| g.index != *index) {
             env.warnings.push(format!(
@@ -328,7 +333,16 @@ pub fn covering(subnets: &[Prefix]) -> Option<Prefix> {
 /// `export NAME=VALUE` lines, shell-quoted, with the notes as comments.
 pub fn shell(env: &NcclEnv) -> String {
     let mut out: Vec<String> = env.notes.iter().map(|n| format!("# {n}")).collect();
-    out.extend(env.variables.iter().map(|v| format!("export {}={}", v.name, crate::render::quote(&v.value))));
+    // A leading `=` is quoted too: zsh's EQUALS option would expand
+    // `NAME==mlx5_0:1` as a command path.
+    let quote = |v: &str| {
+        if v.starts_with('=') {
+            format!("'{}'", v.replace('\'', "'\\''"))
+        } else {
+            crate::render::quote(v).into_owned()
+        }
+    };
+    out.extend(env.variables.iter().map(|v| format!("export {}={}", v.name, quote(&v.value))));
     out.push(String::new());
     out.join("\n")
 }
@@ -397,7 +411,7 @@ mod tests {
         assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), None);
         assert!(env.warnings.is_empty(), "{:?}", env.warnings);
         assert_eq!(shell(&env).lines().filter(|l| l.starts_with("export")).count(), 3);
-        assert!(shell(&env).contains("export NCCL_IB_HCA==mlx5_1:1,mlx5_10:1\n"), "{}", shell(&env));
+        assert!(shell(&env).contains("export NCCL_IB_HCA='=mlx5_1:1,mlx5_10:1'\n"), "{}", shell(&env));
         assert_eq!(
             nccl_conf(&env),
             "NCCL_IB_HCA==mlx5_1:1,mlx5_10:1\nNCCL_SOCKET_IFNAME==ens1,ens10\nNCCL_IB_GID_INDEX=3\n"
@@ -509,6 +523,25 @@ mod tests {
             "{:?}",
             env.warnings
         );
+    }
+
+    /// NCCL skips link-local GIDs: the default fe80:: GIDs at 0/1 are not
+    /// "the lowest AF_INET6 GID" it would take.
+    #[test]
+    fn ipv6_selection_ignores_link_local_gids() {
+        let rdma = Rdma {
+            ports: vec![
+                with_v6(roce("m0", "e0", &[]), "e0", &[("2001:db8:1::10", 3)]),
+                // A unique local address: no prefix in common with
+                // 2001:db8::, so no range narrows the choice (a pure test:
+                // nothing is configured anywhere).
+                with_v6(roce("m1", "e1", &[]), "e1", &[("fd00:db8::11", 5)]),
+            ],
+        };
+        let env = nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "fd00:db8::11/64")], &rdma).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_ADDR_FAMILY"), Some("AF_INET6"));
+        assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), None);
+        assert!(env.warnings.is_empty(), "{:?}", env.warnings);
     }
 
     /// A VLAN beside its parent on one port: one HCA, one GID, a warning;

@@ -196,7 +196,11 @@ impl Rdma {
 /// netdev there is matched by its hardware address like the ones sysfs
 /// lists, since `class/net` shows the namespace that mounted sysfs.
 pub fn scan(fs: &dyn Sysfs, links: &[Link]) -> Result<Rdma, RdmaError> {
-    let ipoib = ipoib_netdevs(fs, links)?;
+    let mut problems = Vec::new();
+    let ipoib = ipoib_netdevs(fs, links, &mut problems)?;
+    if let Some((_, e)) = problems.into_iter().next() {
+        return Err(e);
+    }
     let mut ports = Vec::new();
     for dev in fs.list("class/infiniband")?.unwrap_or_default() {
         ports.extend(device(fs, &dev, &ipoib)?);
@@ -204,20 +208,38 @@ pub fn scan(fs: &dyn Sysfs, links: &[Link]) -> Result<Rdma, RdmaError> {
     Ok(Rdma { ports })
 }
 
-/// `scan` for the commands that must go on when one device cannot be read
-/// (check and show still report the routing): the devices that could be
-/// read, and for each one that could not, why (naming the file).
-pub fn scan_lenient(fs: &dyn Sysfs, links: &[Link]) -> Result<(Rdma, Vec<String>), RdmaError> {
-    let ipoib = ipoib_netdevs(fs, links)?;
-    let mut ports = Vec::new();
+/// `scan` for the commands that must go on when part of sysfs cannot be
+/// read (check, show and apply still handle the routing): what could be
+/// read, and for each part that could not, a sentence naming the file and
+/// what is left out because of it.
+pub fn scan_lenient(fs: &dyn Sysfs, links: &[Link]) -> (Rdma, Vec<String>) {
     let mut unreadable = Vec::new();
-    for dev in fs.list("class/infiniband")?.unwrap_or_default() {
-        match device(fs, &dev, &ipoib) {
-            Ok(p) => ports.extend(p),
-            Err(e) => unreadable.push(format!("RDMA device {dev}: {e}")),
+    let mut problems = Vec::new();
+    let ipoib = match ipoib_netdevs(fs, links, &mut problems) {
+        Ok(ipoib) => ipoib,
+        Err(e) => {
+            unreadable.push(format!("{e}; no netdev is matched to an InfiniBand port"));
+            Vec::new()
+        }
+    };
+    for (name, e) in problems {
+        unreadable.push(format!("netdev {name}: {e}; it is not matched to an InfiniBand port"));
+    }
+    let mut ports = Vec::new();
+    match fs.list("class/infiniband") {
+        Err(e) => unreadable.push(format!("{e}; no RDMA device is read")),
+        Ok(devices) => {
+            for dev in devices.unwrap_or_default() {
+                match device(fs, &dev, &ipoib) {
+                    Ok(p) => ports.extend(p),
+                    Err(e) => {
+                        unreadable.push(format!("RDMA device {dev}: {e}; its ports and GIDs are not read"))
+                    }
+                }
+            }
         }
     }
-    Ok((Rdma { ports }, unreadable))
+    (Rdma { ports }, unreadable)
 }
 
 /// The ports of one device.
@@ -296,9 +318,13 @@ pub fn parse_state_text(text: &str, names: &[&str]) -> Option<State> {
     let (code, name) = text.split_once(": ")?;
     let code: u32 = code.trim().parse().ok()?;
     let name = name.trim();
-    let known = usize::try_from(code).ok().and_then(|c| names.get(c)).is_some_and(|n| *n == name);
-    let unknown = matches!(name, "UNKNOWN" | "<unknown>");
-    (known || unknown).then(|| State { code, name: name.to_string() })
+    let known = usize::try_from(code).ok().and_then(|c| names.get(c));
+    let ok = match known {
+        Some(n) => *n == name,
+        // A number the kernel has no name for.
+        None => matches!(name, "UNKNOWN" | "<unknown>"),
+    };
+    ok.then(|| State { code, name: name.to_string() })
 }
 
 /// Exactly 8 groups of 4 hex digits, as `%pI6` prints.
@@ -362,29 +388,46 @@ fn parse_hw(text: &str) -> Option<Vec<u8>> {
 }
 
 /// The IPoIB netdevs sysfs lists and the ones rtnetlink shows.
-fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link]) -> Result<Vec<Ipoib>, RdmaError> {
+/// `problems`: the netdevs whose files could not be read (left out).
+fn ipoib_netdevs(
+    fs: &dyn Sysfs,
+    links: &[Link],
+    problems: &mut Vec<(String, RdmaError)>,
+) -> Result<Vec<Ipoib>, RdmaError> {
     let mut out: Vec<Ipoib> = Vec::new();
     // rtnetlink's view of the namespace wins: sysfs's class/net is the
     // namespace that mounted it, where a netdev of the same name may be
     // another one. Its sysfs facts (pkey, parent) count only when the
-    // namespace's netdev of that name is not a different IPoIB netdev.
-    let rtnl_hw = |name: &str| {
-        links
-            .iter()
-            .find(|l| l.name == name)
-            .and_then(|l| l.mac.as_deref())
-            .and_then(parse_hw)
-            .filter(|h| h.len() == 20)
-    };
+    // namespace's netdev of that name is not a different IPoIB netdev
+    // and, on the live /sys, is IPoIB at all. (A sysfs copy's class/net
+    // stands for its host: its netdevs may be stand-ins.)
+    let link = |name: &str| links.iter().find(|l| l.name == name);
+    let rtnl_hw =
+        |name: &str| link(name).and_then(|l| l.mac.as_deref()).and_then(parse_hw).filter(|h| h.len() == 20);
     for name in fs.list("class/net")?.unwrap_or_default() {
-        let Some(hw) = fs.read(&format!("class/net/{name}/address"))?.and_then(|a| parse_hw(&a)) else {
-            continue;
+        let read = |attr: &str| fs.read(&format!("class/net/{name}/{attr}"));
+        let hw = match read("address") {
+            Ok(a) => a.and_then(|a| parse_hw(&a)),
+            Err(e) => {
+                problems.push((name.clone(), e.into()));
+                continue;
+            }
         };
-        if hw.len() != 20 || rtnl_hw(&name).is_some_and(|h| h != hw) {
+        let Some(hw) = hw.filter(|h| h.len() == 20) else { continue };
+        if rtnl_hw(&name).is_some_and(|h| h != hw)
+            || (fs.live() && link(&name).is_some_and(|l| l.link_type != ARPHRD_INFINIBAND))
+        {
             continue;
         }
-        let pkey = fs.read(&format!("class/net/{name}/pkey"))?.filter(|p| !p.is_empty());
-        let parent = fs.read(&format!("class/net/{name}/parent"))?.filter(|p| !p.is_empty() && *p != name);
+        let (pkey, parent) = match (read("pkey"), read("parent")) {
+            (Ok(pkey), Ok(parent)) => (pkey, parent),
+            (Err(e), _) | (_, Err(e)) => {
+                problems.push((name.clone(), e.into()));
+                continue;
+            }
+        };
+        let pkey = pkey.filter(|p| !p.is_empty());
+        let parent = parent.filter(|p| !p.is_empty() && *p != name);
         out.push(Ipoib { name, hw, pkey, parent });
     }
     for l in links {
@@ -397,6 +440,9 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link]) -> Result<Vec<Ipoib>, RdmaError
     }
     Ok(out)
 }
+
+/// `ip link`'s `link/infiniband`.
+const ARPHRD_INFINIBAND: u16 = 32;
 
 /// The PCI function's netdevs; of a function with several ports, the one
 /// whose `dev_port` (0-based) is this port.
@@ -435,9 +481,11 @@ mod tests {
         ] {
             m.file(&format!("{d}/gids/{i}"), gid);
             if kind.is_empty() {
-                // An empty slot: its attributes exist and fail like sysfs.
-                m.failing(&format!("{d}/gid_attrs/types/{i}"), libc::EINVAL);
-                m.failing(&format!("{d}/gid_attrs/ndevs/{i}"), libc::EINVAL);
+                // An empty slot: sysfs fails these reads with EINVAL; here
+                // they fail with EACCES, an error, so reading them at all
+                // (instead of skipping the zero GID first) fails the scan.
+                m.failing(&format!("{d}/gid_attrs/types/{i}"), libc::EACCES);
+                m.failing(&format!("{d}/gid_attrs/ndevs/{i}"), libc::EACCES);
             } else {
                 m.file(&format!("{d}/gid_attrs/types/{i}"), kind);
                 m.file(&format!("{d}/gid_attrs/ndevs/{i}"), netdev);
@@ -446,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn roce_port_maps_by_the_gid_table_through_holes_and_einval() {
+    fn roce_port_maps_by_the_gid_table_through_holes_never_touching_empty_slots() {
         let mut m = Memory::default();
         roce_port(&mut m, "rocep193s0f0", "ens1f0np0");
         let r = scan(&m, &[]).unwrap();
@@ -573,6 +621,8 @@ mod tests {
         assert!(parse_state_text("ACTIVE", &PORT_STATES).is_none());
         assert!(parse_state_text("1: ACTIVE", &PORT_STATES).is_none(), "the name must be the number's");
         assert_eq!(parse_state_text("9: UNKNOWN", &PORT_STATES).unwrap().code, 9, "as the kernel prints it");
+        assert!(parse_state_text("4: UNKNOWN", &PORT_STATES).is_none(), "4 has a name: ACTIVE");
+        assert_eq!(parse_state_text("0: <unknown>", &PHYS_STATES).unwrap().code, 0);
         assert_eq!(parse_state_text("7: Phy Test", &PHYS_STATES).unwrap().name, "Phy Test");
     }
 }

@@ -116,7 +116,7 @@ pub fn unreadable(why: &[String]) -> Vec<RdmaDrift> {
     why.iter()
         .map(|w| RdmaDrift {
             kind: "rdma_unreadable",
-            description: format!("{w}: its ports and GIDs are not checked"),
+            description: w.clone(),
             fix: "read the file named: in a sysfs copy it is damaged (copy it again); on a live host the device \
                   fails to answer (see `dmesg` and the driver's logs)"
                 .to_string(),

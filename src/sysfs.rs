@@ -33,6 +33,11 @@ pub trait Sysfs {
     fn list(&self, rel: &str) -> Result<Option<Vec<String>>, SysfsError>;
     /// How messages name a path.
     fn path(&self, rel: &str) -> PathBuf;
+    /// Whether this is the live /sys (not a copy): its class/net then
+    /// describes the namespace that mounted it.
+    fn live(&self) -> bool {
+        false
+    }
 }
 
 /// sysfs, or a copy of it, on disk.
@@ -108,6 +113,10 @@ impl Sysfs for Dir {
 
     fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
+    }
+
+    fn live(&self) -> bool {
+        std::fs::canonicalize(&self.root).is_ok_and(|p| p == Path::new(DEFAULT_ROOT))
     }
 }
 

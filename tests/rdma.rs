@@ -215,6 +215,14 @@ fn check_reports_a_down_port_and_an_address_without_its_gid() {
     let text = gid[0]["description"].as_str().unwrap();
     assert!(text.starts_with("198.51.100.99 on ens2f0np0 has no GID at all on rocep65s0f0 port 1"), "{text}");
     assert_eq!(doc["differences"].as_array().unwrap().len(), 2, "nothing else differs: {doc:#}");
+    // nccl-env warns that NCCL would skip the port silently.
+    let root = host.sysfs.to_string_lossy().into_owned();
+    let doc =
+        json_doc(&host.rr(&["--json", "nccl-env", "--sysfs-root", &root, &config]).expect_code(EXIT_OK));
+    let warned = doc["warnings"].as_array().unwrap().iter().filter_map(|w| w.as_str()).any(|w| {
+        w == "rocep65s0f1 port 1 (rail ens2f1np1) is DOWN (Disabled): NCCL skips ports that are not ACTIVE, silently"
+    });
+    assert!(warned, "{doc:#}");
     // The human report says the same, with what to do.
     let human = host.rr_sysfs("check", &[&config]).expect_code(EXIT_DRIFT).stdout();
     assert!(human.contains("fix: bring the port up"), "{human}");
@@ -285,7 +293,9 @@ fn show_json_gives_each_rail_its_port_and_gid_indices() {
     let doc = json_doc(
         &host.rr(&["--json", "show", "--sysfs-root", &plain.path().to_string_lossy()]).expect_code(EXIT_OK),
     );
-    assert!(doc["interfaces"][0]["rdma"].is_null(), "{doc:#}");
+    let interfaces = doc["interfaces"].as_array().unwrap();
+    assert_eq!(interfaces.len(), 2, "both rails are shown: {doc:#}");
+    assert!(interfaces.iter().all(|i| i["rdma"].is_null()), "{doc:#}");
 }
 
 /// nccl-env warns where NCCL would go another way than the config: a
@@ -332,9 +342,12 @@ fn nccl_env_warns_and_follows_the_latest_apply() {
     // After an apply, the recorded config.
     host.rr(&["apply", &config]).expect_code(EXIT_OK);
     let out = host.rr_sysfs("nccl-env", &[]).expect_code(EXIT_OK).stdout();
-    assert!(out.contains("export NCCL_SOCKET_IFNAME==ens3f0np0,ens3f1np1,eth9\n"), "{out}");
+    assert!(out.contains("export NCCL_SOCKET_IFNAME='=ens3f0np0,ens3f1np1,eth9'\n"), "{out}");
     // The exported lines work in a shell, with the exact-match `=`.
     let env = host.ns.sh(&format!("{out}\necho \"$NCCL_IB_HCA\""));
+    // zsh (installed by .ci/run) expands a leading `=` unless quoted.
+    let zsh = host.ns.exec("zsh", &["-c", &format!("{out}\necho \"$NCCL_IB_HCA\"")]);
+    assert_eq!(zsh, "=rocep193s0f0:1,rocep193s0f1:1", "zsh's EQUALS must not expand it");
     assert_eq!(env, "=rocep193s0f0:1,rocep193s0f1:1");
 }
 
@@ -413,7 +426,7 @@ fn bad_sysfs_roots_and_contents_are_named() {
         }
     }
     // Damaged contents: each names the file.
-    let damage: [Damage; 4] = [
+    let damage: [Damage; 5] = [
         (
             "a GID that is not 8 groups of 4 hex digits",
             &|s: &Path| {
@@ -439,6 +452,15 @@ fn bad_sysfs_roots_and_contents_are_named() {
                     .unwrap()
             },
             "gid_attrs/types/3: \"RoCE v3\" is neither",
+        ),
+        (
+            "an unreadable netdev file (class/net)",
+            &|s: &Path| {
+                let address = s.join("class/net/ens3f1np1/address");
+                fs::remove_file(&address).unwrap();
+                fs::create_dir(&address).unwrap();
+            },
+            "class/net/ens3f1np1/address",
         ),
         (
             "an unreadable file",
@@ -478,11 +500,13 @@ fn bad_sysfs_roots_and_contents_are_named() {
         let text = unreadable[0]["description"].as_str().unwrap();
         assert!(text.contains(says) && text.contains(&root), "{what}: {text}");
         let run = host.rr(&["show", "--sysfs-root", &root]).context(what).expect_code(EXIT_OK);
-        assert!(
-            run.stderr().contains(says) && run.stderr().contains("its ports are not shown"),
-            "{}",
-            run.report()
-        );
+        assert!(run.stderr().contains(says) && run.stderr().contains(&root), "{what}: {}", run.report());
+        // apply (a dry run here) warns and goes on.
+        let run = host
+            .rr(&["apply", "--dry-run", "--sysfs-root", &root, &config])
+            .context(what)
+            .expect_code(EXIT_OK);
+        assert!(run.stderr().contains(says), "{what}: {}", run.report());
     }
     // No RDMA device at all: exit 1, pointing at --interfaces.
     let no_rdma = tmp.path().join("no-rdma");

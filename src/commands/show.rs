@@ -187,7 +187,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     let nl = connect().await?;
     let (rdma, unreadable) = read_rdma_lenient(sysfs, nl.links())?;
     for u in unreadable {
-        ctx.warn(format!("{u}; its ports are not shown"));
+        ctx.warn(u);
     }
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
     let rules: Vec<Rule> = nl
