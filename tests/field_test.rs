@@ -518,17 +518,7 @@ fn two_subnets_on_one_rail_check_in_sync() {
 /// the kernel routes by them, and rollback restores the host.
 #[test]
 fn point_to_point_and_onlink_gateways_apply_check_and_roll_back() {
-    require_root();
-    require_tools();
-    let ns = Netns::create(format!("rr-ft-p2p-{}", std::process::id()));
-    for (rail, peer) in [("rail0", "p0"), ("rail1", "p1")] {
-        ns.ip(&format!("link add {rail} type veth peer name {peer}"));
-        ns.ip(&format!("link set {rail} up"));
-        ns.ip(&format!("link set {peer} up"));
-    }
-    ns.ip("addr add 198.51.100.1 peer 198.51.100.0/32 dev rail0");
-    ns.ip("-6 addr add 2001:db8::1 peer 2001:db8::2/128 dev rail0 nodad");
-    ns.ip("addr add 198.51.100.7/32 dev rail1");
+    let ns = point_to_point_host(format!("rr-ft-p2p-{}", std::process::id()));
     let dir = TempDir::create("ft-p2p");
     let cfg = dir.path().join("p2p.toml");
     fs::write(

@@ -21,7 +21,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use common::{Netns, require_root, require_tools};
+use common::{Netns, point_to_point_host};
 use roce_route::behaviour::{self, Probes};
 use roce_route::diff::{self, Observed};
 use roce_route::model::{Address, Family, Link, Prefix, Route, scope};
@@ -103,17 +103,7 @@ fn sorted(mut routes: Vec<Route>) -> Vec<String> {
 
 #[test]
 fn point_to_point_and_onlink_routes_are_accepted_and_probed() {
-    require_root();
-    require_tools();
-    let ns = Netns::create(format!("rr-p2p-{}", std::process::id()));
-    for (rail, peer) in [("rail0", "p0"), ("rail1", "p1")] {
-        ns.ip(&format!("link add {rail} type veth peer name {peer}"));
-        ns.ip(&format!("link set {rail} up"));
-        ns.ip(&format!("link set {peer} up"));
-    }
-    ns.ip("addr add 198.51.100.1 peer 198.51.100.0/32 dev rail0");
-    ns.ip("-6 addr add 2001:db8::1 peer 2001:db8::2/128 dev rail0 nodad");
-    ns.ip("addr add 198.51.100.7/32 dev rail1");
+    let ns = point_to_point_host(format!("rr-p2p-{}", std::process::id()));
     ns.ip("-6 addr add 2001:db8:7::7/128 dev rail1 nodad");
 
     let cfg = config::parse("p2p.toml", CONFIG).unwrap_or_else(|e| panic!("{e}"));

@@ -254,6 +254,25 @@ impl Drop for Netns {
     }
 }
 
+/// A namespace with two veth rails whose peers are up, as a point-to-point
+/// host has them: rail0 with `198.51.100.1 peer 198.51.100.0/32` and
+/// `2001:db8::1 peer 2001:db8::2/128`, rail1 with a bare
+/// `198.51.100.7/32` (a host address with no subnet on the link).
+pub fn point_to_point_host(name: String) -> Netns {
+    require_root();
+    require_tools();
+    let ns = Netns::create(name);
+    for (rail, peer) in [("rail0", "p0"), ("rail1", "p1")] {
+        ns.ip(&format!("link add {rail} type veth peer name {peer}"));
+        ns.ip(&format!("link set {rail} up"));
+        ns.ip(&format!("link set {peer} up"));
+    }
+    ns.ip("addr add 198.51.100.1 peer 198.51.100.0/32 dev rail0");
+    ns.ip("-6 addr add 2001:db8::1 peer 2001:db8::2/128 dev rail0 nodad");
+    ns.ip("addr add 198.51.100.7/32 dev rail1");
+    ns
+}
+
 /// A directory under the system temp dir, removed on drop.
 pub struct TempDir {
     path: PathBuf,
