@@ -196,16 +196,7 @@ impl Rdma {
 /// netdev there is matched by its hardware address like the ones sysfs
 /// lists, since `class/net` shows the namespace that mounted sysfs.
 pub fn scan(fs: &dyn Sysfs, links: &[Link]) -> Result<Rdma, RdmaError> {
-    let mut problems = Vec::new();
-    let ipoib = ipoib_netdevs(fs, links, &mut problems)?;
-    if let Some((_, e)) = problems.into_iter().next() {
-        return Err(e);
-    }
-    let mut ports = Vec::new();
-    for dev in fs.list("class/infiniband")?.unwrap_or_default() {
-        ports.extend(device(fs, &dev, &ipoib)?);
-    }
-    Ok(Rdma { ports })
+    scan_with(fs, links, &mut |_, e, _| Err(e))
 }
 
 /// `scan` for the commands that must go on when part of sysfs cannot be
@@ -214,32 +205,46 @@ pub fn scan(fs: &dyn Sysfs, links: &[Link]) -> Result<Rdma, RdmaError> {
 /// what is left out because of it.
 pub fn scan_lenient(fs: &dyn Sysfs, links: &[Link]) -> (Rdma, Vec<String>) {
     let mut unreadable = Vec::new();
-    let mut problems = Vec::new();
-    let ipoib = match ipoib_netdevs(fs, links, &mut problems) {
+    let rdma = scan_with(fs, links, &mut |part, e, left_out| {
+        unreadable.push(match part {
+            Some(part) => format!("{part}: {e}; {left_out}"),
+            None => format!("{e}; {left_out}"),
+        });
+        Ok(())
+    });
+    // It only fails when `problem` does, which this one never does.
+    (rdma.unwrap_or_default(), unreadable)
+}
+
+/// A part of sysfs that could not be read: which part (None: a listing,
+/// the path in the error says which), the error, and what is left out
+/// because of it. Returning the error stops the scan; Ok goes on without
+/// that part.
+type Problem<'a> = dyn FnMut(Option<String>, RdmaError, &str) -> Result<(), RdmaError> + 'a;
+
+fn scan_with(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Rdma, RdmaError> {
+    let ipoib = match ipoib_netdevs(fs, links, problem) {
         Ok(ipoib) => ipoib,
         Err(e) => {
-            unreadable.push(format!("{e}; no netdev is matched to an InfiniBand port"));
+            problem(None, e, "no netdev is matched to an InfiniBand port")?;
             Vec::new()
         }
     };
-    for (name, e) in problems {
-        unreadable.push(format!("netdev {name}: {e}; it is not matched to an InfiniBand port"));
-    }
+    let devices = match fs.list("class/infiniband") {
+        Ok(devices) => devices.unwrap_or_default(),
+        Err(e) => {
+            problem(None, e.into(), "no RDMA device is read")?;
+            Vec::new()
+        }
+    };
     let mut ports = Vec::new();
-    match fs.list("class/infiniband") {
-        Err(e) => unreadable.push(format!("{e}; no RDMA device is read")),
-        Ok(devices) => {
-            for dev in devices.unwrap_or_default() {
-                match device(fs, &dev, &ipoib) {
-                    Ok(p) => ports.extend(p),
-                    Err(e) => {
-                        unreadable.push(format!("RDMA device {dev}: {e}; its ports and GIDs are not read"))
-                    }
-                }
-            }
+    for dev in devices {
+        match device(fs, &dev, &ipoib) {
+            Ok(p) => ports.extend(p),
+            Err(e) => problem(Some(format!("RDMA device {dev}")), e, "its ports and GIDs are not read")?,
         }
     }
-    (Rdma { ports }, unreadable)
+    Ok(Rdma { ports })
 }
 
 /// The ports of one device.
@@ -387,13 +392,9 @@ fn parse_hw(text: &str) -> Option<Vec<u8>> {
     text.split(':').map(|b| u8::from_str_radix(b, 16).ok()).collect()
 }
 
-/// The IPoIB netdevs sysfs lists and the ones rtnetlink shows.
-/// `problems`: the netdevs whose files could not be read (left out).
-fn ipoib_netdevs(
-    fs: &dyn Sysfs,
-    links: &[Link],
-    problems: &mut Vec<(String, RdmaError)>,
-) -> Result<Vec<Ipoib>, RdmaError> {
+/// The IPoIB netdevs sysfs lists and the ones rtnetlink shows; a netdev
+/// whose files cannot be read goes to `problem`.
+fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Vec<Ipoib>, RdmaError> {
     let mut out: Vec<Ipoib> = Vec::new();
     // rtnetlink's view of the namespace wins: sysfs's class/net is the
     // namespace that mounted it, where a netdev of the same name may be
@@ -409,7 +410,7 @@ fn ipoib_netdevs(
         let hw = match read("address") {
             Ok(a) => a.and_then(|a| parse_hw(&a)),
             Err(e) => {
-                problems.push((name.clone(), e.into()));
+                problem(Some(format!("netdev {name}")), e.into(), NOT_MATCHED)?;
                 continue;
             }
         };
@@ -422,7 +423,7 @@ fn ipoib_netdevs(
         let (pkey, parent) = match (read("pkey"), read("parent")) {
             (Ok(pkey), Ok(parent)) => (pkey, parent),
             (Err(e), _) | (_, Err(e)) => {
-                problems.push((name.clone(), e.into()));
+                problem(Some(format!("netdev {name}")), e.into(), NOT_MATCHED)?;
                 continue;
             }
         };
@@ -440,6 +441,8 @@ fn ipoib_netdevs(
     }
     Ok(out)
 }
+
+const NOT_MATCHED: &str = "it is not matched to an InfiniBand port";
 
 /// `ip link`'s `link/infiniband`.
 const ARPHRD_INFINIBAND: u16 = 32;

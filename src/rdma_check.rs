@@ -17,6 +17,24 @@ pub struct RdmaDrift {
     pub fix: String,
 }
 
+/// The RDMA side as check, show and apply read it (`rdma::scan_lenient`):
+/// what could be read, why the rest could not, and the sysfs root the fixes
+/// name.
+pub struct Observed {
+    pub rdma: Rdma,
+    pub unreadable: Vec<String>,
+    pub root: String,
+}
+
+impl Observed {
+    /// Every RDMA difference of `rails`: `drift`, then `unreadable`.
+    pub fn drift(&self, rails: &[PlannedInterface]) -> Vec<RdmaDrift> {
+        let mut all = drift(&self.rdma, rails, &self.root);
+        all.extend(unreadable(&self.unreadable));
+        all
+    }
+}
+
 pub fn drift(rdma: &Rdma, rails: &[PlannedInterface], sysfs_root: &str) -> Vec<RdmaDrift> {
     let mut out = Vec::new();
     let root = sysfs_root.trim_end_matches('/');

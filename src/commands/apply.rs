@@ -22,7 +22,6 @@ use crate::converge::{self, Converged, Request, table_owners};
 use crate::diff::Plan;
 use crate::error::{Error, exit};
 use crate::plan::NotReady;
-use crate::rdma_check;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
@@ -135,9 +134,7 @@ pub async fn run(
     // is refused before anything changes; warned about once planned.
     let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
     let warn_rdma = |desired: &crate::plan::Desired| {
-        let root = args.sysfs.sysfs_root.to_string_lossy();
-        let drift = rdma_check::drift(&rdma.0, &desired.interfaces, &root);
-        for d in drift.into_iter().chain(rdma_check::unreadable(&rdma.1)) {
+        for d in rdma.drift(&desired.interfaces) {
             ctx.warn(format!("{}; {}", d.description, d.fix));
         }
     };

@@ -67,7 +67,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
     };
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
-    let (rdma, unreadable) = read_rdma_lenient(sysfs, nl.links())?;
+    let rdma = read_rdma_lenient(sysfs, nl.links())?;
     let mut words = vec!["apply"];
     words.extend(cfg.files.iter().map(String::as_str));
     let fix_all = ctx.suggest(&words);
@@ -80,9 +80,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
             let (traffic, not_verified) = probe_all(&nl, &desired).await?;
             not_verified.into_iter().for_each(|n| ctx.warn(n));
             let mut report = build_report(&plan, traffic, &fix_all, &cfg.file);
-            let root = sysfs.sysfs_root.to_string_lossy();
-            report.add_rdma(rdma_check::drift(&rdma, &desired.interfaces, &root));
-            report.add_rdma(rdma_check::unreadable(&unreadable));
+            report.add_rdma(rdma.drift(&desired.interfaces));
             report.add_not_ready(&desired.not_ready, &fix_all);
             report
         }

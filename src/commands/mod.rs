@@ -441,25 +441,29 @@ pub fn announced_lines(announced: &[Announced], rounds: u32) -> Vec<String> {
     lines
 }
 
-/// The RDMA ports, read from `--sysfs-root` (checked first: a root that is
-/// not a sysfs copy is a bad argument) and mapped to the netdevs of this
-/// namespace.
+/// The sysfs root `--sysfs-root` names, checked: a root that is not a
+/// sysfs copy is a bad argument.
+fn sysfs_dir(arg: &crate::cli::SysfsArg) -> Result<crate::sysfs::Dir, Error> {
+    crate::sysfs::Dir::checked(&arg.sysfs_root).map_err(Error::Usage)
+}
+
+/// The RDMA ports, read from `--sysfs-root` and mapped to the netdevs of
+/// this namespace; any part that cannot be read ends the command.
 pub fn read_rdma(
     arg: &crate::cli::SysfsArg,
     links: &[crate::model::Link],
 ) -> Result<crate::rdma::Rdma, Error> {
-    let dir = crate::sysfs::Dir::checked(&arg.sysfs_root).map_err(Error::Usage)?;
-    Ok(crate::rdma::scan(&dir, links)?)
+    Ok(crate::rdma::scan(&sysfs_dir(arg)?, links)?)
 }
 
-/// `read_rdma` for check and show: a device that cannot be read is
+/// `read_rdma` for check, show and apply: a part that cannot be read is
 /// returned as why (naming the file) rather than ending the command.
 pub fn read_rdma_lenient(
     arg: &crate::cli::SysfsArg,
     links: &[crate::model::Link],
-) -> Result<(crate::rdma::Rdma, Vec<String>), Error> {
-    let dir = crate::sysfs::Dir::checked(&arg.sysfs_root).map_err(Error::Usage)?;
-    Ok(crate::rdma::scan_lenient(&dir, links))
+) -> Result<crate::rdma_check::Observed, Error> {
+    let (rdma, unreadable) = crate::rdma::scan_lenient(&sysfs_dir(arg)?, links);
+    Ok(crate::rdma_check::Observed { rdma, unreadable, root: arg.sysfs_root.to_string_lossy().into_owned() })
 }
 
 /// Writes text that carries its own line ends to stdout (never panics).

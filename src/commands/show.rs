@@ -185,10 +185,9 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     protocols.extend(protocol);
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
-    let (rdma, unreadable) = read_rdma_lenient(sysfs, nl.links())?;
-    for u in unreadable {
-        ctx.warn(u);
-    }
+    let observed = read_rdma_lenient(sysfs, nl.links())?;
+    observed.unreadable.iter().for_each(|u| ctx.warn(u.clone()));
+    let rdma = observed.rdma;
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
     let rules: Vec<Rule> = nl
         .rules()
