@@ -11,7 +11,6 @@
 //! answers ARP for the rails' addresses (`check` reports that as
 //! arp_flux).
 
-use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -21,6 +20,7 @@ use crate::glob;
 use crate::model::{Address, Family, Link, Prefix, Route, scope};
 use crate::plan;
 use crate::rdma::{Port, Rdma};
+use crate::sysfs;
 
 /// Which netdevs are candidates.
 #[derive(Clone, Debug)]
@@ -116,7 +116,7 @@ pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<
                 return Err(DiscoverError::NoRdma(sysfs_root.trim_end_matches('/').to_string()));
             }
             let mut ports: Vec<&Port> = host.rdma.ports.iter().collect();
-            ports.sort_by(|a, b| natural_cmp(&a.device, &b.device).then(a.port.cmp(&b.port)));
+            ports.sort_by(|a, b| sysfs::natural_cmp(&a.device, &b.device).then(a.port.cmp(&b.port)));
             for port in ports {
                 if port.netdevs.is_empty() {
                     out.left_out.push(LeftOut {
@@ -151,7 +151,7 @@ pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<
         }
         Selection::Globs(globs) => {
             let mut links: Vec<&Link> = host.links.iter().filter(|l| l.name != "lo").collect();
-            links.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+            links.sort_by(|a, b| sysfs::natural_cmp(&a.name, &b.name));
             for g in globs {
                 if !links.iter().any(|l| glob::matches(g, &l.name)) {
                     let have: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
@@ -270,37 +270,8 @@ fn arp_only(host: &Host, out: &Discovered) -> Vec<ArpOnlyNic> {
             None => nics.push(ArpOnlyNic { name: a.ifname.clone(), addresses: vec![a.addr] }),
         }
     }
-    nics.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+    nics.sort_by(|a, b| sysfs::natural_cmp(&a.name, &b.name));
     nics
-}
-
-/// `mlx5_2` before `mlx5_10`: runs of digits compare by value.
-pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    fn chunks(s: &str) -> Vec<(bool, String)> {
-        let mut out: Vec<(bool, String)> = Vec::new();
-        for c in s.chars() {
-            let digit = c.is_ascii_digit();
-            match out.last_mut() {
-                Some((d, run)) if *d == digit => run.push(c),
-                _ => out.push((digit, c.to_string())),
-            }
-        }
-        out
-    }
-    let (ca, cb) = (chunks(a), chunks(b));
-    for (x, y) in ca.iter().zip(&cb) {
-        let o = match (x, y) {
-            ((true, m), (true, n)) => {
-                let (m, n) = (m.trim_start_matches('0'), n.trim_start_matches('0'));
-                m.len().cmp(&n.len()).then_with(|| m.cmp(n))
-            }
-            ((_, m), (_, n)) => m.cmp(n),
-        };
-        if o != Ordering::Equal {
-            return o;
-        }
-    }
-    ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
 }
 
 fn quoted(s: &str) -> String {
@@ -510,12 +481,5 @@ mod tests {
         let d = discover(&host, &Selection::Rdma, "/sys").unwrap();
         assert_eq!(d.rails.len(), 1);
         crate::config::parse("d.toml", &render(&d)).unwrap();
-    }
-
-    #[test]
-    fn natural_order() {
-        let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_1", "ibp12s0", "ibp138s0", "ibp42s0"];
-        v.sort_by(|a, b| natural_cmp(a, b));
-        assert_eq!(v, ["ibp12s0", "ibp42s0", "ibp138s0", "mlx5_1", "mlx5_2", "mlx5_10"]);
     }
 }

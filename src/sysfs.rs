@@ -7,6 +7,7 @@
 //! that fails with EINVAL (sysfs's "this attribute has no value"), are
 //! `None`. Anything else (EACCES, EIO, ...) is an error naming the path.
 
+use std::cmp::Ordering;
 use std::io;
 
 use nix::libc;
@@ -107,7 +108,7 @@ impl Sysfs for Dir {
             let entry = entry.map_err(|source| SysfsError { path: path.clone(), source })?;
             names.push(entry.file_name().to_string_lossy().into_owned());
         }
-        names.sort_by_key(|n| natural(n));
+        names.sort_by(|a, b| natural_cmp(a, b));
         Ok(Some(names))
     }
 
@@ -120,9 +121,33 @@ impl Sysfs for Dir {
     }
 }
 
-/// Sort key that puts `2` before `10` (GID indices, port numbers).
-fn natural(s: &str) -> (u64, String) {
-    (s.parse::<u64>().unwrap_or(u64::MAX), s.to_string())
+/// `mlx5_2` before `mlx5_10`: runs of digits compare by value.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    fn chunks(s: &str) -> Vec<(bool, String)> {
+        let mut out: Vec<(bool, String)> = Vec::new();
+        for c in s.chars() {
+            let digit = c.is_ascii_digit();
+            match out.last_mut() {
+                Some((d, run)) if *d == digit => run.push(c),
+                _ => out.push((digit, c.to_string())),
+            }
+        }
+        out
+    }
+    let (ca, cb) = (chunks(a), chunks(b));
+    for (x, y) in ca.iter().zip(&cb) {
+        let o = match (x, y) {
+            ((true, m), (true, n)) => {
+                let (m, n) = (m.trim_start_matches('0'), n.trim_start_matches('0'));
+                m.len().cmp(&n.len()).then_with(|| m.cmp(n))
+            }
+            ((_, m), (_, n)) => m.cmp(n),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
 }
 
 /// A sysfs in memory, for tests: files with contents, files whose read
@@ -172,7 +197,7 @@ impl Sysfs for Memory {
         if names.is_empty() {
             return Ok(None);
         }
-        names.sort_by_key(|n| natural(n));
+        names.sort_by(|a, b| natural_cmp(a, b));
         names.dedup();
         Ok(Some(names))
     }
@@ -199,6 +224,13 @@ mod tests {
         assert!(e.to_string().starts_with("cannot read /sys/class/infiniband/d/ports/1/rate: "), "{e}");
         assert_eq!(m.list("class/infiniband").unwrap().unwrap(), ["d"]);
         assert_eq!(m.list("class/net").unwrap(), None);
+    }
+
+    #[test]
+    fn natural_order() {
+        let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_1", "ibp12s0", "ibp138s0", "ibp42s0"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["ibp12s0", "ibp42s0", "ibp138s0", "mlx5_1", "mlx5_2", "mlx5_10"]);
     }
 
     #[test]
