@@ -15,7 +15,7 @@
 //! GID indices move (the kernel gives a new entry the first free slot), so
 //! they are computed now, never stored: run `nccl-env` where the job starts.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use serde::Serialize;
 
@@ -308,26 +308,13 @@ fn several_v4(env: &mut NcclEnv, i: &Intended, index_given: bool) {
 /// The smallest CIDR holding all of `subnets` (all of one family).
 pub fn covering(subnets: &[Prefix]) -> Option<Prefix> {
     let first = subnets.first()?;
-    let bits = |ip: &IpAddr| -> u128 {
-        match ip {
-            IpAddr::V4(a) => u128::from(u32::from(*a)) << 96,
-            IpAddr::V6(a) => u128::from(*a),
-        }
-    };
-    let same_family: Vec<&Prefix> = subnets.iter().filter(|p| p.family() == first.family()).collect();
-    let mut len = same_family.iter().map(|p| u32::from(p.len)).min()?;
-    // Both families sit in the top bits (IPv4 shifted up by 96).
-    let mask = |len: u32| if len == 0 { 0 } else { u128::MAX << (128 - len) };
-    let base = bits(&first.addr);
-    while len > 0 && !same_family.iter().all(|p| bits(&p.addr) & mask(len) == base & mask(len)) {
-        len -= 1;
+    let nets: Vec<ipnet::IpNet> =
+        subnets.iter().filter(|p| p.family() == first.family()).map(Prefix::ipnet).collect();
+    let mut net = first.ipnet().trunc();
+    while !nets.iter().all(|n| net.contains(n)) {
+        net = net.supernet()?;
     }
-    let net = base & mask(len);
-    let addr = match first.addr {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from((net >> 96) as u32)),
-        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::from(net)),
-    };
-    Some(Prefix::new(addr, len as u8))
+    Some(Prefix::new(net.addr(), net.prefix_len()))
 }
 
 /// `export NAME=VALUE` lines, shell-quoted, with the notes as comments.

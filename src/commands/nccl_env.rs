@@ -10,6 +10,7 @@ use crate::config::{self, Config};
 use crate::error::{Error, exit};
 use crate::model::{Address, Prefix, scope};
 use crate::nccl::{self, RailAddrs};
+use crate::plan;
 
 /// `cfg`: the config given on the command line, if any.
 pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<Done, Error> {
@@ -71,8 +72,7 @@ fn addresses(iface: &config::Interface, live: &[Address]) -> Vec<Prefix> {
                 })
             })
             .collect(),
-        None => {
-            on_rail().filter(|a| !a.dad_failed && !a.deprecated && !a.temporary).map(|a| a.addr).collect()
-        }
+        // The addresses apply would take for a rail without `addresses`.
+        None => on_rail().filter(|a| plan::unfit(a).is_none()).map(|a| a.addr).collect(),
     }
 }
