@@ -79,6 +79,9 @@ pub struct ShownRdma {
     /// Each global address of the rail with the index of its RoCE v2 GID
     /// now (None: it has none; always None on InfiniBand, which uses GID 0).
     pub gids: Vec<ShownGid>,
+    /// "mlx5_0 port 1, RoCE (Ethernet), ..., LinkUp" (`Port::summary`).
+    #[serde(skip)]
+    summary: String,
 }
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -109,18 +112,14 @@ impl ShownRdma {
             phys_state: p.phys_state.name.clone(),
             rate: p.rate.clone(),
             gids,
+            summary: format!("{}, {}", p.label(), p.summary()),
         }
     }
 
     /// "mlx5_0 port 1, RoCE (Ethernet), 400 Gb/sec (4X NDR), ACTIVE, LinkUp;
     /// RoCE v2 GID of 198.51.100.20 at 3".
     pub fn describe(&self) -> String {
-        let layer = if self.link_layer == "Ethernet" { "RoCE (Ethernet)" } else { &self.link_layer };
-        let mut parts = vec![format!("{} port {}", self.device, self.port), layer.to_string()];
-        parts.extend(self.rate.clone());
-        parts.push(self.state.clone());
-        parts.push(self.phys_state.clone());
-        let mut s = parts.join(", ");
+        let mut s = self.summary.clone();
         if self.link_layer == "Ethernet" {
             let gids: Vec<String> = self
                 .gids
