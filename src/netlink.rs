@@ -536,24 +536,14 @@ fn route_from(m: &RouteMessage, ifname: impl Fn(u32) -> String) -> Option<Route>
 /// A rule from its dump message.
 fn rule_from(m: &RuleMessage) -> Option<Rule> {
     let family = family_of(m.header.family)?;
+    // The attributes below fill in priority, selectors, table, protocol.
     let mut rule = Rule {
-        family,
-        priority: 0,
-        src: None,
-        dst: None,
-        iif: None,
-        oif: None,
-        fwmark: None,
-        fwmask: None,
         tos: m.header.tos,
-        table: u32::from(m.header.table),
         action: u8::from(m.header.action),
-        protocol: 0,
-        extra_selectors: false,
         // The other flags are state the kernel reports (detached
         // interface, unresolved goto, the kernel's own rules).
         invert: m.header.flags.contains(RuleFlags::Invert),
-        goto: None,
+        ..Rule::lookup(family, 0, u32::from(m.header.table), 0)
     };
     for a in &m.attributes {
         match a {
