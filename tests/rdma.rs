@@ -14,7 +14,7 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
@@ -49,12 +49,8 @@ impl FixtureHost {
             sysfs: fixture(case).join("sysfs"),
             case: case.to_string(),
         };
-        for conf in ["all", "default"] {
-            host.ns.set_sysctl(&format!("net/ipv6/conf/{conf}/accept_dad"), "0");
-            for key in ARP_SYSCTLS {
-                host.ns.set_sysctl(&format!("net/ipv4/conf/{conf}/{key}"), "0");
-            }
-        }
+        host.ns.disable_dad();
+        host.ns.reset_arp_sysctls();
         let netdevs = fs::read_to_string(fixture(case).join("netdevs")).expect("the case's netdevs file");
         for (k, line) in netdevs.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).enumerate() {
             let mut words = line.split_whitespace();
@@ -71,14 +67,7 @@ impl FixtureHost {
 
     /// `roce-route --netns NS ARGS`, state in the temp dir.
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
-        cmd.arg("--netns")
-            .arg(self.ns.name())
-            .args(args)
-            .env("ROCE_ROUTE_STATE_DIR", self.dir.path().join("state"))
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null());
-        cmd
+        roce_route_command(self.ns.name(), &self.dir.path().join("state"), self.dir.path(), args)
     }
 
     fn rr(&self, args: &[&str]) -> Run {

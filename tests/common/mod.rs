@@ -239,6 +239,27 @@ impl Netns {
         self.read_files(&[path.to_string()]).remove(0)
     }
 
+    /// Link-local addresses would otherwise sit tentative for a second after
+    /// link up, and their routes appear only once DAD is done, so a dump
+    /// would change by itself. Set before any rail exists (`default`).
+    pub fn disable_dad(&self) {
+        for conf in ["all", "default"] {
+            self.set_sysctl(&format!("net/ipv6/conf/{conf}/accept_dad"), "0");
+        }
+    }
+
+    /// A new namespace copies IPv4 `conf/all` and `conf/default` from the
+    /// init namespace (net.core.devconf_inherit_init_net=0), so a box with,
+    /// say, rp_filter=2 would leak it in. Start from the kernel defaults (0)
+    /// instead; set before any rail exists, so rails inherit `default`.
+    pub fn reset_arp_sysctls(&self) {
+        for conf in ["all", "default"] {
+            for key in ARP_SYSCTLS {
+                self.set_sysctl(&format!("net/ipv4/conf/{conf}/{key}"), "0");
+            }
+        }
+    }
+
     /// `sysctl -w` with '/' separators, so dotted interface names work
     /// (`net/ipv4/conf/rail0.100/arp_ignore`).
     pub fn set_sysctl(&self, path: &str, value: &str) {
@@ -252,6 +273,22 @@ impl Drop for Netns {
         // peers. Never panic here: this may run while a test unwinds.
         let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
     }
+}
+
+/// `roce-route --netns NS ARGS` run from `cwd` with `base` as its state
+/// dir, stdin closed and no test hook inherited: see
+/// `Testbed::roce_route_in`, and tests that own their namespace otherwise.
+pub fn roce_route_command(ns: &str, base: &Path, cwd: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
+    cmd.arg("--netns")
+        .arg(ns)
+        .args(args)
+        .env("ROCE_ROUTE_STATE_DIR", base)
+        .env_remove("ROCE_ROUTE_CRASH_AT")
+        .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
+        .current_dir(cwd)
+        .stdin(Stdio::null());
+    cmd
 }
 
 /// A namespace with two veth rails whose peers are up, as a point-to-point
@@ -395,8 +432,8 @@ impl TestbedBuilder {
             ipv6: self.ipv6,
         };
         tb.setup_peer();
-        tb.disable_dad(&tb.host);
-        tb.reset_arp_sysctls();
+        tb.host.disable_dad();
+        tb.host.reset_arp_sysctls();
         for (k, name) in names.iter().enumerate() {
             let rail = tb.add_rail(k, name);
             tb.rails.push(rail);
@@ -422,30 +459,9 @@ impl Testbed {
 
     // --- construction ---------------------------------------------------
 
-    /// Link-local addresses would otherwise sit tentative for a second after
-    /// link up, and their routes appear only once DAD is done, so a dump
-    /// would change by itself. Set before any rail exists (`default`).
-    fn disable_dad(&self, ns: &Netns) {
-        for conf in ["all", "default"] {
-            ns.set_sysctl(&format!("net/ipv6/conf/{conf}/accept_dad"), "0");
-        }
-    }
-
-    /// A new namespace copies IPv4 `conf/all` and `conf/default` from the
-    /// init namespace (net.core.devconf_inherit_init_net=0), so a box with,
-    /// say, rp_filter=2 would leak it in. Start from the kernel defaults (0)
-    /// instead; set before any rail exists, so rails inherit `default`.
-    fn reset_arp_sysctls(&self) {
-        for conf in ["all", "default"] {
-            for key in ARP_SYSCTLS {
-                self.set_host_sysctl(conf, key, 0);
-            }
-        }
-    }
-
     fn setup_peer(&self) {
         let p = &self.peer;
-        self.disable_dad(p);
+        p.disable_dad();
         // Without snooping every multicast (IPv6 neighbour solicitations
         // included) is flooded to all ports, like unknown multicast on a switch.
         p.ip(&format!("link add {BRIDGE} type bridge mcast_snooping 0"));
@@ -725,16 +741,7 @@ impl Testbed {
     /// starts here: a test that wants a hook sets it on the command it gets
     /// (a later `env` wins over the removal), then runs or spawns it.
     pub fn roce_route_in(&self, base: &Path, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce-route"));
-        cmd.arg("--netns")
-            .arg(self.host_ns())
-            .args(args)
-            .env("ROCE_ROUTE_STATE_DIR", base)
-            .env_remove("ROCE_ROUTE_CRASH_AT")
-            .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
-            .current_dir(self.dir())
-            .stdin(Stdio::null());
-        cmd
+        roce_route_command(self.host_ns(), base, self.dir(), args)
     }
 
     /// Writes `toml` to a new file in the test's temp dir.
