@@ -198,19 +198,16 @@ pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<
 fn rail(host: &Host, name: &str, port: Option<&Port>) -> Rail {
     let mut addresses = Vec::new();
     let mut unfit = Vec::new();
+    // Every global address's subnet counts for the gateway, fit or not.
+    let mut subnets = Vec::new();
     for a in host.addresses.iter().filter(|a| a.ifname == name && a.scope == scope::UNIVERSE) {
+        subnets.push(a.subnet());
         // The addresses apply would leave out of a discovered rail.
         match plan::unfit(a) {
             Some(u) => unfit.push(format!("{} ({})", a.addr, u.word())),
             None => addresses.push(a.addr),
         }
     }
-    let subnets: Vec<Prefix> = host
-        .addresses
-        .iter()
-        .filter(|a| a.ifname == name && a.scope == scope::UNIVERSE)
-        .map(Address::subnet)
-        .collect();
     let mut gateways = Vec::new();
     for family in [Family::V4, Family::V6] {
         let mut candidates: Vec<&Route> = host
