@@ -250,9 +250,10 @@ pub struct RemoveArgs {
 pub struct GuardArgs {
     #[arg(long)]
     pub seconds: u64,
-    /// The journal file name of the change it guards.
+    /// The newest journal's sequence number before the change (0: none):
+    /// the trial is every journal after it.
     #[arg(long)]
-    pub journal: String,
+    pub after: u64,
     #[arg(long)]
     pub apply_pid: u32,
 }

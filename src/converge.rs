@@ -30,6 +30,10 @@ pub struct Request<'a> {
     /// text).
     pub config_files: &'a [(String, String)],
     pub adopt: bool,
+    /// The journal kind of a change: `kind::APPLY` for the user's apply,
+    /// `kind::HEAL` for watch (rollback undoes heals with the apply they
+    /// build on, and they never push it out of the journal window).
+    pub kind: &'static str,
 }
 
 /// The outcome: the desired state and plan of the last reading, and the
@@ -70,7 +74,7 @@ pub async fn converge(
             return Ok(Converged { desired, plan, header: None });
         }
         let mut header = transaction::header_for(
-            "apply",
+            req.kind,
             Some(cfg.file.clone()),
             cfg.defaults.protocol,
             &plan.ops,

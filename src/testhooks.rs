@@ -11,6 +11,10 @@
 //! - `ROCE_ROUTE_CRASH_AT=record:K` / `step:K`: SIGKILL this process right
 //!   before step K is sent (its undo is recorded: the whole plan's undo is
 //!   written before step 0) / right after step K was made (from 0).
+//! - `ROCE_ROUTE_CRASH_AT=journal:0`: SIGKILL right after the journal is
+//!   written, before the record is (between the two state writes).
+//! - `ROCE_ROUTE_CRASH_AT=committed:0`: SIGKILL right after a run is
+//!   committed (before apply announces, or hands over to its guard).
 //! - `ROCE_ROUTE_WATCH_RCVBUF=N`: the receive buffer of watch's
 //!   notification socket, to make it overflow.
 
@@ -24,6 +28,8 @@ mod hooks {
         pub step_delay: Option<Duration>,
         pub crash_after_record: Option<usize>,
         pub crash_after_step: Option<usize>,
+        pub crash_after_journal: bool,
+        pub crash_after_commit: bool,
     }
 
     /// Parses the two variables. Pure.
@@ -37,6 +43,8 @@ mod hooks {
             match point {
                 "record" => h.crash_after_record = k,
                 "step" => h.crash_after_step = k,
+                "journal" => h.crash_after_journal = true,
+                "committed" => h.crash_after_commit = true,
                 _ => {}
             }
         }
@@ -69,6 +77,18 @@ mod hooks {
         }
     }
 
+    pub fn after_journal() {
+        if hooks().crash_after_journal {
+            die();
+        }
+    }
+
+    pub fn after_commit() {
+        if hooks().crash_after_commit {
+            die();
+        }
+    }
+
     pub fn step_delay() {
         if let Some(d) = hooks().step_delay {
             std::thread::sleep(d);
@@ -93,13 +113,15 @@ mod hooks {
             assert_eq!(h.step_delay, Some(Duration::from_millis(25)));
             assert_eq!(h.crash_after_step, Some(7));
             assert_eq!(parse(None, Some("record:0")).crash_after_record, Some(0));
+            assert!(parse(None, Some("journal:0")).crash_after_journal);
+            assert!(parse(None, Some("committed:0")).crash_after_commit);
             assert_eq!(parse(None, Some("nonsense")), Hooks::default());
         }
     }
 }
 
 #[cfg(feature = "fault-injection")]
-pub use hooks::{after_step, before_step, step_delay, watch_rcvbuf};
+pub use hooks::{after_commit, after_journal, after_step, before_step, step_delay, watch_rcvbuf};
 
 #[cfg(not(feature = "fault-injection"))]
 mod hooks {
@@ -107,6 +129,10 @@ mod hooks {
     pub fn before_step(_: usize) {}
     #[inline(always)]
     pub fn after_step(_: usize) {}
+    #[inline(always)]
+    pub fn after_journal() {}
+    #[inline(always)]
+    pub fn after_commit() {}
     #[inline(always)]
     pub fn step_delay() {}
     #[inline(always)]
@@ -116,4 +142,4 @@ mod hooks {
 }
 
 #[cfg(not(feature = "fault-injection"))]
-pub use hooks::{after_step, before_step, step_delay, watch_rcvbuf};
+pub use hooks::{after_commit, after_journal, after_step, before_step, step_delay, watch_rcvbuf};

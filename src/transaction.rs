@@ -35,11 +35,17 @@ pub fn header_for(
     record: &Record,
 ) -> JournalHeader {
     let mut header = JournalHeader::new(kind, config, protocol);
-    let run = if kind == "remove" { record.origins.removal() } else { record.origins.run_of(ops) };
+    let run = if kind == crate::state::journal::kind::REMOVE {
+        record.origins.removal()
+    } else {
+        record.origins.run_of(ops)
+    };
     header.sysctl_origins = run.recorded;
     header.released_origins = run.released;
     header.tables = tables_of(ops).into_iter().collect();
     header.replaced_config_files = record.config_files.clone();
+    header.replaced_discovered = record.discovered.clone();
+    header.replaced_sources = record.sources.clone();
     header
 }
 
@@ -92,6 +98,7 @@ impl<'a> Applied<'a> {
         self.writer.commit()?;
         self.env.state.update_record(|r| r.on_commit(&self.header))?;
         self.env.state.prune_journals()?;
+        crate::testhooks::after_commit();
         Ok(self.header)
     }
 
@@ -143,6 +150,28 @@ pub async fn undo_journal(env: &Env<'_>, journal: &Journal) -> Result<Vec<Op>, E
     Ok(undo.into_iter().rev().collect())
 }
 
+/// Reverts the trial of an `apply --confirm`: every journal newer than
+/// `after` (None: all), newest first, each of which must be that apply's
+/// (`pid`); a journal of another run means something changed the host
+/// during the trial, and nothing is undone. Returns how many runs were
+/// undone (0: the apply was stopped before its first step).
+pub async fn revert_trial(env: &Env<'_>, after: Option<u64>, pid: u32) -> Result<usize, Error> {
+    let newer = env.state.journals_after(after)?;
+    if let Some(other) = newer.iter().find(|j| j.header.pid != pid) {
+        return Err(Error::Other(anyhow::anyhow!(
+            "journal {} (a {} by pid {}) is newer than the trial of pid {pid}: something changed the host \
+             meanwhile; nothing was reverted: undo it with `roce-route rollback` if it is not wanted",
+            other.path.display(),
+            other.header.kind,
+            other.header.pid
+        )));
+    }
+    for j in &newer {
+        undo_journal(env, j).await?;
+    }
+    Ok(newer.len())
+}
+
 /// The executor's recorder: before the first step, the record takes the
 /// run's first-seen sysctl values, then the journal is written with the
 /// undo of every step (both write-then-rename).
@@ -155,10 +184,13 @@ struct WriteAhead<'a> {
 impl Recorder for WriteAhead<'_> {
     fn record(&mut self, undo: &[Op]) -> Result<(), String> {
         let header = self.header.take().ok_or("the journal was already written")?;
-        self.state.update_record(|r| r.on_start(&header)).map_err(|e| e.to_string())?;
-        let writer = self.state.begin_journal(header, undo).map_err(|e| e.to_string())?;
-        self.writer = Some(writer);
-        Ok(())
+        // The journal first: a crash between the two writes leaves an
+        // unfinished journal (which rollback, the guard and watch undo)
+        // and the record of the run before, never a record that names a
+        // config no journal ever applied (watch would heal toward it).
+        self.writer = Some(self.state.begin_journal(header.clone(), undo).map_err(|e| e.to_string())?);
+        crate::testhooks::after_journal();
+        self.state.update_record(|r| r.on_start(&header)).map_err(|e| e.to_string())
     }
     fn before_step(&mut self, step: usize) {
         crate::testhooks::before_step(step);

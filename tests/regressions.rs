@@ -238,5 +238,5 @@ fn enter_on_a_terminal_confirms() {
     let out = child.wait_with_output().unwrap();
     assert!(status.success(), "exit {status}\n{}", String::from_utf8_lossy(&out.stdout));
     assert!(!tb.owned_entries().is_empty(), "the confirmed change was rolled back");
-    assert!(!confirmation_pending(&tb.state_base()), "pending left behind");
+    assert!(!common::guard_armed(&tb.state_base()), "pending left behind");
 }

@@ -26,6 +26,7 @@ use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
 use crate::state::confirm::{self, Answer, GUARD_NAME};
+use crate::state::journal::kind as journal_kind;
 use crate::state::{Pending, StateDir, lock::abstract_addr};
 use crate::tell;
 
@@ -159,8 +160,19 @@ pub async fn run(
     let state = ctx.state()?;
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
+    // The wait for --settle and for the lock may have seen rails come and
+    // go: plan on the links as they are now.
+    nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
+    // --confirm: the guard owns the deadline before the first netlink
+    // message, so that a kill of this process at any instant of the change
+    // (or after it) still ends with the host as before.
+    let guard = match args.confirm {
+        Some(seconds) => Some(Guard::arm(ctx, &state, &cfg, seconds)?),
+        None => None,
+    };
     let mut dropped = Vec::new();
-    let req = Request { cfg: &cfg, config_files: &config_files, adopt: args.adopt };
+    let req =
+        Request { cfg: &cfg, config_files: &config_files, adopt: args.adopt, kind: journal_kind::APPLY };
     let gate = |record: &crate::state::Record, desired: &crate::plan::Desired, plan: &Plan| {
         plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
         warn_rdma(desired);
@@ -172,9 +184,22 @@ pub async fn run(
         }
         Ok(())
     };
-    let converged = converge::converge(&state, &mut nl, &ctx.stop, &req, gate, |_| {}).await?;
-    let Converged { desired, plan, header } = converged;
+    let converged = converge::converge(&state, &mut nl, &ctx.stop, &req, gate, |_| {}).await;
+    let Converged { desired, plan, header } = match converged {
+        Ok(c) => c,
+        Err(e) => {
+            // Nothing to guard (the run was refused or rolled back); a
+            // journal left by a failed undo is the guard's to retry.
+            if let Some(g) = &guard {
+                g.dismiss("revert");
+            }
+            return Err(e);
+        }
+    };
     let Some(header) = header else {
+        if let Some(g) = &guard {
+            g.dismiss("confirm");
+        }
         report_not_ready(ctx, &desired.not_ready);
         if ctx.chatty() {
             say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
@@ -183,21 +208,15 @@ pub async fn run(
         report.dropped_with_file = dropped;
         return Ok(Done::new(code_for(&desired.not_ready), false, report));
     };
+    // The change is complete: others may read and change the host while
+    // the peers are told; with --confirm the guard keeps them from
+    // changing it until it is confirmed or reverted.
+    drop(lock);
     let owners = table_owners(&desired, &plan.ops);
     let not_ready = desired.not_ready.clone();
     report_not_ready(ctx, &not_ready);
     let mut report = ApplyReport::new(&plan, false).with_not_ready(&not_ready);
     report.dropped_with_file = dropped;
-    // The change is complete: others may read and change the host while
-    // the peers are told. With --confirm the lock is kept until the guard
-    // takes over, so that no other change slips in before it.
-    let lock = match args.confirm {
-        Some(_) => Some(lock),
-        None => {
-            drop(lock);
-            None
-        }
-    };
     // Before a --confirm wait too: the change is live, and whether traffic
     // works during the trial depends on the peers' entries.
     let rounds = if args.no_announce { 0 } else { cfg.defaults.announce };
@@ -205,8 +224,8 @@ pub async fn run(
         let rails = announce::touched(&desired, &plan.ops);
         report.announced = tell_peers(ctx, &nl, &desired, Some(&rails), rounds).await.announced;
     }
-    if let Some(seconds) = args.confirm {
-        confirm_or_revert(ctx, &state, &cfg, &header, seconds, plan.ops.len(), lock)?;
+    if let Some(guard) = guard {
+        confirm_or_revert(ctx, &state, &cfg, &header, guard, plan.ops.len())?;
         report.confirmation = Some("kept");
     }
     if ctx.chatty() {
@@ -281,37 +300,81 @@ pub fn apply_args<'a>(files: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
     words
 }
 
-/// `apply --confirm SECONDS`: a guard process takes the change over (see
-/// `state::confirm`); this process waits for the outcome, confirms when
+/// The guard of an `apply --confirm`, armed before the change.
+struct Guard {
+    pid: u32,
+    seconds: u64,
+    deadline_unix: u64,
+}
+
+impl Guard {
+    /// Starts the guard (see `state::confirm`) and records the trial as
+    /// pending: from here on, the guard reverts whatever this apply makes
+    /// unless it is confirmed, and a guard that dies leaves `pending` for
+    /// watch to revert. Called under the namespace lock.
+    fn arm(ctx: &Ctx, state: &StateDir, cfg: &Config, seconds: u64) -> Result<Guard, Error> {
+        let after = state.latest_seq()?;
+        let deadline_unix = crate::state::unix_now() + seconds;
+        let pid = spawn_guard(ctx, seconds, after)?;
+        state.set_pending(&Pending {
+            pid: std::process::id(),
+            guard_pid: pid,
+            deadline_unix,
+            journal: String::new(),
+            after,
+            config: Some(cfg.file.clone()),
+        })?;
+        Ok(Guard { pid, seconds, deadline_unix })
+    }
+
+    /// Ends the guard when there is nothing to confirm: `confirm` (in
+    /// sync) or `revert` (the run failed and was rolled back).
+    fn dismiss(&self, request: &str) {
+        let _ = confirm::ask(request, Some(Duration::from_secs(30)));
+    }
+
+    /// Tells the guard the change is complete: a confirmation may keep it.
+    fn ready(&self) -> Result<(), Error> {
+        match confirm::ask("ready", Some(Duration::from_secs(30))) {
+            Ok(Answer::Waiting { .. }) => Ok(()),
+            Ok(other) => Err(Error::RevertFailed(format!(
+                "the confirmation guard (pid {}) answered {:?} when told the change was made",
+                self.pid,
+                other.line()
+            ))),
+            Err(e) => Err(Error::RevertFailed(format!(
+                "lost the confirmation guard (pid {}) once the change was made: {e}; a running `roce-route \
+                 watch` reverts the change, or undo it with `roce-route rollback`",
+                self.pid
+            ))),
+        }
+    }
+}
+
+/// `apply --confirm SECONDS`: the guard armed before the change reverts it
+/// unless confirmed; this process waits for the outcome, confirms when
 /// Enter is pressed on a terminal, and asks for the revert on a signal.
 fn confirm_or_revert(
     ctx: &Ctx,
     state: &StateDir,
     cfg: &Config,
     header: &crate::state::JournalHeader,
-    seconds: u64,
+    guard: Guard,
     changes: usize,
-    lock: Option<crate::state::NetnsLock>,
 ) -> Result<(), Error> {
-    let journal = state
-        .latest_journal()?
-        .map(|j| j.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
-        .unwrap_or_default();
-    let guard_pid = spawn_guard(ctx, seconds, &journal)?;
-    // Released once the guard's socket listens: from then on every other
-    // run (a `watch` too) sees the confirmation waiting.
-    drop(lock);
-    let pending = Pending {
-        pid: std::process::id(),
-        guard_pid,
-        deadline_unix: crate::state::unix_now() + seconds,
-        journal,
-        config: header.config.clone(),
-    };
-    state.set_pending(&pending)?;
+    // `pending` names the trial's journal now that it exists (for show).
+    if let (Ok(Some(mut pending)), Ok(Some(journal))) = (state.pending(), state.latest_journal()) {
+        pending.journal =
+            journal.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        pending.config = header.config.clone();
+        let _ = state.set_pending(&pending);
+    }
+    guard.ready()?;
+    let seconds = guard.seconds;
+    let left = guard.deadline_unix.saturating_sub(crate::state::unix_now());
     let enter = watch_enter_key();
     tell!(
-        "roce-route: applied; keeping it only if confirmed within {seconds} s: run `{}`{}",
+        "roce-route: applied; keeping it only if confirmed within {left} s: run `{}`{}",
         ctx.suggest(&["confirm"]),
         if enter.is_some() { " or press Enter" } else { "" }
     );
@@ -340,8 +403,9 @@ fn confirm_or_revert(
             ctx.suggest(&["rollback"])
         ))),
         Answer::Waiting { .. } | Answer::NoGuard => Err(Error::RevertFailed(format!(
-            "the confirmation guard (pid {guard_pid}) stopped without an answer; the change may still be in \
-             place: check with `{}` and undo it with `{}`",
+            "the confirmation guard (pid {}) stopped without an answer; the change may still be in \
+             place (a running `roce-route watch` reverts it): check with `{}` and undo it with `{}`",
+            guard.pid,
             ctx.suggest(&["show"]),
             ctx.suggest(&["rollback"])
         ))),
@@ -351,7 +415,7 @@ fn confirm_or_revert(
 /// Starts the guard in its own session (a Ctrl-C at the terminal is this
 /// process's to forward, not the guard's), handing it the listening
 /// socket as fd 3 so that it is bound before anyone asks.
-fn spawn_guard(ctx: &Ctx, seconds: u64, journal: &str) -> Result<u32, Error> {
+fn spawn_guard(ctx: &Ctx, seconds: u64, after: Option<u64>) -> Result<u32, Error> {
     use std::os::unix::process::CommandExt;
     let addr =
         abstract_addr(GUARD_NAME).map_err(|e| Error::Other(anyhow::anyhow!("confirmation socket: {e}")))?;
@@ -366,7 +430,9 @@ fn spawn_guard(ctx: &Ctx, seconds: u64, journal: &str) -> Result<u32, Error> {
         .arg(&ctx.state_base)
         .arg("--lock-timeout")
         .arg(ctx.lock_timeout.as_secs().max(60).to_string());
-    cmd.args(["confirm-guard", "--seconds", &seconds.to_string(), "--journal", journal, "--apply-pid"])
+    cmd.args(["confirm-guard", "--seconds", &seconds.to_string(), "--after"])
+        .arg(after.unwrap_or(0).to_string())
+        .arg("--apply-pid")
         .arg(std::process::id().to_string());
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

@@ -1,5 +1,6 @@
-//! `roce-route confirm-guard` (hidden; started by `apply --confirm`): owns
-//! the deadline of an unconfirmed change. It answers on the abstract
+//! `roce-route confirm-guard` (hidden; started by `apply --confirm` before
+//! the first step of the change): owns the deadline of an unconfirmed
+//! change. It answers on the abstract
 //! socket `roce-route/confirm` (protocol in `state::confirm`) and reverts
 //! the change when the deadline passes, when asked to, or on a signal,
 //! unless a `confirm` came first. It runs in its own session, so the
@@ -22,6 +23,7 @@ const POLL: Duration = Duration::from_millis(20);
 enum Request {
     Status,
     Wait,
+    Ready,
     Confirm,
     Revert,
 }
@@ -33,19 +35,32 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
     listener.set_nonblocking(true).map_err(|e| Error::Other(anyhow::anyhow!("guard socket: {e}")))?;
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let mut waiters: Vec<UnixStream> = Vec::new();
+    // Until the apply says its change is complete, a confirmation waits:
+    // only a whole, committed change is ever kept.
+    let mut ready = false;
+    let mut confirmers: Vec<UnixStream> = Vec::new();
+    let waiting = || {
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64().ceil() as u64;
+        Answer::Waiting { seconds_left: left, apply_pid: args.apply_pid }
+    };
     // The one who decided gets the outcome as its answer as well.
     let (decided_by, revert) = loop {
         if ctx.stop.requested().is_some() || Instant::now() >= deadline {
             break (None, true);
         }
+        if ready && !confirmers.is_empty() {
+            waiters.extend(confirmers.drain(1..));
+            break (confirmers.pop(), false);
+        }
         match listener.accept() {
             Ok((stream, _)) => match read_request(&stream) {
-                Some(Request::Status) => {
-                    let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64().ceil() as u64;
-                    reply(stream, &Answer::Waiting { seconds_left: left, apply_pid: args.apply_pid });
-                }
+                Some(Request::Status) => reply(stream, &waiting()),
                 Some(Request::Wait) => waiters.push(stream),
-                Some(Request::Confirm) => break (Some(stream), false),
+                Some(Request::Ready) => {
+                    ready = true;
+                    reply(stream, &waiting());
+                }
+                Some(Request::Confirm) => confirmers.push(stream),
                 Some(Request::Revert) => break (Some(stream), true),
                 None => {}
             },
@@ -58,6 +73,7 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
         let _ = state.clear_pending();
     }
     waiters.extend(decided_by);
+    waiters.extend(confirmers);
     for w in waiters {
         reply(w, &outcome);
     }
@@ -71,27 +87,21 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
     Ok(if matches!(outcome, Answer::RevertFailed(_)) { crate::error::exit::ROLLBACK_FAILED } else { 0 })
 }
 
-/// Undoes the guarded journal, under the namespace lock, if it is still
-/// the newest (nothing else may change the host during the window).
+/// Undoes the trial (every journal after `--after`, each made by the
+/// apply it guards, also one killed half-way), under the namespace lock:
+/// the apply may still be making it, and nothing else may change the host
+/// during the window.
 async fn revert_change(ctx: &Ctx, args: &GuardArgs) -> Answer {
     let result: Result<(), Error> = async {
         let state = ctx.state()?;
         // A signal to the guard means "revert now"; it must not also end
         // the lock wait.
         let _lock = crate::state::NetnsLock::acquire(ctx.lock_timeout, &crate::signals::StopFlag::default())?;
-        let Some(journal) = state.latest_journal()? else {
-            return Err(Error::Other(anyhow::anyhow!("its journal {} is gone", args.journal)));
-        };
-        let name = journal.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name != args.journal {
-            return Err(Error::Other(anyhow::anyhow!(
-                "journal {name} is newer than the guarded {}: something changed the host meanwhile",
-                args.journal
-            )));
-        }
         let nl = connect().await?;
         let stop = crate::signals::StopFlag::default();
-        transaction::undo_journal(&Env { state: &state, nl: &nl, stop: &stop }, &journal).await?;
+        let after = (args.after > 0).then_some(args.after);
+        transaction::revert_trial(&Env { state: &state, nl: &nl, stop: &stop }, after, args.apply_pid)
+            .await?;
         Ok(())
     }
     .await;
@@ -109,6 +119,7 @@ fn read_request(stream: &UnixStream) -> Option<Request> {
     match line.trim() {
         "status" => Some(Request::Status),
         "wait" => Some(Request::Wait),
+        "ready" => Some(Request::Ready),
         "confirm" => Some(Request::Confirm),
         "revert" => Some(Request::Revert),
         _ => None,

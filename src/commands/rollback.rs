@@ -1,5 +1,6 @@
 //! `roce-route rollback`: undo the most recent apply (or remove) exactly,
-//! from its journal, also when that run was killed half-way.
+//! from its journal, also when that run was killed half-way, together with
+//! the heals by `watch` that built on it.
 
 use std::collections::BTreeSet;
 
@@ -13,15 +14,19 @@ use crate::model::Family;
 use crate::netlink::Netlink;
 use crate::render::count;
 use crate::say;
+use crate::state::journal::kind;
 use crate::transaction::{self, Env};
 
 #[derive(Debug, Serialize)]
 pub struct RollbackReport {
     pub dry_run: bool,
-    /// What the journal was for: "apply" or "remove".
+    /// What the user's run undone was: "apply" or "remove" ("heal" when
+    /// only heals by watch were left).
     pub undid: Option<String>,
     /// Whether that run had finished (false after a crash).
     pub finished: Option<bool>,
+    /// How many heals by watch that built on it were undone with it.
+    pub heals: usize,
     pub steps: Vec<Change>,
     /// With no journal left: how many routes and rules roce-route still owns.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -35,7 +40,8 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
         ctx.refuse_during_confirmation("a rollback")?;
     }
     let nl = connect().await?;
-    let Some(journal) = state.latest_journal()? else {
+    let set = state.rollback_set()?;
+    let Some(journal) = set.last() else {
         let mut protocols = state.record()?.protocols;
         protocols.insert(DEFAULT_PROTOCOL);
         let owned = owned_entries(&nl, &protocols).await?;
@@ -51,26 +57,49 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
                 );
             }
         }
-        let report =
-            RollbackReport { dry_run, undid: None, finished: None, steps: vec![], still_owned: Some(owned) };
+        let report = RollbackReport {
+            dry_run,
+            undid: None,
+            finished: None,
+            heals: 0,
+            steps: vec![],
+            still_owned: Some(owned),
+        };
         return Ok(Done::new(exit::OK, false, report));
     };
-    let steps: Vec<Change> = journal.undo_ops().iter().rev().map(Change::of).collect();
+    // The heals by watch since the user's run are undone first, newest
+    // first, then the run itself: watch then follows the config before it.
+    let heals = set.iter().filter(|j| j.header.kind == kind::HEAL).count();
+    let mut steps: Vec<Change> = Vec::new();
+    for j in &set {
+        steps.extend(j.undo_ops().iter().rev().map(Change::of));
+    }
     if !dry_run {
-        transaction::undo_journal(&Env { state: &state, nl: &nl, stop: &ctx.stop }, &journal).await?;
+        let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
+        for j in &set {
+            transaction::undo_journal(&env, j).await?;
+        }
     }
     if ctx.chatty() {
         let how = if journal.committed { "" } else { " (it had not finished: killed or crashed)" };
         let of = journal.header.config.as_ref().map_or(String::new(), |c| format!(" of {c}"));
         let ago = crate::state::unix_now().saturating_sub(journal.header.started_unix);
         let n = count(steps.len(), "step", "steps");
-        if dry_run {
-            say!(
-                "# roce-route rollback --dry-run: would undo the {}{of} made {ago} s ago{how}: {n}",
-                journal.header.kind
-            );
+        let what = if journal.header.kind == kind::HEAL {
+            count(heals, "heal by watch", "heals by watch")
+        } else if heals > 0 {
+            format!(
+                "{}{of} made {ago} s ago{how}, and the {} built on it",
+                journal.header.kind,
+                count(heals, "heal by watch", "heals by watch")
+            )
         } else {
-            say!("roce-route: rolled back the {}{of} made {ago} s ago{how}: {n} undone", journal.header.kind);
+            format!("{}{of} made {ago} s ago{how}", journal.header.kind)
+        };
+        if dry_run {
+            say!("# roce-route rollback --dry-run: would undo the {what}: {n}");
+        } else {
+            say!("roce-route: rolled back the {what}: {n} undone");
         }
         for s in &steps {
             say!("{}{}", if dry_run { "" } else { "  " }, s.command);
@@ -82,6 +111,7 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
         dry_run,
         undid: Some(journal.header.kind.clone()),
         finished: Some(journal.committed),
+        heals,
         steps,
         still_owned: None,
     };

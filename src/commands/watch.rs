@@ -26,6 +26,7 @@ use crate::plan::NotReady;
 use crate::render::{self, count};
 use crate::say;
 use crate::state::confirm::{self, Answer};
+use crate::state::journal::kind as journal_kind;
 use crate::state::lock::{abstract_addr, holder_of};
 use crate::state::{NetnsLock, Record, StateDir, StateError};
 use crate::tell;
@@ -305,7 +306,8 @@ impl Watcher<'_> {
         }
         let cfg = config::parse_many(&record.config_files)?;
         nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
-        let req = Request { cfg: &cfg, config_files: &record.config_files, adopt: false };
+        let req =
+            Request { cfg: &cfg, config_files: &record.config_files, adopt: false, kind: journal_kind::HEAL };
         let addrs = nl
             .addresses()
             .await

@@ -1,12 +1,16 @@
 //! The hand-shake of `apply --confirm`.
 //!
-//! Once the change is made, apply starts a guard: a separate process
-//! (`roce-route confirm-guard`, in its own session) that listens on the
-//! abstract unix socket `roce-route/confirm` of the network namespace and
-//! reverts the change at the deadline unless told to keep it. Because the
-//! guard, not the waiting apply, owns the deadline, the change is reverted
-//! even when the waiting apply is SIGKILLed. Every client gets its answer
-//! from the guard itself, so `confirm` reports what really happens.
+//! Before the first step of the change, apply starts a guard: a separate
+//! process (`roce-route confirm-guard`, in its own session) that listens
+//! on the confirmation socket of the network namespace and reverts the
+//! change at the deadline unless told to keep it: every journal newer than
+//! the one that was the newest when it was armed (`Pending::after`),
+//! finished or killed half-way. Because the guard, not the waiting apply,
+//! owns the deadline from before the first netlink message, the change is
+//! reverted even when apply is SIGKILLed at any instant of it. Every
+//! client gets its answer from the guard itself, so `confirm` reports what
+//! really happens. A guard that died (OOM, a stopped unit) leaves `pending`
+//! behind: `watch` then reverts the trial itself.
 //!
 //! Requests and answers are one line each:
 //! - `confirm` -> `kept` (the change stays) or `reverted` / `revert-failed
@@ -15,7 +19,11 @@
 //!   got a signal);
 //! - `status`  -> `waiting <seconds left> <pid of the apply>`;
 //! - `wait`    -> the outcome once there is one (`kept`, `reverted`,
-//!   `revert-failed <why>`).
+//!   `revert-failed <why>`);
+//! - `ready`   -> `waiting ...` (sent by the apply once its change is made
+//!   and committed: a `confirm` that comes earlier waits for it, so that
+//!   only a complete change is ever kept; without it the deadline reverts
+//!   what was made).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -38,9 +46,13 @@ pub struct Pending {
     #[serde(default)]
     pub guard_pid: u32,
     pub deadline_unix: u64,
-    /// The journal of the change (its file name).
+    /// The journal of the change (its file name), once known.
     #[serde(default)]
     pub journal: String,
+    /// The newest journal's sequence number when the guard was armed
+    /// (before the first step): the trial is every journal after it.
+    #[serde(default)]
+    pub after: Option<u64>,
     #[serde(default)]
     pub config: Option<String>,
 }

@@ -18,12 +18,26 @@ use crate::model::{Op, SysctlKey};
 pub const JOURNAL_VERSION: u32 = 1;
 pub(super) const PREFIX: &str = "journal-";
 pub(super) const SUFFIX: &str = ".jsonl";
+/// A heal by `watch` is named `journal-<seq>.heal.jsonl`: pruning and
+/// rollback tell heals from the user's runs by name, without reading them.
+pub(super) const HEAL_SUFFIX: &str = ".heal.jsonl";
+
+/// The kinds of run a journal records.
+pub mod kind {
+    /// `roce-route apply` (also a user's `--confirm` trial).
+    pub const APPLY: &str = "apply";
+    /// `roce-route remove`.
+    pub const REMOVE: &str = "remove";
+    /// A heal by `roce-route watch`: it builds on the user's run before it
+    /// and is undone with it.
+    pub const HEAL: &str = "heal";
+}
 
 /// First line of a journal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JournalHeader {
     pub version: u32,
-    /// "apply" or "remove".
+    /// "apply", "remove" or "heal" (`kind`).
     pub kind: String,
     pub started_unix: u64,
     pub config: Option<String>,
@@ -64,6 +78,14 @@ pub struct JournalHeader {
     /// run is undone.
     #[serde(default)]
     pub replaced_config_files: Vec<(String, String)>,
+    /// The record's `discovered` before this run: given back when the run
+    /// is undone (no false "found at the last apply and gone").
+    #[serde(default)]
+    pub replaced_discovered: std::collections::BTreeMap<String, Vec<crate::model::Prefix>>,
+    /// The record's `sources` before this run: given back when the run is
+    /// undone (no false `dropped_with_file`).
+    #[serde(default)]
+    pub replaced_sources: std::collections::BTreeMap<String, String>,
     /// How many step lines follow; fewer, or a damaged one, is corruption
     /// rather than a torn append.
     #[serde(default)]
@@ -90,6 +112,8 @@ impl JournalHeader {
             sources: Default::default(),
             config_files: Vec::new(),
             replaced_config_files: Vec::new(),
+            replaced_discovered: Default::default(),
+            replaced_sources: Default::default(),
             steps: None,
         }
     }
@@ -221,6 +245,17 @@ pub(super) fn parse_header(path: &Path, line: &[u8]) -> Result<JournalHeader, St
     serde_json::from_slice(line).map_err(unreadable)
 }
 
+/// Whether a journal file name is a heal's.
+pub fn is_heal_name(name: &str) -> bool {
+    name.ends_with(HEAL_SUFFIX) && seq(name).is_some()
+}
+
+/// The file name of journal `seq` of a run of `kind`.
+pub(super) fn file_name(seq: u64, kind: &str) -> String {
+    let suffix = if kind == self::kind::HEAL { HEAL_SUFFIX } else { SUFFIX };
+    format!("{PREFIX}{seq:06}{suffix}")
+}
+
 /// The first line of a journal file, parsed.
 pub(super) fn read_header(path: &Path) -> Result<JournalHeader, StateError> {
     let file = open_safe(path, OpenOptions::new().read(true), Kind::File)?;
@@ -229,9 +264,11 @@ pub(super) fn read_header(path: &Path) -> Result<JournalHeader, StateError> {
     parse_header(path, line.strip_suffix(b"\n").unwrap_or(&line))
 }
 
-/// The sequence number of a file named `journal-<digits>.jsonl`.
+/// The sequence number of a file named `journal-<digits>.jsonl` (a
+/// user's run) or `journal-<digits>.heal.jsonl` (a heal).
 pub(super) fn seq(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    let rest = name.strip_prefix(PREFIX)?;
+    let digits = rest.strip_suffix(HEAL_SUFFIX).or_else(|| rest.strip_suffix(SUFFIX))?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

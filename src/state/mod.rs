@@ -32,8 +32,12 @@ pub use record::{Origins, Record, RunOrigins};
 use files::{atomic_write, corrupt, ensure_dir, read_json, remove_if_exists, unsafe_path};
 
 pub const DEFAULT_BASE: &str = "/run/roce-route";
-/// How many journals (runs that can be rolled back, newest first) are kept.
+/// How many runs of the user (apply, remove: each can be rolled back,
+/// newest first) are kept.
 pub const MAX_JOURNALS: usize = 32;
+/// How many heals by `watch` are kept at most (they sit on top of the
+/// user's runs and are undone with them).
+pub const MAX_HEALS: usize = 256;
 
 const RECORD_FILE: &str = "record.json";
 const PENDING_FILE: &str = "pending";
@@ -105,22 +109,67 @@ impl StateDir {
     /// whole plan is recorded up front.
     pub fn begin_journal(&self, header: JournalHeader, undo: &[Op]) -> Result<JournalWriter, StateError> {
         let seq = self.journal_files()?.last().map_or(1, |(seq, _)| seq + 1);
-        let name = format!("{}{seq:06}{}", journal::PREFIX, journal::SUFFIX);
+        let name = journal::file_name(seq, &header.kind);
         let path = self.file(&name);
         atomic_write(&self.dir, &name, &journal::encode(&path, header, undo)?)?;
         Ok(JournalWriter { path })
     }
 
-    /// Keeps the newest MAX_JOURNALS journals: rollback can undo that many
-    /// runs back. Called after a commit, so that a failed run never costs
-    /// the oldest rollback point.
+    /// Keeps the newest MAX_JOURNALS runs of the user (apply, remove):
+    /// rollback can undo that many back. Heals by `watch` never count
+    /// against them: a heal goes once it is older than the oldest run kept,
+    /// and beyond MAX_HEALS the oldest heals go. Called after a commit, so
+    /// that a failed run never costs the oldest rollback point.
     pub fn prune_journals(&self) -> Result<(), StateError> {
         let files = self.journal_files()?;
-        let excess = files.len().saturating_sub(MAX_JOURNALS);
-        for (_, path) in &files[..excess] {
-            remove_if_exists(path)?;
+        let user: Vec<u64> = files.iter().filter(|(_, p)| !is_heal(p)).map(|(seq, _)| *seq).collect();
+        let oldest_kept = user.len().checked_sub(MAX_JOURNALS).map(|excess| user[excess]);
+        let mut heals = files.iter().filter(|(_, p)| is_heal(p)).count();
+        for (seq, path) in &files {
+            let drop = match (is_heal(path), oldest_kept) {
+                (false, Some(oldest)) => *seq < oldest,
+                (true, Some(oldest)) if *seq < oldest => true,
+                (true, _) => heals > MAX_HEALS,
+                (false, None) => false,
+            };
+            if drop {
+                if is_heal(path) {
+                    heals -= 1;
+                }
+                remove_if_exists(path)?;
+            }
         }
         Ok(())
+    }
+
+    /// What `rollback` undoes, newest first: the heals since the user's
+    /// latest run, and that run (only heals when no run of the user is
+    /// left). Empty without journals.
+    pub fn rollback_set(&self) -> Result<Vec<Journal>, StateError> {
+        let mut set = Vec::new();
+        for (_, path) in self.journal_files()?.iter().rev() {
+            set.push(read_journal(path)?);
+            if !is_heal(path) {
+                break;
+            }
+        }
+        Ok(set)
+    }
+
+    /// The journals newer than `seq` (None: all), newest first.
+    pub fn journals_after(&self, seq: Option<u64>) -> Result<Vec<Journal>, StateError> {
+        let files = self.journal_files()?;
+        files
+            .iter()
+            .rev()
+            .filter(|(s, _)| seq.is_none_or(|seq| *s > seq))
+            .map(|(_, p)| read_journal(p))
+            .collect()
+    }
+
+    /// The sequence number of the newest journal, if any.
+    pub fn latest_seq(&self) -> Result<Option<u64>, StateError> {
+        Ok(self.journal_files()?.last().map(|(seq, _)| *seq))
     }
 
     /// The newest journal, if any.
@@ -203,6 +252,16 @@ impl StateDir {
 }
 
 use crate::model::Op;
+
+/// Whether a journal path is a heal's (by its name).
+fn is_heal(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(journal::is_heal_name)
+}
+
+/// The sequence number of a journal path.
+pub fn journal_seq(path: &Path) -> Option<u64> {
+    path.file_name().and_then(|n| n.to_str()).and_then(journal::seq)
+}
 
 fn read_journal(path: &Path) -> Result<Journal, StateError> {
     journal::parse(path, &files::read_file(path)?)

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::journal::JournalHeader;
+use super::journal::{JournalHeader, kind};
 use crate::model::{Op, SysctlKey};
 
 /// One sysctl of one interface.
@@ -177,17 +177,22 @@ impl Record {
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
-        if header.kind == "apply" {
-            self.discovered = header.discovered.clone();
-            self.sources = header.sources.clone();
-            self.config_files = header.config_files.clone();
+        match header.kind.as_str() {
+            kind::APPLY => {
+                self.discovered = header.discovered.clone();
+                self.sources = header.sources.clone();
+                self.config_files = header.config_files.clone();
+            }
+            // A heal follows the recorded config; it only learns addresses.
+            kind::HEAL => self.discovered = header.discovered.clone(),
+            _ => {}
         }
     }
 
     /// Once every step of the run is made.
     pub fn on_commit(&mut self, header: &JournalHeader) {
         self.origins.on_commit(&run_origins(header));
-        if header.kind == "remove" {
+        if header.kind == kind::REMOVE {
             // Nothing of roce-route's is left.
             self.tables.clear();
             self.protocols.clear();
@@ -204,8 +209,14 @@ impl Record {
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
-        if matches!(header.kind.as_str(), "apply" | "remove") {
-            self.config_files = header.replaced_config_files.clone();
+        match header.kind.as_str() {
+            kind::APPLY | kind::REMOVE => {
+                self.config_files = header.replaced_config_files.clone();
+                self.discovered = header.replaced_discovered.clone();
+                self.sources = header.replaced_sources.clone();
+            }
+            kind::HEAL => self.discovered = header.replaced_discovered.clone(),
+            _ => {}
         }
     }
 }
@@ -214,7 +225,7 @@ impl Record {
 /// remove took out (never a protocol only given on a command line).
 fn owned_by(header: &JournalHeader) -> Vec<u8> {
     let mut all = header.protocols.clone();
-    if header.kind == "apply" {
+    if matches!(header.kind.as_str(), kind::APPLY | kind::HEAL) {
         all.push(header.protocol);
     }
     all

@@ -1214,8 +1214,20 @@ pub fn state_files(base: &Path) -> Vec<String> {
 }
 
 /// Whether an `apply --confirm` under the state base `base` waits for its
-/// confirmation (its `pending` file exists).
+/// confirmation with its change made (its `pending` file names the trial's
+/// journal; it is written without one before the first step).
 pub fn confirmation_pending(base: &Path) -> bool {
+    state_files(base).iter().filter(|f| f.ends_with("/pending")).any(|f| {
+        fs::read_to_string(base.join(f))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .is_some_and(|doc| doc["journal"].as_str().is_some_and(|j| j.starts_with("journal-")))
+    })
+}
+
+/// Whether a `pending` file exists under `base` (the guard is armed,
+/// whether or not the change is made yet).
+pub fn guard_armed(base: &Path) -> bool {
     state_files(base).iter().any(|f| f.ends_with("/pending"))
 }
 
