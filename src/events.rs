@@ -99,16 +99,28 @@ impl Subscription {
 /// kernel's own tables.
 pub fn parse(mut buf: &[u8]) -> Vec<Event> {
     let mut events = Vec::new();
-    while buf.len() >= 16 {
-        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if len < 16 || len > buf.len() {
+    // A notification this build cannot read may still be about what
+    // roce-route owns: it counts as an event (a pass that finds nothing to
+    // do costs little), never as nothing.
+    let unreadable =
+        |why: &str| Event { ifindex: None, ifname: None, what: format!("unreadable notification ({why})") };
+    while !buf.is_empty() {
+        if buf.len() < 16 {
+            events.push(unreadable("a truncated header"));
             break;
         }
-        if let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len])
-            && let NetlinkPayload::InnerMessage(inner) = msg.payload
-            && let Some(event) = event_of(&inner)
-        {
-            events.push(event);
+        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len < 16 || len > buf.len() {
+            events.push(unreadable("a bad length"));
+            break;
+        }
+        match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len]) {
+            Ok(msg) => match msg.payload {
+                NetlinkPayload::InnerMessage(inner) => events.extend(event_of(&inner)),
+                NetlinkPayload::Done(_) | NetlinkPayload::Noop => {}
+                _ => events.push(unreadable("an unexpected payload")),
+            },
+            Err(_) => events.push(unreadable("it does not parse")),
         }
         buf = &buf[len.next_multiple_of(4).min(buf.len())..];
     }
@@ -291,5 +303,30 @@ mod tests {
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[0].describe(|_| None), "rail0: up, carrier off");
         assert_eq!(events[1].describe(|_| None), "route deleted in table 101");
+    }
+
+    #[test]
+    fn a_notification_that_does_not_parse_is_an_event() {
+        // A well-framed RTM_NEWRULE whose body is cut short, a bad length,
+        // and a truncated header: each is a reason for a pass.
+        let mut bad_body = vec![0u8; 20];
+        bad_body[..4].copy_from_slice(&20u32.to_ne_bytes());
+        bad_body[4..6].copy_from_slice(&32u16.to_ne_bytes()); // RTM_NEWRULE
+        for (bytes, why) in [
+            (bad_body, "does not parse"),
+            (
+                {
+                    let mut b = vec![0u8; 16];
+                    b[..4].copy_from_slice(&400u32.to_ne_bytes());
+                    b
+                },
+                "bad length",
+            ),
+            (vec![1, 2, 3], "truncated header"),
+        ] {
+            let events = parse(&bytes);
+            assert_eq!(events.len(), 1, "{why}: {events:?}");
+            assert!(events[0].what.contains(why), "{events:?}");
+        }
     }
 }

@@ -348,6 +348,36 @@ mod tests {
     }
 
     #[test]
+    fn an_undone_run_gives_back_discovered_addresses_and_sources() {
+        let p = |s: &str| crate::model::Prefix { addr: s.parse().unwrap(), len: 24 };
+        let mut r = Record::default();
+        r.discovered.insert("rail0".into(), vec![p("198.51.100.10")]);
+        r.sources.insert("rail0".into(), "a.toml".into());
+        let before = r.clone();
+        let mut apply = JournalHeader::new("apply", None, 234);
+        apply.discovered.insert("rail1".into(), vec![p("198.51.100.11")]);
+        apply.sources.insert("rail1".into(), "b.toml".into());
+        apply.replaced_discovered = r.discovered.clone();
+        apply.replaced_sources = r.sources.clone();
+        r.on_start(&apply);
+        r.on_commit(&apply);
+        assert_eq!(r.sources["rail1"], "b.toml");
+        let mut heal = JournalHeader::new("heal", None, 234);
+        heal.discovered.insert("rail1".into(), vec![p("198.51.100.21")]);
+        heal.replaced_discovered = r.discovered.clone();
+        heal.sources.insert("rail9".into(), "ignored.toml".into());
+        r.on_start(&heal);
+        r.on_commit(&heal);
+        assert_eq!(r.discovered["rail1"], vec![p("198.51.100.21")], "a heal learns addresses");
+        assert!(!r.sources.contains_key("rail9"), "a heal never changes where interfaces come from");
+        r.on_undo(&heal);
+        assert_eq!(r.discovered["rail1"], vec![p("198.51.100.11")]);
+        r.on_undo(&apply);
+        assert_eq!(r.discovered, before.discovered);
+        assert_eq!(r.sources, before.sources);
+    }
+
+    #[test]
     fn remove_commit_forgets_tables_and_protocols() {
         let mut r = Record::default();
         let mut h = JournalHeader::new("apply", None, 234);

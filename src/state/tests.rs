@@ -190,6 +190,63 @@ fn pruning_keeps_the_newest_and_only_runs_when_asked() {
 }
 
 #[test]
+fn heals_never_push_the_users_runs_out_and_are_kept_within_bounds() {
+    let scratch = Scratch::new("heals");
+    let dir = scratch.open().unwrap();
+    dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
+    for _ in 0..MAX_JOURNALS + 10 {
+        dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
+        dir.prune_journals().unwrap();
+    }
+    let names = || -> Vec<String> {
+        dir.journals()
+            .unwrap()
+            .iter()
+            .map(|j| j.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    };
+    let all = names();
+    assert_eq!(all[0], "journal-000001.jsonl", "the user's apply was pruned by heals");
+    assert_eq!(all.len(), MAX_JOURNALS + 11);
+    assert!(all[1..].iter().all(|n| n.ends_with(".heal.jsonl")), "{all:?}");
+    // Beyond MAX_HEALS, the oldest heals go; the apply stays.
+    for _ in 0..MAX_HEALS {
+        dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
+    }
+    dir.prune_journals().unwrap();
+    let all = names();
+    assert_eq!(all[0], "journal-000001.jsonl");
+    assert_eq!(all.len(), MAX_HEALS + 1);
+    // Heals older than the oldest user run kept go with it.
+    for _ in 0..MAX_JOURNALS {
+        dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
+    }
+    dir.prune_journals().unwrap();
+    let all = names();
+    assert_eq!(all.len(), MAX_JOURNALS, "{:?}", &all[..3]);
+    assert!(all.iter().all(|n| !n.ends_with(".heal.jsonl")));
+}
+
+#[test]
+fn rollback_takes_the_heals_since_the_users_run_and_that_run() {
+    let scratch = Scratch::new("rollback-set");
+    let dir = scratch.open().unwrap();
+    assert!(dir.rollback_set().unwrap().is_empty());
+    dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
+    let set = dir.rollback_set().unwrap();
+    let kinds: Vec<&str> = set.iter().map(|j| j.header.kind.as_str()).collect();
+    assert_eq!(kinds, ["heal", "heal", "apply"], "newest first, down to the user's latest run");
+    assert!(set[2].path.ends_with("journal-000003.jsonl"));
+    let after: Vec<u64> =
+        dir.journals_after(Some(3)).unwrap().iter().filter_map(|j| journal_seq(&j.path)).collect();
+    assert_eq!(after, [5, 4]);
+}
+
+#[test]
 fn namespaces_do_not_mix() {
     let scratch = Scratch::new("netns");
     let a = StateDir::open(&scratch.base(), "net-1").unwrap();
@@ -294,6 +351,7 @@ fn created_dirs_are_0700_and_files_0600() {
         guard_pid: 2,
         deadline_unix: 3,
         journal: String::new(),
+        after: None,
         config: None,
     })
     .unwrap();
@@ -322,6 +380,7 @@ fn pending_round_trip() {
         guard_pid: 43,
         deadline_unix: 1_700_000_000,
         journal: "journal-000001.jsonl".into(),
+        after: Some(7),
         config: Some("c.toml".into()),
     };
     dir.set_pending(&p).unwrap();
