@@ -83,7 +83,7 @@ pub enum Command {
     /// foreground, until SIGTERM. Follows apply, rollback and remove;
     /// never heals while an `apply --confirm` waits.
     #[command(after_help = EXIT_CODES)]
-    Watch,
+    Watch(WatchArgs),
     /// Print a config for this host's RDMA NICs: one [[interface]] per
     /// netdev of an RDMA port (InfiniBand/IPoIB, RoCE) with a global
     /// address, each commented with its device, port, link layer, rate and
@@ -106,6 +106,15 @@ pub enum Command {
     /// at the deadline unless it is confirmed.
     #[command(hide = true)]
     ConfirmGuard(GuardArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// A full pass this often even without a notification (0: never):
+    /// sysctl writes send none, so this is how a reset arp_ignore or
+    /// rp_filter is found. A pass that finds nothing to do only reads.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub resync: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -271,7 +280,7 @@ impl Command {
             Command::Completions(_) => "completions",
             Command::Man => "man",
             Command::ConfirmGuard(_) => "confirm-guard",
-            Command::Watch => "watch",
+            Command::Watch(_) => "watch",
             Command::Discover(_) => "discover",
             Command::NcclEnv(_) => "nccl-env",
         }
@@ -283,7 +292,7 @@ impl Command {
             Command::Apply(a) => !a.dry_run,
             Command::Rollback(r) => !r.dry_run,
             Command::Remove(r) => !r.dry_run,
-            Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) | Command::Watch => true,
+            Command::Confirm | Command::ConfirmGuard(_) | Command::Announce(_) | Command::Watch(_) => true,
             Command::Check(_)
             | Command::Show(_)
             | Command::Discover(_)

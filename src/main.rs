@@ -142,7 +142,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
             (Command::Remove(r), _) => commands::remove::run(ctx, protocol, r.dry_run).await,
             (Command::Show(s), _) => commands::show::run(ctx, protocol, &s.sysfs).await,
             (Command::Confirm, _) => commands::confirm::run(ctx),
-            (Command::Watch, _) => commands::watch::run(ctx).await,
+            (Command::Watch(w), _) => commands::watch::run(ctx, w).await,
             (Command::ConfirmGuard(g), _) => commands::guard::run(ctx, g)
                 .await
                 .map(|code| Done::new(code, code != 0, serde_json::json!({}))),

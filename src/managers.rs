@@ -43,6 +43,43 @@ pub fn warnings(env: &Environment) -> Vec<String> {
     out
 }
 
+/// Agents that may undo what roce-route makes, among the running
+/// processes: network managers and the routing parts of Kubernetes
+/// networking. For `watch` to name when its heals are undone over and
+/// over. Pure.
+pub fn suspects(env: &Environment) -> Vec<String> {
+    let running = |name: &str| env.processes.iter().any(|p| p == name);
+    let mut out = Vec::new();
+    if running("systemd-network") {
+        let foreign = ["ManageForeignRoutingPolicyRules", "ManageForeignRoutes"]
+            .into_iter()
+            .any(|key| setting_is_on(&env.networkd_conf, key));
+        out.push(if foreign {
+            "systemd-networkd (ManageForeignRoutingPolicyRules/ManageForeignRoutes on: it deletes rules and \
+             routes it did not make)"
+                .to_string()
+        } else {
+            "systemd-networkd".to_string()
+        });
+    }
+    // /proc/PID/comm is cut at 15 characters.
+    for (comm, what) in [
+        ("NetworkManager", "NetworkManager"),
+        ("wickedd", "wicked"),
+        ("cilium-agent", "Cilium (cilium-agent)"),
+        ("calico-node", "Calico (calico-node)"),
+        ("bird", "BIRD (a routing daemon, e.g. Calico's)"),
+        ("kube-router", "kube-router"),
+        ("sriov-network-c", "the SR-IOV network config daemon"),
+        ("keepalived", "keepalived"),
+    ] {
+        if running(comm) {
+            out.push(what.to_string());
+        }
+    }
+    out
+}
+
 /// The last `KEY=` of the concatenated configuration wins; the default
 /// is yes (both settings roce-route cares about default to yes).
 fn setting_is_on(conf: &str, key: &str) -> bool {
@@ -107,6 +144,17 @@ mod tests {
 
     fn env(procs: &[&str], conf: &str) -> Environment {
         Environment { processes: procs.iter().map(|s| s.to_string()).collect(), networkd_conf: conf.into() }
+    }
+
+    #[test]
+    fn suspects_name_the_agents_that_undo_routing() {
+        assert!(suspects(&env(&["sshd", "bash"], "")).is_empty());
+        let s = suspects(&env(&["systemd-network", "calico-node"], ""));
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert!(s[0].contains("ManageForeignRoutingPolicyRules"), "on by default: {s:?}");
+        assert!(s[1].contains("Calico"));
+        let off = "[Network]\nManageForeignRoutingPolicyRules=no\nManageForeignRoutes=no\n";
+        assert_eq!(suspects(&env(&["systemd-network"], off)), ["systemd-networkd"]);
     }
 
     #[test]

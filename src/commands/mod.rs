@@ -65,6 +65,10 @@ pub struct Ctx {
     pub json: bool,
     pub verbosity: Verbosity,
     warnings: RefCell<Vec<String>>,
+    /// A long-running command (watch) prints each warning when it happens
+    /// (a JSON line of its own with --json) rather than keeping it for the
+    /// document at exit.
+    live_warnings: std::cell::Cell<Option<&'static str>>,
 }
 
 /// How much a command prints for a person (never affects --json).
@@ -111,6 +115,7 @@ impl Ctx {
             json,
             verbosity: Verbosity::Normal,
             warnings: RefCell::new(Vec::new()),
+            live_warnings: std::cell::Cell::new(None),
         }
     }
 
@@ -123,6 +128,15 @@ impl Ctx {
     /// document.
     pub fn warn(&self, warning: impl Into<String>) {
         let warning = warning.into();
+        if let Some(command) = self.live_warnings.get() {
+            if self.json {
+                let doc = serde_json::json!({ "command": command, "event": "warning", "message": warning });
+                crate::say!("{doc}");
+            } else {
+                tell!("roce-route {command}: warning: {warning}");
+            }
+            return;
+        }
         if self.chatty() {
             tell!("roce-route: warning: {warning}");
         }
@@ -130,6 +144,12 @@ impl Ctx {
         if !all.contains(&warning) {
             all.push(warning);
         }
+    }
+
+    /// From now on, warnings are printed as they happen (see
+    /// `live_warnings`), as lines of `command`.
+    pub fn stream_warnings(&self, command: &'static str) {
+        self.live_warnings.set(Some(command));
     }
 
     pub fn warnings(&self) -> Vec<String> {

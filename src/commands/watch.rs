@@ -37,8 +37,21 @@ pub const WATCH_NAME: &str = "roce-route/watch";
 /// How long a pass waits for the namespace lock before trying later.
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// When to try again after a pass could not run (lock busy, a
-/// confirmation waiting, an error).
+/// confirmation waiting); a pass that failed waits this long, doubled
+/// after each further failure, up to MAX_BACKOFF.
 const RETRY: Duration = Duration::from_secs(2);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A second pass this long after a rail appeared: udev runs
+/// `systemd-sysctl --prefix=/net/ipv4/conf/<if>` for a new netdev later
+/// than the heal, and a sysctl write sends no notification.
+const RECHECK_AFTER_NEW_LINK: Duration = Duration::from_secs(3);
+/// Heals of the same entries this many times within FIGHT_WINDOW: another
+/// agent undoes them; the heals back off from FIGHT_HOLD, doubling, up to
+/// MAX_FIGHT_HOLD.
+const FIGHT_HEALS: usize = 3;
+const FIGHT_WINDOW: Duration = Duration::from_secs(60);
+const FIGHT_HOLD: Duration = Duration::from_secs(5);
+const MAX_FIGHT_HOLD: Duration = Duration::from_secs(300);
 
 /// Why a pass runs.
 enum Trigger {
@@ -46,6 +59,10 @@ enum Trigger {
     Events(Vec<String>),
     Overflow,
     Retry,
+    /// Shortly after a rail appeared.
+    Recheck,
+    /// The periodic resync (`--resync`).
+    Resync,
 }
 
 impl Trigger {
@@ -55,6 +72,8 @@ impl Trigger {
             Trigger::Start => "at start".to_string(),
             Trigger::Overflow => "after lost notifications (full resync)".to_string(),
             Trigger::Retry => "on a retry".to_string(),
+            Trigger::Recheck => "shortly after a rail appeared (udev may reset its sysctls)".to_string(),
+            Trigger::Resync => "on the periodic resync".to_string(),
             Trigger::Events(e) => {
                 let shown: Vec<&str> = e.iter().take(8).map(String::as_str).collect();
                 let more = if e.len() > 8 { format!(" and {} more", e.len() - 8) } else { String::new() };
@@ -71,7 +90,54 @@ impl Trigger {
     }
 }
 
-pub async fn run(ctx: &Ctx) -> Result<Done, Error> {
+/// When the loop acts without a notification.
+#[derive(Default)]
+struct Timers {
+    /// A pass that could not run or failed, or heals held back.
+    retry: Option<Instant>,
+    /// The second pass after a rail appeared.
+    recheck: Option<Instant>,
+    /// The next periodic resync.
+    resync: Option<Instant>,
+}
+
+impl Timers {
+    /// The earliest timer and the trigger of its pass.
+    fn next(&self) -> Option<(Instant, Trigger)> {
+        [(self.retry, 0), (self.recheck, 1), (self.resync, 2)]
+            .into_iter()
+            .filter_map(|(at, which)| at.map(|at| (at, which)))
+            .min_by_key(|(at, _)| *at)
+            .map(|(at, which)| (at, [Trigger::Retry, Trigger::Recheck, Trigger::Resync][which].take()))
+    }
+
+    /// After any pass: the retry it asks for; the resync counts from now.
+    fn passed(&mut self, retry: Option<Duration>, resync: Option<Duration>) {
+        let now = Instant::now();
+        self.retry = retry.map(|d| now + d);
+        self.resync = resync.map(|d| now + d);
+        if self.recheck.is_some_and(|at| at <= now) {
+            self.recheck = None;
+        }
+    }
+}
+
+impl Trigger {
+    fn take(&self) -> Trigger {
+        match self {
+            Trigger::Retry => Trigger::Retry,
+            Trigger::Recheck => Trigger::Recheck,
+            Trigger::Resync => Trigger::Resync,
+            Trigger::Start => Trigger::Start,
+            Trigger::Overflow => Trigger::Overflow,
+            Trigger::Events(e) => Trigger::Events(e.clone()),
+        }
+    }
+}
+
+pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error> {
+    // Days of running: each warning is a line when it happens.
+    ctx.stream_warnings("watch");
     let _held = hold_watch_name()?;
     let state = ctx.state()?;
     // Subscribed before the first pass: nothing that happens after it is missed.
@@ -81,32 +147,32 @@ pub async fn run(ctx: &Ctx) -> Result<Done, Error> {
     let mut term = signal(SignalKind::terminate()).map_err(signal_error)?;
     let mut int = signal(SignalKind::interrupt()).map_err(signal_error)?;
     let mut hup = signal(SignalKind::hangup()).map_err(signal_error)?;
-    let mut w = Watcher {
-        ctx,
-        state: &state,
-        not_ready: Vec::new(),
-        passes: 0,
-        heals: 0,
-        deferred: false,
-        conflicts: Vec::new(),
-    };
+    let resync = (args.resync > 0).then(|| Duration::from_secs(args.resync));
+    let mut w = Watcher::new(ctx, &state);
     log(ctx, "start", "watching; healing toward the latest apply", json!({}));
-    let mut retry = w.pass(&mut nl, Trigger::Start).await;
+    let mut timers = Timers::default();
+    let retry = w.pass(&mut nl, Trigger::Start).await;
+    timers.passed(retry, resync);
     notify_ready();
     let coalesce = Coalesce::DEFAULT;
     loop {
         if ctx.stop.requested().is_some() {
             break;
         }
-        let retry_at = retry.map(|d| tokio::time::Instant::now() + d);
-        // Idle: block on the socket, the signals and a pending retry.
+        let next = timers.next();
+        // Idle: block on the socket, the signals and the next timer.
         let first = tokio::select! {
             got = sub.next() => got,
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => break,
-            _ = sleep_until_opt(retry_at) => {
-                retry = w.pass(&mut nl, Trigger::Retry).await;
+            _ = sleep_until_opt(next.as_ref().map(|(at, _)| tokio::time::Instant::from_std(*at))) => {
+                let trigger = next.map_or(Trigger::Retry, |(_, t)| t);
+                if matches!(trigger, Trigger::Recheck) {
+                    timers.recheck = None;
+                }
+                let retry = w.pass(&mut nl, trigger).await;
+                timers.passed(retry, resync);
                 continue;
             }
         };
@@ -144,7 +210,11 @@ pub async fn run(ctx: &Ctx) -> Result<Done, Error> {
         if !overflow && events.is_empty() {
             continue;
         }
+        let known: BTreeSet<u32> = nl.links().iter().map(|l| l.index).collect();
         nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
+        if nl.links().iter().any(|l| !known.contains(&l.index)) {
+            timers.recheck = Some(Instant::now() + RECHECK_AFTER_NEW_LINK);
+        }
         let trigger = if overflow {
             Trigger::Overflow
         } else {
@@ -157,9 +227,18 @@ pub async fn run(ctx: &Ctx) -> Result<Done, Error> {
             }
             Trigger::Events(seen)
         };
-        retry = w.pass(&mut nl, trigger).await;
+        // Heals held back (another agent undoes them over and over): the
+        // events wait for the held pass.
+        if let Some(until) = w.held_until().filter(|until| *until > Instant::now()) {
+            w.held += 1;
+            timers.retry = Some(until);
+            continue;
+        }
+        let retry = w.pass(&mut nl, trigger).await;
+        timers.passed(retry, resync);
     }
     let why = ctx.stop.requested().map_or("a signal".to_string(), crate::signals::name);
+    w.flush_repeats();
     log(
         ctx,
         "stop",
@@ -212,15 +291,21 @@ fn notify_ready() {
 }
 
 /// One line on stderr (journald-friendly), or one JSON document per line
-/// on stdout with --json.
+/// on stdout with --json. `-q` silences the routine lines (start, stop,
+/// heals, passes); what needs an operator (errors, conflicts, parts not
+/// ready, a fight with another agent) is always said.
 fn log(ctx: &Ctx, event: &str, text: &str, fields: serde_json::Value) {
+    let routine = matches!(event, "start" | "stop" | "heal" | "pass");
+    if routine && ctx.verbosity == crate::commands::Verbosity::Quiet {
+        return;
+    }
     if ctx.json {
         let mut doc = json!({ "command": "watch", "event": event, "message": text });
         if let (Some(doc), serde_json::Value::Object(f)) = (doc.as_object_mut(), fields) {
             doc.extend(f);
         }
         say!("{doc}");
-    } else if ctx.chatty() {
+    } else {
         tell!("roce-route watch: {text}");
     }
 }
@@ -237,19 +322,88 @@ struct Watcher<'a> {
     /// Whether the last pass was deferred: a wait is said once, not at
     /// every retry.
     deferred: bool,
+    /// Consecutive failed passes, and the last error said (a repeated
+    /// error is said once, then counted).
+    failures: u32,
+    last_error: Option<(String, u64)>,
+    /// Recent heals (when, and the entries healed), to see another agent
+    /// undo them over and over.
+    recent_heals: std::collections::VecDeque<(Instant, Vec<String>)>,
+    /// While another agent undoes the heals: how many holds in a row, and
+    /// until when heals wait; the bursts of notifications held meanwhile.
+    fight_level: u32,
+    held_until: Option<Instant>,
+    held: u64,
 }
 
-impl Watcher<'_> {
+impl<'a> Watcher<'a> {
+    fn new(ctx: &'a Ctx, state: &'a StateDir) -> Watcher<'a> {
+        Watcher {
+            ctx,
+            state,
+            not_ready: Vec::new(),
+            passes: 0,
+            heals: 0,
+            deferred: false,
+            conflicts: Vec::new(),
+            failures: 0,
+            last_error: None,
+            recent_heals: Default::default(),
+            fight_level: 0,
+            held_until: None,
+            held: 0,
+        }
+    }
+
+    fn held_until(&self) -> Option<Instant> {
+        self.held_until
+    }
+
     /// One pass; returns when to try again if it could not run. Every
     /// pass ends with a `pass` line with --json (and -v): its number, what
     /// triggered it and its outcome.
     async fn pass(&mut self, nl: &mut Netlink, trigger: Trigger) -> Option<Duration> {
         self.passes += 1;
         let (outcome, retry) = match self.try_pass(nl, &trigger).await {
-            Ok(done) => done,
+            Ok(done) => {
+                if self.failures > 0 {
+                    self.flush_repeats();
+                    log(
+                        self.ctx,
+                        "recovered",
+                        &format!(
+                            "a pass went through again after {}",
+                            count(self.failures as usize, "failed pass", "failed passes")
+                        ),
+                        json!({ "failed_passes": self.failures }),
+                    );
+                }
+                self.failures = 0;
+                self.last_error = None;
+                done
+            }
             Err(e) => {
-                log(self.ctx, "error", &format!("this pass failed: {e}; trying again later"), json!({}));
-                ("failed", Some(RETRY))
+                self.failures += 1;
+                let wait = backoff(RETRY, self.failures, MAX_BACKOFF);
+                let text = e.to_string();
+                match &mut self.last_error {
+                    Some((last, n)) if *last == text => *n += 1,
+                    _ => {
+                        self.flush_repeats();
+                        log(
+                            self.ctx,
+                            "error",
+                            &format!(
+                                "this pass failed: {text}; trying again in {} s (longer after each failure, up to {} s)",
+                                wait.as_secs(),
+                                MAX_BACKOFF.as_secs()
+                            ),
+                            json!({ "retry_seconds": wait.as_secs() }),
+                        );
+                        self.last_error = Some((text, 1));
+                    }
+                }
+                ("failed", Some(wait))
             }
         };
         self.deferred = outcome == "deferred";
@@ -265,11 +419,72 @@ impl Watcher<'_> {
         retry
     }
 
+    /// Says how often the last error repeated, if it did.
+    fn flush_repeats(&mut self) {
+        if let Some((text, n)) = self.last_error.take()
+            && n > 1
+        {
+            log(
+                self.ctx,
+                "repeated",
+                &format!("the error above repeated {n} times in all: {text}"),
+                json!({ "count": n, "error": text }),
+            );
+        }
+    }
+
+    /// After a heal of `summary`: when the same entries were healed
+    /// FIGHT_HEALS times within FIGHT_WINDOW, another agent undoes them:
+    /// from then on each heal is followed by a hold (doubling, up to
+    /// MAX_FIGHT_HOLD) until a pass finds the host in sync. The fight is
+    /// said once, with the suspects, and its end with a count.
+    fn note_heal(&mut self, summary: &[String]) {
+        let now = Instant::now();
+        self.recent_heals.retain(|(at, _)| now.duration_since(*at) < FIGHT_WINDOW);
+        self.recent_heals.push_back((now, summary.to_vec()));
+        let same = self.recent_heals.iter().filter(|(_, s)| s == summary).count();
+        if self.fight_level == 0 && same < FIGHT_HEALS {
+            return;
+        }
+        self.fight_level += 1;
+        let hold = backoff(FIGHT_HOLD, self.fight_level, MAX_FIGHT_HOLD);
+        self.held_until = Some(now + hold);
+        if self.fight_level > 1 {
+            return;
+        }
+        let suspects = crate::managers::suspects(&crate::managers::scan());
+        let who = if suspects.is_empty() {
+            "no known network manager runs here: look for an agent that owns these entries (a CNI plugin, \
+             a routing daemon, a script)"
+                .to_string()
+        } else {
+            format!("suspects: {}", suspects.join("; "))
+        };
+        log(
+            self.ctx,
+            "fighting",
+            &format!(
+                "healed the same entries {same} times within {} s: something undoes them right after each heal \
+                 ({who}); each heal now waits {} s more than the last (up to {} s) until they stay: {}",
+                FIGHT_WINDOW.as_secs(),
+                hold.as_secs(),
+                MAX_FIGHT_HOLD.as_secs(),
+                summary.join("; ")
+            ),
+            json!({ "heals": same, "hold_seconds": hold.as_secs(), "suspects": suspects, "summary": summary }),
+        );
+    }
+
     async fn try_pass(
         &mut self,
         nl: &mut Netlink,
         trigger: &Trigger,
     ) -> Result<(&'static str, Option<Duration>), Error> {
+        // A hold that ran out: this pass is the held one.
+        if self.held_until.is_some_and(|until| until <= Instant::now()) {
+            self.held_until = None;
+            self.held = 0;
+        }
         if self.state.record()?.config_files.is_empty() {
             return Ok(("no_config", None));
         }
@@ -296,6 +511,9 @@ impl Watcher<'_> {
             Err(StateError::LockInterrupted { .. }) => return Ok(("stopped", None)),
             Err(e) => return Err(e.into()),
         };
+        // A trial whose guard died (OOM, a stopped unit) is not kept: it is
+        // reverted here, and the config before it followed.
+        self.revert_orphaned_trial(nl).await?;
         // Under the lock: the record as the last command left it.
         let record = self.state.record()?;
         if record.config_files.is_empty() {
@@ -359,11 +577,27 @@ impl Watcher<'_> {
             self.not_ready = desired.not_ready.clone();
         }
         if header.is_none() {
+            // Nothing undid the last heal: the fight, if any, is over.
+            if self.fight_level > 0 {
+                log(
+                    self.ctx,
+                    "fight_over",
+                    &format!(
+                        "the entries stayed: the fight is over after {} held back",
+                        count(self.fight_level as usize, "heal", "heals")
+                    ),
+                    json!({ "held_heals": self.fight_level, "held_bursts": self.held }),
+                );
+                self.fight_level = 0;
+                self.held = 0;
+                self.recent_heals.clear();
+            }
             return Ok(("in_sync", None));
         }
         self.heals += 1;
         let owners = table_owners(&desired, &plan.ops);
         let summary = render::summary(&plan.ops, &owners);
+        self.note_heal(&summary);
         let why = trigger.words();
         // One round per heal: the extra rounds of `apply` sleep between
         // sends, and a heal must not hold the event loop for them.
@@ -397,6 +631,32 @@ impl Watcher<'_> {
         Ok(("healed", None))
     }
 
+    /// Reverts the trial of an `apply --confirm` whose guard is gone
+    /// without an answer (`pending` is left and no guard listens): its
+    /// change must not become permanent by being healed. Under the lock.
+    async fn revert_orphaned_trial(&mut self, nl: &Netlink) -> Result<(), Error> {
+        let Some(pending) = self.state.pending()? else { return Ok(()) };
+        if !matches!(confirm::ask("status", Some(Duration::from_secs(1))), Ok(Answer::NoGuard)) {
+            return Ok(());
+        }
+        let env = crate::transaction::Env { state: self.state, nl, stop: &self.ctx.stop };
+        let undone = crate::transaction::revert_trial(&env, pending.after, pending.pid).await?;
+        self.state.clear_pending()?;
+        log(
+            self.ctx,
+            "trial_reverted",
+            &format!(
+                "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer: reverted its \
+                 unconfirmed change ({}); following the config before it",
+                pending.guard_pid,
+                pending.pid,
+                count(undone, "run", "runs")
+            ),
+            json!({ "guard_pid": pending.guard_pid, "apply_pid": pending.pid, "runs": undone }),
+        );
+        Ok(())
+    }
+
     /// Why not to heal now: an `apply --confirm` waits for its
     /// confirmation (healing would make the trial change permanent or
     /// fight its revert).
@@ -413,6 +673,11 @@ impl Watcher<'_> {
             )),
         }
     }
+}
+
+/// `first` doubled for each failure after the first, at most `cap`. Pure.
+fn backoff(first: Duration, failures: u32, cap: Duration) -> Duration {
+    first.saturating_mul(1u32 << failures.saturating_sub(1).min(16)).min(cap)
 }
 
 /// A discovered address replaced by another of the same family on the
@@ -448,6 +713,12 @@ mod tests {
             temporary: false,
             dad_failed: false,
         }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let s = |n| backoff(RETRY, n, MAX_BACKOFF).as_secs();
+        assert_eq!([s(1), s(2), s(3), s(4), s(5), s(6), s(7), s(40)], [2, 4, 8, 16, 32, 60, 60, 60]);
     }
 
     #[test]
