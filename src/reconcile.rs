@@ -195,23 +195,86 @@ pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate:
     verdicts
 }
 
-/// Waits up to `settle` for the configured interfaces' IPv6 addresses to
-/// leave duplicate address detection (a stop request ends the wait).
+/// Waits up to `settle` for the addresses the plan would use to leave
+/// duplicate address detection: the listed addresses of the configured
+/// interfaces, or their global ones where they list none; never a
+/// link-local address (an IPv4-only rail just brought up does not wait for
+/// its fe80 DAD). It wakes on address notifications, not on a poll; a stop
+/// request ends the wait.
 pub async fn settle_dad(
     nl: &Netlink,
     cfg: &Config,
     settle: std::time::Duration,
     stop: &crate::signals::StopFlag,
 ) -> Result<(), Error> {
-    let deadline = std::time::Instant::now() + settle;
+    use std::time::{Duration, Instant};
+    if settle.is_zero() {
+        return Ok(());
+    }
+    // Subscribed before the first read: the end of DAD between the read
+    // and the wait is not missed. Without it (no permission), poll.
+    let mut sub = crate::events::Subscription::open().ok();
+    let deadline = Instant::now() + settle;
     loop {
         let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
-        let waiting = addrs
-            .iter()
-            .any(|a| a.tentative && !a.dad_failed && cfg.interfaces.iter().any(|i| i.name == a.ifname));
-        if !waiting || std::time::Instant::now() >= deadline || stop.requested().is_some() {
+        let waiting = addrs.iter().any(|a| a.tentative && !a.dad_failed && plan_uses(cfg, a));
+        let now = Instant::now();
+        if !waiting || now >= deadline || stop.requested().is_some() {
             return Ok(());
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // Wake at least every 200 ms to see a stop request.
+        let nap = (deadline - now).min(Duration::from_millis(200));
+        match sub.as_mut() {
+            Some(sub) => {
+                let _ = tokio::time::timeout(nap, sub.next()).await;
+            }
+            None => tokio::time::sleep(nap.min(Duration::from_millis(100))).await,
+        }
+    }
+}
+
+/// Whether the plan would take `a` as a rail's address. Pure.
+pub fn plan_uses(cfg: &Config, a: &crate::model::Address) -> bool {
+    if a.scope != crate::model::scope::UNIVERSE {
+        return false;
+    }
+    cfg.interfaces.iter().filter(|i| i.name == a.ifname).any(|i| match &i.addresses {
+        Some(listed) => listed.iter().any(|spec| spec.addr == a.addr.addr),
+        None => true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Address, Prefix, scope};
+
+    fn addr(ifname: &str, a: &str, scope: u8) -> Address {
+        let (ip, len) = a.split_once('/').unwrap();
+        Address {
+            ifname: ifname.into(),
+            addr: Prefix { addr: ip.parse().unwrap(), len: len.parse().unwrap() },
+            peer: None,
+            scope,
+            tentative: true,
+            deprecated: false,
+            temporary: false,
+            dad_failed: false,
+        }
+    }
+
+    #[test]
+    fn settle_waits_only_for_addresses_the_plan_uses() {
+        let cfg = crate::config::parse(
+            "c.toml",
+            "[[interface]]\nname = \"rail0\"\naddresses = [\"2001:db8::10\"]\n\n[[interface]]\nname = \"rail1\"\n",
+        )
+        .unwrap();
+        assert!(plan_uses(&cfg, &addr("rail0", "2001:db8::10/64", scope::UNIVERSE)));
+        assert!(!plan_uses(&cfg, &addr("rail0", "2001:db8::99/64", scope::UNIVERSE)), "not listed");
+        assert!(!plan_uses(&cfg, &addr("rail0", "fe80::1/64", scope::LINK)), "link-local");
+        assert!(plan_uses(&cfg, &addr("rail1", "2001:db8:1::11/64", scope::UNIVERSE)), "found, not listed");
+        assert!(!plan_uses(&cfg, &addr("rail1", "fe80::2/64", scope::LINK)));
+        assert!(!plan_uses(&cfg, &addr("mgmt0", "2001:db8:9::1/64", scope::UNIVERSE)), "not a rail");
     }
 }
