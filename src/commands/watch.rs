@@ -227,8 +227,11 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
             }
             Trigger::Events(seen)
         };
-        // Heals held back (another agent undoes them over and over): the
-        // events wait for the held pass.
+        // Only rules and routes went, with no link or address change: the
+        // kernel did not flush them, an agent deleted them.
+        w.undone_by_agent = !overflow && events.iter().all(|e| e.ifindex.is_none());
+        // Passes held back (another agent undoes the heals over and over,
+        // or the last pass failed): the events wait for the held pass.
         if let Some(until) = w.held_until().filter(|until| *until > Instant::now()) {
             w.held += 1;
             timers.retry = Some(until);
@@ -334,6 +337,10 @@ struct Watcher<'a> {
     fight_level: u32,
     held_until: Option<Instant>,
     held: u64,
+    /// Whether the notifications of the current pass were only deleted
+    /// rules and routes (no link or address change): a heal of them counts
+    /// toward a fight; one after a link flap does not.
+    undone_by_agent: bool,
 }
 
 impl<'a> Watcher<'a> {
@@ -352,6 +359,7 @@ impl<'a> Watcher<'a> {
             fight_level: 0,
             held_until: None,
             held: 0,
+            undone_by_agent: false,
         }
     }
 
@@ -403,6 +411,9 @@ impl<'a> Watcher<'a> {
                         self.last_error = Some((text, 1));
                     }
                 }
+                // Notifications meanwhile wait for the retry: a pass that
+                // fails for a reason that stays would fail on each of them.
+                self.held_until = Some(Instant::now() + wait);
                 ("failed", Some(wait))
             }
         };
@@ -597,7 +608,15 @@ impl<'a> Watcher<'a> {
         self.heals += 1;
         let owners = table_owners(&desired, &plan.ops);
         let summary = render::summary(&plan.ops, &owners);
-        self.note_heal(&summary);
+        // A held pass goes on with the fight it was held for.
+        let by_agent = match trigger {
+            Trigger::Events(_) => self.undone_by_agent,
+            Trigger::Retry => self.fight_level > 0,
+            _ => false,
+        };
+        if by_agent {
+            self.note_heal(&summary);
+        }
         let why = trigger.words();
         // One round per heal: the extra rounds of `apply` sleep between
         // sends, and a heal must not hold the event loop for them.
