@@ -595,3 +595,75 @@ fn a_failing_pass_is_said_once_and_backed_off() {
     assert!(w.docs().iter().any(|d| d["event"] == "repeated"), "{}", w.log());
     wait_healed(&tb, &w, 1, "after recovering");
 }
+
+/// SIGKILL of an apply between its journal and its record writes: watch
+/// keeps following the config that was applied, never the one no step of
+/// which was made. (On the old code the record came first: watch then
+/// healed toward the killed apply's config.)
+#[test]
+fn a_crash_between_the_journal_and_the_record_leaves_watch_on_the_applied_config() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start(&tb);
+    let two = tb.config_for(2, &[]);
+    let mut cmd = tb.rr_cmd(&["apply", "--no-announce", &two]);
+    cmd.env("ROCE_ROUTE_CRASH_AT", "journal:0");
+    let run = Run::of(cmd);
+    assert_ne!(run.code(), Some(EXIT_OK), "the apply was not killed\n{}", run.report());
+    // rail2 (which the killed apply would drop) is still watched over.
+    tb.ip_host("link set rail2 down");
+    tb.ip_host("link set rail2 up");
+    wait_healed(&tb, &w, 2, "rail2 after the killed apply");
+}
+
+/// A tun device as a rail: every heal that touches it warns that it cannot
+/// be announced on. With --json the warning is a line of its own when it
+/// happens, not kept for the document at exit.
+fn tun_rail(tb: &Testbed) -> PathBuf {
+    tb.ip_host("tuntap add dev tun7 mode tun");
+    tb.ip_host("addr add 203.0.113.7/24 dev tun7");
+    tb.ip_host("link set tun7 up");
+    let text =
+        format!("{}\n[[interface]]\nname = \"tun7\"\naddresses = [\"203.0.113.7\"]\n", tb.config_toml());
+    let cfg = tb.write_config(&text);
+    tb.apply_ok(&cfg);
+    cfg
+}
+
+#[test]
+fn watch_json_prints_warnings_as_lines_when_they_happen() {
+    let tb = Testbed::builder().rails(2).build();
+    tun_rail(&tb);
+    let w = Watch::start(&tb);
+    tb.ip_host("rule del from 203.0.113.7");
+    poll_until("the heal of tun7", HEAL_TIMEOUT, || w.heals() >= 1);
+    poll_until("a warning line", HEAL_TIMEOUT, || {
+        w.docs().iter().any(|d| {
+            d["event"] == "warning"
+                && d["message"].as_str().is_some_and(|m| m.contains("tun7 is not an Ethernet"))
+        })
+    });
+    let out = std::fs::read_to_string(&w.out).unwrap();
+    assert!(out.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()), "{out}");
+}
+
+/// `-q` silences the heal and pass lines (the heal still happens); what
+/// needs an operator (a warning) is still said.
+#[test]
+fn watch_quiet_silences_the_heal_lines() {
+    let tb = Testbed::builder().rails(2).build();
+    tun_rail(&tb);
+    let w = Watch::start_with(&tb, "quiet", |c| {
+        c.arg("-q");
+    });
+    tb.ip_host("rule del from 203.0.113.7");
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    wait_healed(&tb, &w, 1, "rail1 under -q");
+    poll_until("the warning about tun7", HEAL_TIMEOUT, || w.docs().iter().any(|d| d["event"] == "warning"));
+    let routine: Vec<serde_json::Value> = w
+        .docs()
+        .into_iter()
+        .filter(|d| ["heal", "pass", "start"].contains(&d["event"].as_str().unwrap_or("")))
+        .collect();
+    assert!(routine.is_empty(), "-q printed routine lines: {routine:?}");
+}
