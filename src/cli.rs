@@ -150,8 +150,9 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub strict: bool,
 
-    /// Wait up to SECONDS for IPv6 addresses still in duplicate address
-    /// detection (tentative) before taking them for not ready.
+    /// Wait up to SECONDS for the addresses the plan uses that are still
+    /// in IPv6 duplicate address detection (tentative; never link-local
+    /// ones) before taking them for not ready.
     #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
     pub settle: u64,
 
