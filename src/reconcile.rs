@@ -200,28 +200,34 @@ pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate:
 /// interfaces, or their global ones where they list none; never a
 /// link-local address (an IPv4-only rail just brought up does not wait for
 /// its fe80 DAD). It wakes on address notifications, not on a poll; a stop
-/// request ends the wait.
+/// request ends the wait. Returns whether it waited.
 pub async fn settle_dad(
     nl: &Netlink,
     cfg: &Config,
     settle: std::time::Duration,
     stop: &crate::signals::StopFlag,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     use std::time::{Duration, Instant};
-    if settle.is_zero() {
-        return Ok(());
-    }
-    // Subscribed before the first read: the end of DAD between the read
-    // and the wait is not missed. Without it (no permission), poll.
-    let mut sub = crate::events::Subscription::open().ok();
     let deadline = Instant::now() + settle;
+    // Subscribed only once there is something to wait for (a socket and
+    // seven group joins cost an apply that waits for nothing), then the
+    // addresses are read again at once, so that the end of DAD between
+    // the first read and the subscription is not missed. Without it (no
+    // permission), poll.
+    let mut sub: Option<Option<crate::events::Subscription>> = None;
+    let mut waited = false;
     loop {
         let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
         let waiting = addrs.iter().any(|a| a.tentative && !a.dad_failed && plan_uses(cfg, a));
         let now = Instant::now();
         if !waiting || now >= deadline || stop.requested().is_some() {
-            return Ok(());
+            return Ok(waited);
         }
+        waited = true;
+        let Some(sub) = sub.as_mut() else {
+            sub = Some(crate::events::Subscription::open().ok());
+            continue;
+        };
         // Wake at least every 200 ms to see a stop request.
         let nap = (deadline - now).min(Duration::from_millis(200));
         match sub.as_mut() {

@@ -139,7 +139,7 @@ pub async fn run(
             ctx.warn(format!("{}; {}", d.description, d.fix));
         }
     };
-    reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
+    let settled = reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
     if args.dry_run {
         let record = ctx.readable_record()?;
         let (desired, plan) = reconcile::reconcile(&nl, &cfg, args.adopt, &record).await?;
@@ -158,11 +158,14 @@ pub async fn run(
         ctx.warn(w);
     }
     let state = ctx.state()?;
+    let asked = std::time::Instant::now();
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
-    // The wait for --settle and for the lock may have seen rails come and
-    // go: plan on the links as they are now.
-    nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
+    // A wait for --settle or for the lock may have seen rails come and go:
+    // plan on the links as they are now.
+    if settled || asked.elapsed() > Duration::from_millis(20) {
+        nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
+    }
     // --confirm: the guard owns the deadline before the first netlink
     // message, so that a kill of this process at any instant of the change
     // (or after it) still ends with the host as before.

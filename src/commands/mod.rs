@@ -291,14 +291,25 @@ impl Change {
 /// interrupted run, an apply waiting for its confirmation.
 pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<String>, Error> {
     let mut notes = Vec::new();
-    if let Ok(crate::state::confirm::Answer::Waiting { seconds_left, apply_pid }) =
-        crate::state::confirm::ask("status", Some(Duration::from_secs(1)))
-    {
-        notes.push(format!(
+    match crate::state::confirm::ask("status", Some(Duration::from_secs(1))) {
+        Ok(crate::state::confirm::Answer::Waiting { seconds_left, apply_pid }) => notes.push(format!(
             "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation: it is reverted in \
              {seconds_left} s unless `{}` runs",
             ctx.suggest(&["confirm"])
-        ));
+        )),
+        Ok(crate::state::confirm::Answer::NoGuard) => {
+            if let Some(p) = state.and_then(|s| s.pending().ok().flatten()) {
+                notes.push(format!(
+                    "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer: its \
+                     unconfirmed change may still be in place; a running `roce-route watch` reverts it, or \
+                     undo it with `{}`",
+                    p.guard_pid,
+                    p.pid,
+                    ctx.suggest(&["rollback"])
+                ));
+            }
+        }
+        _ => {}
     }
     if let Some(state) = state
         && let Some((header, false)) = state.latest_committed()?
