@@ -150,6 +150,11 @@ Per network namespace: \fIjournal-NNNNNN.jsonl\fR (undo journals),
 \fIrecord.json\fR (original sysctl values, tables, protocols),
 \fIpending\fR (an \fBapply \-\-confirm\fR waiting).
 .TP
+\fI/run/roce-route/netns/ns-DEV-INODE/\fR
+Per network namespace whatever \fB\-\-state-dir\fR is (0700, root's own):
+\fIlock\fR (the namespace lock, a flock), \fIwatch.lock\fR (held by
+\fBwatch\fR), \fIconfirm.sock\fR (the confirmation guard's socket).
+.TP
 \fI/etc/roce-route/\fR
 The configuration read by \fIroce-route.service\fR at boot.
 .SH ENVIRONMENT

@@ -93,7 +93,7 @@ impl Error {
                 "rollback_failed"
             }
             Error::Transaction(_) => "step_failed",
-            Error::State(StateError::Locked { .. } | StateError::LockSquatted { .. }) => "locked",
+            Error::State(StateError::Locked { .. }) => "locked",
             Error::State(_) => "state",
             Error::NotConfirmed(_) => "not_confirmed",
             Error::NothingToConfirm(_) => "nothing_to_confirm",

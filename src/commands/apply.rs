@@ -5,7 +5,6 @@
 
 use std::io::IsTerminal;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -25,9 +24,9 @@ use crate::plan::NotReady;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
-use crate::state::confirm::{self, Answer, GUARD_NAME};
+use crate::state::confirm::{self, Answer};
 use crate::state::journal::kind as journal_kind;
-use crate::state::{Pending, StateDir, lock::abstract_addr};
+use crate::state::{Pending, StateDir, StateError};
 use crate::tell;
 
 /// The fields of `apply --json` (and `apply --dry-run --json`).
@@ -420,12 +419,16 @@ fn confirm_or_revert(
 /// socket as fd 3 so that it is bound before anyone asks.
 fn spawn_guard(ctx: &Ctx, seconds: u64, after: Option<u64>) -> Result<u32, Error> {
     use std::os::unix::process::CommandExt;
-    let addr =
-        abstract_addr(GUARD_NAME).map_err(|e| Error::Other(anyhow::anyhow!("confirmation socket: {e}")))?;
-    let listener = UnixListener::bind_addr(&addr).map_err(|e| {
-        Error::Busy(format!(
-            "cannot start the confirmation guard (@{GUARD_NAME}: {e}); is another apply --confirm waiting?"
-        ))
+    let listener = confirm::bind_guard().map_err(|e| match e {
+        StateError::Io { path, source } if source.kind() == std::io::ErrorKind::AddrInUse => {
+            Error::Busy(format!(
+                "cannot start the confirmation guard ({}: {source}); run `{}` to keep that change, or wait for \
+                 it to revert",
+                path.display(),
+                ctx.suggest(&["confirm"])
+            ))
+        }
+        e => e.into(),
     })?;
     let fd = listener.as_raw_fd();
     let mut cmd = std::process::Command::new("/proc/self/exe");

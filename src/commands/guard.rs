@@ -1,20 +1,20 @@
 //! `roce-route confirm-guard` (hidden; started by `apply --confirm` before
 //! the first step of the change): owns the deadline of an unconfirmed
-//! change. It answers on the abstract
-//! socket `roce-route/confirm` (protocol in `state::confirm`) and reverts
+//! change. It answers on the socket `confirm.sock` in the run directory of
+//! the network namespace (protocol in `state::confirm`), to root and its
+//! own user only, and reverts
 //! the change when the deadline passes, when asked to, or on a signal,
 //! unless a `confirm` came first. It runs in its own session, so the
 //! waiting apply can be killed (even SIGKILL) and the revert still happens.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::FromRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use super::{Ctx, connect};
 use crate::cli::GuardArgs;
 use crate::error::Error;
-use crate::state::confirm::Answer;
+use crate::state::confirm::{self, Answer};
 use crate::transaction::{self, Env};
 
 const POLL: Duration = Duration::from_millis(20);
@@ -29,9 +29,16 @@ enum Request {
 }
 
 pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
-    // SAFETY: apply hands the bound, listening socket over as fd 3 and
-    // nothing else in this process uses that descriptor.
-    let listener = unsafe { UnixListener::from_raw_fd(3) };
+    // apply hands the bound, listening socket over as fd 3; anything else
+    // there (a file, a pipe, another socket, nothing) is not taken.
+    let expected = confirm::socket_path()?;
+    let listener = confirm::take_listener(3, &expected).map_err(|why| {
+        Error::Usage(format!(
+            "confirm-guard: {why}; `confirm-guard` is started by `apply --confirm` only, with its socket \
+             {} as fd 3: run `apply --confirm SECONDS` instead (nothing was changed)",
+            expected.display()
+        ))
+    })?;
     listener.set_nonblocking(true).map_err(|e| Error::Other(anyhow::anyhow!("guard socket: {e}")))?;
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let mut waiters: Vec<UnixStream> = Vec::new();
@@ -53,6 +60,9 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
             break (confirmers.pop(), false);
         }
         match listener.accept() {
+            // Only root can reach the socket; a peer of another user is
+            // ignored all the same, unanswered.
+            Ok((stream, _)) if !confirm::trusted_peer(&stream) => {}
             Ok((stream, _)) => match read_request(&stream) {
                 Some(Request::Status) => reply(stream, &waiting()),
                 Some(Request::Wait) => waiters.push(stream),
@@ -80,7 +90,7 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
     // A request that raced the decision gets the truth too.
     listener.set_nonblocking(true).ok();
     while let Ok((stream, _)) = listener.accept() {
-        if read_request(&stream).is_some() {
+        if confirm::trusted_peer(&stream) && read_request(&stream).is_some() {
             reply(stream, &outcome);
         }
     }

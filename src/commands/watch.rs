@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener};
+use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -27,12 +27,12 @@ use crate::render::{self, count};
 use crate::say;
 use crate::state::confirm::{self, Answer};
 use crate::state::journal::kind as journal_kind;
-use crate::state::lock::{abstract_addr, holder_of};
-use crate::state::{NetnsLock, Record, StateDir, StateError};
+use crate::state::{NetnsLock, Record, StateDir, StateError, lock, rundir};
 use crate::tell;
 
-/// The abstract name a running watch holds in its network namespace.
-pub const WATCH_NAME: &str = "roce-route/watch";
+/// The file a running watch holds a flock on, in the run directory of its
+/// network namespace (root's own: no other user can take it first).
+pub const WATCH_LOCK: &str = "watch.lock";
 
 /// How long a pass waits for the namespace lock before trying later.
 const LOCK_WAIT: Duration = Duration::from_secs(5);
@@ -138,7 +138,7 @@ impl Trigger {
 pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error> {
     // Days of running: each warning is a line when it happens.
     ctx.stream_warnings("watch");
-    let _held = hold_watch_name()?;
+    let _held = hold_watch_lock()?;
     let state = ctx.state()?;
     // Subscribed before the first pass: nothing that happens after it is missed.
     let mut sub = Subscription::open()
@@ -262,20 +262,21 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Holds `@roce-route/watch` for the process's lifetime: a second watch in
-/// the same namespace is refused, naming the first.
-fn hold_watch_name() -> Result<UnixListener, Error> {
-    let addr = abstract_addr(WATCH_NAME).map_err(|e| Error::Other(anyhow::anyhow!("{e}")))?;
-    match UnixListener::bind_addr(&addr) {
-        Ok(l) => Ok(l),
-        Err(e) if e.raw_os_error() == Some(nix::libc::EADDRINUSE) => {
-            let who = holder_of(&addr).map_or_else(|| "another process".to_string(), |h| h.to_string());
+/// Holds the flock of `watch.lock` for the process's lifetime: a second
+/// watch in the same namespace is refused, naming the first.
+fn hold_watch_lock() -> Result<impl Drop, Error> {
+    let path = rundir::ensure()?.join(WATCH_LOCK);
+    match lock::try_hold(&path) {
+        Ok(held) => Ok(held),
+        Err(StateError::Locked { holder, .. }) => {
+            let who = holder.map_or_else(|| "another process".to_string(), |h| h.to_string());
             Err(Error::Busy(format!(
-                "another `roce-route watch` ({who}) already keeps this network namespace applied; \
-                 only one may run per namespace"
+                "another `roce-route watch` ({who}) already keeps this network namespace applied ({} is \
+                 held); only one may run per namespace: stop that one first",
+                path.display()
             )))
         }
-        Err(e) => Err(Error::Other(anyhow::anyhow!("cannot hold @{WATCH_NAME}: {e}"))),
+        Err(e) => Err(e.into()),
     }
 }
 

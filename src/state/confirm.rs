@@ -2,15 +2,19 @@
 //!
 //! Before the first step of the change, apply starts a guard: a separate
 //! process (`roce-route confirm-guard`, in its own session) that listens
-//! on the confirmation socket of the network namespace and reverts the
-//! change at the deadline unless told to keep it: every journal newer than
-//! the one that was the newest when it was armed (`Pending::after`),
-//! finished or killed half-way. Because the guard, not the waiting apply,
-//! owns the deadline from before the first netlink message, the change is
+//! on the unix socket `confirm.sock` in the run directory of the network
+//! namespace (`rundir`) and reverts the change at the deadline unless told
+//! to keep it: every journal newer than the one that was the newest when
+//! it was armed (`Pending::after`), finished or killed half-way. Only root
+//! can create a file there, so no other local user can listen in the
+//! guard's place; a user who cannot reach the socket (EACCES) sees no
+//! guard, and the guard ignores a connection from any user but root and
+//! its own (SO_PEERCRED). Because the guard, not the waiting apply, owns
+//! the deadline from before the first netlink message, the change is
 //! reverted even when apply is SIGKILLed at any instant of it. Every
 //! client gets its answer from the guard itself, so `confirm` reports what
-//! really happens. A guard that died (OOM, a stopped unit) leaves `pending`
-//! behind: `watch` then reverts the trial itself.
+//! really happens. A guard that died (OOM, a stopped unit) leaves
+//! `pending` behind: `watch` then reverts the trial itself.
 //!
 //! Requests and answers are one line each:
 //! - `confirm` -> `kept` (the change stays) or `reverted` / `revert-failed
@@ -25,16 +29,26 @@
 //!   only a complete change is ever kept; without it the deadline reverts
 //!   what was made).
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{self, BufRead, BufReader, ErrorKind, Write};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::libc;
+use nix::sys::socket::{self, UnixAddr, sockopt};
 use serde::{Deserialize, Serialize};
 
-use super::lock::{abstract_addr, holder_of};
+use super::{StateError, rundir};
 
-/// The abstract socket name the guard listens on.
-pub const GUARD_NAME: &str = "roce-route/confirm";
+/// The guard's socket file in the run directory.
+pub const SOCKET_FILE: &str = "confirm.sock";
+
+/// Where the guard of this network namespace listens (not created).
+pub fn socket_path() -> Result<PathBuf, StateError> {
+    Ok(rundir::path()?.join(SOCKET_FILE))
+}
 
 /// `pending`: what check and show report while a confirmation is awaited.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,29 +116,141 @@ impl Answer {
 
 /// Sends one request to the guard of this network namespace and reads its
 /// answer (`timeout` None: wait as long as it takes, as `wait` does).
-pub fn ask(request: &str, timeout: Option<Duration>) -> std::io::Result<Answer> {
-    let addr = abstract_addr(GUARD_NAME)?;
-    let mut stream = match UnixStream::connect_addr(&addr) {
+/// No socket, a stale one, or one this user may not reach: `NoGuard`.
+pub fn ask(request: &str, timeout: Option<Duration>) -> io::Result<Answer> {
+    let path = socket_path().map_err(|e| io::Error::other(e.to_string()))?;
+    ask_at(&path, request, timeout)
+}
+
+pub fn ask_at(path: &Path, request: &str, timeout: Option<Duration>) -> io::Result<Answer> {
+    let mut stream = match UnixStream::connect(path) {
         Ok(s) => s,
-        Err(e) if e.raw_os_error() == Some(nix::libc::ECONNREFUSED) => return Ok(Answer::NoGuard),
-        Err(e) => return Err(e),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ECONNREFUSED | libc::EACCES)) => {
+            return Ok(Answer::NoGuard);
+        }
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     };
     stream.set_read_timeout(timeout)?;
     stream.write_all(format!("{request}\n").as_bytes())?;
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line)?;
     if line.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
+        return Err(io::Error::new(
+            ErrorKind::UnexpectedEof,
             "the confirmation guard closed the connection without an answer",
         ));
     }
     Ok(Answer::parse(&line))
 }
 
-/// Whether a guard is listening in this network namespace.
-pub fn guard_running() -> bool {
-    abstract_addr(GUARD_NAME).ok().and_then(|a| holder_of(&a)).is_some()
+/// Binds the guard's socket in the run directory of this network
+/// namespace (created if missing). Called under the namespace lock, so no
+/// other roce-route binds meanwhile. A socket file left by a guard that
+/// died refuses connections and is replaced; one that answers belongs to
+/// a guard that still waits: `AddrInUse`.
+pub fn bind_guard() -> Result<UnixListener, StateError> {
+    let dir = rundir::ensure()?;
+    bind_guard_at(&dir.join(SOCKET_FILE))
+}
+
+pub fn bind_guard_at(path: &Path) -> Result<UnixListener, StateError> {
+    let io = |e: io::Error| StateError::Io { path: path.to_path_buf(), source: e };
+    match UnixListener::bind(path) {
+        Err(e) if e.kind() == ErrorKind::AddrInUse => {}
+        bound => return bound.map_err(io),
+    }
+    match UnixStream::connect(path) {
+        Ok(_) => {
+            return Err(io(io::Error::new(
+                ErrorKind::AddrInUse,
+                "a confirmation guard listens there: another apply --confirm is waiting",
+            )));
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
+        Err(e) => return Err(io(e)),
+    }
+    let meta = std::fs::symlink_metadata(path).map_err(io)?;
+    if !meta.file_type().is_socket() {
+        return Err(super::files::unsafe_path(
+            path,
+            "is not a unix socket",
+            "remove it; roce-route creates the confirmation socket itself",
+        ));
+    }
+    std::fs::remove_file(path).map_err(io)?;
+    UnixListener::bind(path).map_err(io)
+}
+
+/// Takes `fd` as the guard's listener once it is what `apply --confirm`
+/// hands over: a socket (S_IFSOCK), AF_UNIX, SOCK_STREAM, listening, and
+/// bound to `expected`. Anything else is refused with what it is, and
+/// `fd` is left alone.
+pub fn take_listener(fd: RawFd, expected: &Path) -> Result<UnixListener, String> {
+    // SAFETY: fstat only writes the stat buffer; a closed fd is EBADF.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(format!("fd {fd} is not open ({})", io::Error::last_os_error()));
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(format!("fd {fd} is not a socket (file mode {:o})", st.st_mode));
+    }
+    // SAFETY: fstat just showed that the descriptor is open; it is only
+    // borrowed for the checks below.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let domain = socket_domain(borrowed).map_err(|e| format!("fd {fd}: SO_DOMAIN: {e}"))?;
+    if domain != libc::AF_UNIX {
+        return Err(format!("fd {fd} is not a unix socket (address family {domain})"));
+    }
+    let kind =
+        socket::getsockopt(&borrowed, sockopt::SockType).map_err(|e| format!("fd {fd}: SO_TYPE: {e}"))?;
+    if kind != socket::SockType::Stream {
+        return Err(format!("fd {fd} is a unix socket of type {kind:?}, not a stream socket"));
+    }
+    if !socket::getsockopt(&borrowed, sockopt::AcceptConn)
+        .map_err(|e| format!("fd {fd}: SO_ACCEPTCONN: {e}"))?
+    {
+        return Err(format!("fd {fd} is a unix stream socket that does not listen"));
+    }
+    let local: UnixAddr = socket::getsockname(fd).map_err(|e| format!("fd {fd}: getsockname: {e}"))?;
+    match local.path() {
+        Some(p) if p == expected => {}
+        Some(p) => return Err(format!("fd {fd} listens on {}, not on {}", p.display(), expected.display())),
+        None => {
+            return Err(format!(
+                "fd {fd} listens on an unnamed or abstract address, not on {}",
+                expected.display()
+            ));
+        }
+    }
+    // SAFETY: checked above to be the listening socket handed over; from
+    // here on it is owned by the listener alone.
+    Ok(UnixListener::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// SO_DOMAIN (nix has no option for it).
+fn socket_domain(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    use std::os::fd::AsRawFd;
+    let mut domain: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid descriptor, and an int buffer whose size is passed along.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut i32).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 { Ok(domain) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Whether the guard may answer a connection: its peer is root or the
+/// guard's own user (SO_PEERCRED). Only root can reach the socket anyway;
+/// this is defence in depth.
+pub fn trusted_peer(stream: &UnixStream) -> bool {
+    let euid = nix::unistd::geteuid().as_raw();
+    socket::getsockopt(stream, sockopt::PeerCredentials).is_ok_and(|c| c.uid() == 0 || c.uid() == euid)
 }
 
 #[cfg(test)]
@@ -142,5 +268,76 @@ mod tests {
             assert_eq!(Answer::parse(&a.line()), a);
         }
         assert!(matches!(Answer::parse("bogus"), Answer::RevertFailed(_)));
+    }
+
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("roce-route-confirm-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_stale_socket_is_replaced_and_a_live_one_is_busy() {
+        let dir = temp("bind");
+        let path = dir.join(SOCKET_FILE);
+        assert_eq!(ask_at(&path, "status", None).unwrap(), Answer::NoGuard, "no socket file");
+        let first = bind_guard_at(&path).unwrap();
+        match bind_guard_at(&path) {
+            Err(StateError::Io { source, .. }) => assert_eq!(source.kind(), ErrorKind::AddrInUse),
+            other => panic!("a live guard's socket was taken over: {other:?}"),
+        }
+        drop(first);
+        assert!(path.exists(), "the socket file stays behind");
+        assert_eq!(ask_at(&path, "status", None).unwrap(), Answer::NoGuard, "a stale socket");
+        let _second = bind_guard_at(&path).expect("a stale socket is replaced");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_regular_file_in_the_socket_s_place_is_refused() {
+        let dir = temp("file");
+        let path = dir.join(SOCKET_FILE);
+        std::fs::write(&path, b"x").unwrap();
+        assert!(matches!(bind_guard_at(&path), Err(StateError::Unsafe { .. })));
+        assert_eq!(std::fs::read(&path).unwrap(), b"x");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_the_listening_socket_at_the_expected_path_is_taken_as_the_guard_s() {
+        let dir = temp("fd");
+        let path = dir.join(SOCKET_FILE);
+        let refused = |fd: RawFd, expected: &Path, what: &str, says: &str| match take_listener(fd, expected) {
+            Ok(_) => panic!("{what} was taken as the guard's listener"),
+            Err(why) => assert!(why.contains(says), "{what}: {why:?} does not say {says:?}"),
+        };
+        let file = std::fs::File::create(dir.join("plain")).unwrap();
+        refused(file.as_raw_fd(), &path, "a regular file", "not a socket");
+        let (r, _w) = nix::unistd::pipe().unwrap();
+        refused(r.as_raw_fd(), &path, "a pipe", "not a socket");
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        refused(udp.as_raw_fd(), &path, "a UDP socket", "not a unix socket");
+        let dgram = std::os::unix::net::UnixDatagram::bind(dir.join("dgram")).unwrap();
+        refused(dgram.as_raw_fd(), &path, "a unix datagram socket", "not a stream socket");
+        let elsewhere = UnixListener::bind(dir.join("elsewhere.sock")).unwrap();
+        refused(elsewhere.as_raw_fd(), &path, "a listener bound elsewhere", "elsewhere.sock");
+        let (stream, _peer) = UnixStream::pair().unwrap();
+        refused(stream.as_raw_fd(), &path, "a connected stream", "does not listen");
+        refused(9999, &path, "a closed descriptor", "not open");
+
+        let guard = bind_guard_at(&path).unwrap();
+        let fd = guard.into_raw_fd();
+        let listener = take_listener(fd, &path).expect("the socket apply hands over");
+        assert_eq!(listener.as_raw_fd(), fd);
+        let client = UnixStream::connect(&path).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(trusted_peer(&accepted), "a connection of this very user");
+        drop(client);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,8 +7,12 @@
 //! * `pending`: an `apply --confirm` waiting for its confirmation
 //!   (`confirm`).
 //!
-//! The lock is not a file: it is an abstract unix socket of the network
-//! namespace (`lock`). Safe file access is in `files`.
+//! The lock is not kept here: it is a flock in the run directory of the
+//! network namespace (`rundir`, `/run/roce-route/netns/<id>/`, root's
+//! own), with the socket of the confirmation guard and the hold of a
+//! running `watch`, so that it is one per namespace whatever `--state-dir`
+//! each run uses and no other local user can take or plant any of them.
+//! Safe file access is in `files`.
 //!
 //! The default base lives on tmpfs: the routing state it describes does not
 //! survive a reboot either, and the per-namespace directory is keyed by the
@@ -19,6 +23,7 @@ mod files;
 pub mod journal;
 pub mod lock;
 pub mod record;
+pub mod rundir;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -63,11 +68,6 @@ pub enum StateError {
         waited.as_secs_f64()
     )]
     Locked { waited: Duration, holder: Option<Holder> },
-    #[error(
-        "the lock name @{name} of this network namespace is held by uid {} ({holder}), not by roce-route's user; stop that process",
-        holder.uid
-    )]
-    LockSquatted { name: String, holder: Holder },
     #[error("stopped by {} while waiting for the lock; nothing was changed", crate::signals::name(*signal))]
     LockInterrupted { signal: i32 },
 }
