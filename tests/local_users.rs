@@ -346,7 +346,11 @@ fn confirm_guard_by_hand_refuses_anything_but_its_socket_on_fd_3() {
     let applied = tb.dump();
     let journals = journal_files(&base);
     assert_eq!(journals.len(), 1);
-    let journal = journals[0].file_name().unwrap().to_string_lossy().into_owned();
+    // The apply's pid, as its journal records it: a guard that took fd 3
+    // on trust would revert every journal after 0 made by it.
+    let header: serde_json::Value =
+        serde_json::from_str(fs::read_to_string(&journals[0]).unwrap().lines().next().unwrap()).unwrap();
+    let apply_pid = header["pid"].as_u64().unwrap().to_string();
     let files = state_files(&base);
     let rundir = run_dir(tb.host_ns());
     let guard_sock = rundir.join("confirm.sock");
@@ -361,8 +365,8 @@ fn confirm_guard_by_hand_refuses_anything_but_its_socket_on_fd_3() {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", tb.host_ns(), PYTHON, "-c", WITH_FD3, kind, path_str(&target)])
             .arg(env!("CARGO_BIN_EXE_roce-route"))
-            .args(["--state-dir", path_str(&base), "confirm-guard", "--seconds", "2", "--journal", &journal])
-            .args(["--apply-pid", "1"])
+            .args(["--state-dir", path_str(&base), "confirm-guard", "--seconds", "2", "--after", "0"])
+            .args(["--apply-pid", &apply_pid])
             .env_remove("ROCE_ROUTE_CRASH_AT")
             .env_remove("ROCE_ROUTE_STEP_DELAY_MS")
             .current_dir(tb.dir())
