@@ -10,17 +10,29 @@
 //!   the same index on every device; otherwise NCCL (>= 2.21) selects by
 //!   `NCCL_IB_ADDR_FAMILY` and `NCCL_IB_ADDR_RANGE`, which takes exactly one
 //!   CIDR (a comma list silently uses the first);
-//! - InfiniBand ports use GID 0 and ignore the index.
+//! - InfiniBand ports use GID 0 and ignore the index;
+//! - `NCCL_IB_PKEY` is not a partition key but an *index* into each
+//!   port's pkey table (`net_ib/connect.cc` puts it in the QPs'
+//!   `pkey_index`; default 0, normally the default partition 0xffff), one
+//!   for every HCA. A rail on a partition child (`ib0.8001`) needs the
+//!   index of its partition, found as the kernel finds it for the child
+//!   itself (`ib_find_pkey()`); without it NCCL's traffic leaves the
+//!   rail's partition.
 //!
 //! GID indices move (the kernel gives a new entry the first free slot), so
 //! they are computed now, never stored: run `nccl-env` where the job starts.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use serde::Serialize;
 
 use crate::model::Prefix;
-use crate::rdma::{GidKind, Port, Rdma};
+use crate::rdma::{GidKind, PkeyEntry, Port, Rdma, find_pkey, parse_pkey};
+
+/// The pkey table of each port (by `Port::hca`), or why it could not be
+/// read; a port not in it was not read.
+pub type PkeyTables = BTreeMap<String, Result<Vec<PkeyEntry>, String>>;
 
 /// One rail of the config with its addresses (listed, or live).
 #[derive(Clone, Debug)]
@@ -56,6 +68,12 @@ pub struct NcclRail {
     /// GID index now.
     pub address: Option<IpAddr>,
     pub gid_index: Option<u32>,
+    /// An InfiniBand rail's partition key (its IPoIB netdev's `pkey`), and
+    /// that partition's index in its port's pkey table now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pkey: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pkey_index: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,10 +93,19 @@ struct Intended<'a> {
     index: Option<u32>,
 }
 
-pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail> {
+/// An InfiniBand rail's partition: its pkey, at `index` of its port's table.
+struct Partition<'a> {
+    port: &'a Port,
+    rail: &'a str,
+    pkey: u16,
+    index: u32,
+}
+
+pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma, pkeys: &PkeyTables) -> Result<NcclEnv, NoRdmaRail> {
     let mut env = NcclEnv::default();
     let mut hcas: Vec<String> = Vec::new();
     let mut intended: Vec<Intended> = Vec::new();
+    let mut partitions: Vec<Partition> = Vec::new();
     for rail in rails {
         let Some(port) = rdma.port_of(&rail.name) else {
             env.warnings.push(format!(
@@ -91,6 +118,8 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
                 link_layer: None,
                 address: None,
                 gid_index: None,
+                pkey: None,
+                pkey_index: None,
             });
             continue;
         };
@@ -100,13 +129,32 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
             link_layer: Some(port.link_layer.clone()),
             address: None,
             gid_index: None,
+            pkey: None,
+            pkey_index: None,
         };
+        let pkey = (!port.is_roce())
+            .then(|| port.netdevs.iter().find(|n| n.name == rail.name))
+            .flatten()
+            .and_then(|n| n.pkey.as_deref())
+            .and_then(parse_pkey);
+        shown.pkey = pkey.map(|p| format!("{p:#06x}"));
         if hcas.contains(&port.hca()) {
             // A VLAN beside its parent, a pkey child beside its parent.
-            let first =
-                env.rails.iter().find(|r| r.hca.as_deref() == Some(&port.hca())).map(|r| r.name.clone());
+            let first_rail = env.rails.iter().find(|r| r.hca.as_deref() == Some(&port.hca()));
+            let first = first_rail.map(|r| r.name.clone());
+            // A pkey child beside its parent (or a sibling) on another
+            // partition: the port's QPs are in one partition only.
+            let partition = match (first_rail.and_then(|r| r.pkey.clone()), &shown.pkey) {
+                (Some(theirs), Some(ours)) if theirs != *ours => format!(
+                    ", and in one partition: NCCL_IB_PKEY follows {}'s ({theirs}), so NCCL's traffic does not \
+                     stay in {}'s partition {ours}",
+                    first.as_deref().unwrap_or("?"),
+                    rail.name
+                ),
+                _ => String::new(),
+            };
             env.warnings.push(format!(
-                "rails {} and {} share {}: NCCL uses the port once, not once per netdev, with one GID{}",
+                "rails {} and {} share {}: NCCL uses the port once, not once per netdev, with one GID{}{partition}",
                 first.as_deref().unwrap_or("?"),
                 rail.name,
                 port.label(),
@@ -120,6 +168,12 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
             continue;
         }
         hcas.push(port.hca());
+        if let Some(pkey) = pkey {
+            shown.pkey_index = partition_of(&mut env, port, &rail.name, pkey, pkeys);
+            if let Some(index) = shown.pkey_index {
+                partitions.push(Partition { port, rail: &rail.name, pkey, index });
+            }
+        }
         if !port.active() {
             env.warnings.push(format!(
                 "{} (rail {}) is {} ({}): NCCL skips ports that are not ACTIVE, silently",
@@ -168,7 +222,92 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma) -> Result<NcclEnv, NoRdmaRail>
     let names: Vec<&str> = rails.iter().map(|r| r.name.as_str()).collect();
     env.variables.push(Variable { name: "NCCL_SOCKET_IFNAME", value: format!("={}", names.join(",")) });
     gid_selection(&mut env, &intended);
+    pkey_selection(&mut env, &partitions, rdma, &hcas, pkeys);
     Ok(env)
+}
+
+/// The index of `pkey` in `port`'s table, or a warning why there is none.
+fn partition_of(env: &mut NcclEnv, port: &Port, rail: &str, pkey: u16, pkeys: &PkeyTables) -> Option<u32> {
+    let problem = match pkeys.get(&port.hca()) {
+        Some(Ok(table)) if table.is_empty() => "has no pkey table in sysfs".to_string(),
+        Some(Ok(table)) => match find_pkey(table, pkey) {
+            Some(index) => return Some(index),
+            None => {
+                let have: Vec<String> =
+                    table.iter().map(|e| format!("{:#06x} at {}", e.pkey, e.index)).collect();
+                format!(
+                    "has no entry for partition {pkey:#06x} (its table: {}): the subnet manager has not given the \
+                     port this partition, so neither IPoIB nor NCCL can use it there",
+                    have.join(", ")
+                )
+            }
+        },
+        Some(Err(e)) => format!("has a pkey table that cannot be read ({e})"),
+        None => "has a pkey table that was not read".to_string(),
+    };
+    env.warnings.push(format!(
+        "rail {rail} is on partition {pkey:#06x}, but {} {problem}; NCCL_IB_PKEY cannot be worked out for it",
+        port.label()
+    ));
+    None
+}
+
+/// NCCL_IB_PKEY: the one index that puts every InfiniBand rail's QPs in
+/// the rail's partition, when there is one and it is not NCCL's default 0.
+fn pkey_selection(
+    env: &mut NcclEnv,
+    partitions: &[Partition],
+    rdma: &Rdma,
+    hcas: &[String],
+    pkeys: &PkeyTables,
+) {
+    let Some(first) = partitions.first() else { return };
+    let each: Vec<String> = partitions
+        .iter()
+        .map(|p| format!("{} {:#06x} at index {} of {}", p.rail, p.pkey, p.index, p.port.hca()))
+        .collect();
+    if partitions.iter().any(|p| p.index != first.index) {
+        let displaced: Vec<&str> = partitions.iter().filter(|p| p.index != 0).map(|p| p.rail).collect();
+        env.warnings.push(format!(
+            "the InfiniBand rails' partitions are at different indices of their ports' pkey tables ({}), and \
+             NCCL takes one NCCL_IB_PKEY, an index, for every HCA: none is given, so NCCL uses index 0 everywhere \
+             and the traffic of {} leaves its partition; have the subnet manager put the partition at the same \
+             index on every port",
+            each.join(", "),
+            displaced.join(", ")
+        ));
+        return;
+    }
+    let index = first.index;
+    if index == 0 {
+        return;
+    }
+    env.variables.push(Variable { name: "NCCL_IB_PKEY", value: index.to_string() });
+    env.notes.push(format!(
+        "NCCL_IB_PKEY is an index into each port's pkey table, not a pkey: every InfiniBand rail's partition is at \
+         index {index} ({}); the tables are the subnet manager's, so run nccl-env where the job starts",
+        each.join(", ")
+    ));
+    // The index applies to every HCA NCCL is given: RoCE ones, and
+    // InfiniBand ones whose rail's partition is not known.
+    let others = rdma
+        .ports
+        .iter()
+        .filter(|p| hcas.contains(&p.hca()) && !partitions.iter().any(|q| q.port.hca() == p.hca()));
+    for port in others {
+        if let Some(Ok(table)) = pkeys.get(&port.hca())
+            && !table.is_empty()
+            && !table.iter().any(|e| e.index == index)
+        {
+            env.warnings.push(format!(
+                "NCCL_IB_PKEY={index} applies to every HCA, and {}{} has no pkey at index {index} (its table \
+                 has {}): NCCL cannot set up its connections there",
+                port.label(),
+                if port.is_roce() { " (RoCE)" } else { "" },
+                table.len()
+            ));
+        }
+    }
 }
 
 fn link_local(ip: &IpAddr) -> bool {
@@ -374,6 +513,50 @@ mod tests {
         }
     }
 
+    /// No pkey table read (RoCE-only cases).
+    fn none() -> PkeyTables {
+        PkeyTables::new()
+    }
+
+    /// An InfiniBand port whose IPoIB netdev is `netdev`, on partition
+    /// `pkey` (a child of `ib0` unless it is the default 0xffff).
+    fn ib(device: &str, netdev: &str, pkey: &str) -> Port {
+        let gid0 = Gid {
+            index: 0,
+            gid: "fe80::ec0d:9a03:a4:3b5e".parse().unwrap(),
+            kind: Some(GidKind::V1),
+            ndev: None,
+        };
+        let parent = (pkey != "0xffff").then(|| "ib0".to_string());
+        Port {
+            device: device.into(),
+            port: 1,
+            link_layer: "InfiniBand".into(),
+            state: State { code: 4, name: "ACTIVE".into() },
+            phys_state: State { code: 5, name: "LinkUp".into() },
+            rate: None,
+            gids: vec![gid0],
+            netdevs: vec![Netdev {
+                name: netdev.into(),
+                via: Via::PortGuid,
+                pkey: Some(pkey.into()),
+                parent,
+            }],
+        }
+    }
+
+    /// Pkey tables by HCA: `(hca, [(index, pkey)])`.
+    fn tables(t: &[(&str, &[(u32, u16)])]) -> PkeyTables {
+        t.iter()
+            .map(|(hca, entries)| {
+                (
+                    hca.to_string(),
+                    Ok(entries.iter().map(|&(index, pkey)| PkeyEntry { index, pkey }).collect()),
+                )
+            })
+            .collect()
+    }
+
     fn rail(name: &str, a: &str) -> RailAddrs {
         RailAddrs { name: name.into(), addresses: vec![prefix(a)] }
     }
@@ -391,7 +574,8 @@ mod tests {
             ],
         };
         let env =
-            nccl_env(&[rail("ens1", "198.51.100.11/24"), rail("ens10", "198.51.100.20/24")], &rdma).unwrap();
+            nccl_env(&[rail("ens1", "198.51.100.11/24"), rail("ens10", "198.51.100.20/24")], &rdma, &none())
+                .unwrap();
         assert_eq!(var(&env, "NCCL_IB_HCA"), Some("=mlx5_1:1,mlx5_10:1"));
         assert_eq!(var(&env, "NCCL_SOCKET_IFNAME"), Some("=ens1,ens10"));
         assert_eq!(var(&env, "NCCL_IB_GID_INDEX"), Some("3"));
@@ -413,7 +597,8 @@ mod tests {
                 roce("r1", "e1", &[("198.51.100.41", 5), ("198.51.100.141", 7)]),
             ],
         };
-        let env = nccl_env(&[rail("e0", "198.51.100.40/24"), rail("e1", "198.51.100.41/24")], &rdma).unwrap();
+        let env = nccl_env(&[rail("e0", "198.51.100.40/24"), rail("e1", "198.51.100.41/24")], &rdma, &none())
+            .unwrap();
         assert_eq!(var(&env, "NCCL_IB_GID_INDEX"), None);
         assert_eq!(var(&env, "NCCL_IB_ADDR_FAMILY"), Some("AF_INET"));
         assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), Some("198.51.100.0/24"));
@@ -429,7 +614,8 @@ mod tests {
                 roce("r1", "e1", &[("198.51.100.141", 5), ("198.51.100.41", 7)]),
             ],
         };
-        let env = nccl_env(&[rail("e0", "198.51.100.40/24"), rail("e1", "198.51.100.41/24")], &rdma).unwrap();
+        let env = nccl_env(&[rail("e0", "198.51.100.40/24"), rail("e1", "198.51.100.41/24")], &rdma, &none())
+            .unwrap();
         assert!(
             env.warnings.iter().any(|w| w.contains("not the configured 198.51.100.41 (7)")),
             "{:?}",
@@ -446,7 +632,8 @@ mod tests {
     fn rails_without_rdma_or_gid_are_warned_and_none_is_an_error() {
         let rdma = Rdma { ports: vec![roce("mlx5_0", "e0", &[])] };
         let env =
-            nccl_env(&[rail("e0", "198.51.100.40/24"), rail("eth9", "198.51.100.9/24")], &rdma).unwrap();
+            nccl_env(&[rail("e0", "198.51.100.40/24"), rail("eth9", "198.51.100.9/24")], &rdma, &none())
+                .unwrap();
         assert_eq!(var(&env, "NCCL_IB_HCA"), Some("=mlx5_0:1"));
         assert!(env.warnings.iter().any(|w| w.starts_with("rail eth9 has no RDMA device")));
         assert!(
@@ -455,7 +642,7 @@ mod tests {
                 .any(|w| w.contains("198.51.100.40 on e0 has no RoCE v2 GID on mlx5_0 port 1"))
         );
         assert_eq!(var(&env, "NCCL_IB_GID_INDEX"), None, "no index for a GID that does not exist");
-        let e = nccl_env(&[rail("eth9", "198.51.100.9/24")], &rdma).unwrap_err();
+        let e = nccl_env(&[rail("eth9", "198.51.100.9/24")], &rdma, &none()).unwrap_err();
         assert!(e.to_string().starts_with("none of the rails of the config has an RDMA device (eth9)"));
     }
 
@@ -479,7 +666,8 @@ mod tests {
             ],
         };
         let env =
-            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "2001:db8:1::11/64")], &rdma).unwrap();
+            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "2001:db8:1::11/64")], &rdma, &none())
+                .unwrap();
         assert_eq!(var(&env, "NCCL_IB_GID_INDEX"), None);
         assert_eq!(var(&env, "NCCL_IB_ADDR_FAMILY"), Some("AF_INET6"));
         assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), Some("2001:db8:1::/64"));
@@ -492,7 +680,8 @@ mod tests {
             ],
         };
         let env =
-            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "198.51.100.11/24")], &rdma).unwrap();
+            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "198.51.100.11/24")], &rdma, &none())
+                .unwrap();
         assert_eq!(var(&env, "NCCL_IB_GID_INDEX"), Some("3"));
         // Different indices and families: one family for all, said.
         let rdma = Rdma {
@@ -502,7 +691,8 @@ mod tests {
             ],
         };
         let env =
-            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "198.51.100.11/24")], &rdma).unwrap();
+            nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "198.51.100.11/24")], &rdma, &none())
+                .unwrap();
         assert_eq!(var(&env, "NCCL_IB_ADDR_FAMILY"), Some("AF_INET"));
         assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), Some("198.51.100.0/24"));
         assert!(
@@ -525,7 +715,8 @@ mod tests {
                 with_v6(roce("m1", "e1", &[]), "e1", &[("fd00:db8::11", 5)]),
             ],
         };
-        let env = nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "fd00:db8::11/64")], &rdma).unwrap();
+        let env = nccl_env(&[rail("e0", "2001:db8:1::10/64"), rail("e1", "fd00:db8::11/64")], &rdma, &none())
+            .unwrap();
         assert_eq!(var(&env, "NCCL_IB_ADDR_FAMILY"), Some("AF_INET6"));
         assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), None);
         assert!(env.warnings.is_empty(), "{:?}", env.warnings);
@@ -547,6 +738,7 @@ mod tests {
                 rail("e3", "198.51.100.13/24"),
             ],
             &rdma,
+            &none(),
         )
         .unwrap();
         assert_eq!(var(&env, "NCCL_IB_HCA"), Some("=mlx5_2:1,mlx5_3:1"));
@@ -563,7 +755,8 @@ mod tests {
         let rdma = Rdma {
             ports: vec![roce("m0", "e0", &[("10.0.0.1", 3)]), roce("m1", "e1", &[("198.51.100.11", 5)])],
         };
-        let env = nccl_env(&[rail("e0", "10.0.0.1/8"), rail("e1", "198.51.100.11/24")], &rdma).unwrap();
+        let env =
+            nccl_env(&[rail("e0", "10.0.0.1/8"), rail("e1", "198.51.100.11/24")], &rdma, &none()).unwrap();
         assert_eq!(var(&env, "NCCL_IB_ADDR_RANGE"), None);
         assert!(env.notes.iter().any(|n| n.starts_with("no NCCL_IB_ADDR_RANGE")), "{:?}", env.notes);
     }
@@ -583,6 +776,137 @@ mod tests {
         assert_eq!(
             covering(&[prefix("2001:db8:1::/64"), prefix("2001:db8:2::/64")]).unwrap(),
             prefix("2001:db8::/46")
+        );
+    }
+
+    // --- NCCL_IB_PKEY ---
+
+    /// Partition children whose partition is at index 1 of both ports'
+    /// tables: NCCL_IB_PKEY is 1 (the index), not 0x8001 (the pkey); found
+    /// as ib_find_pkey finds it (the full member at 1, not the limited
+    /// entry of the same partition at 3, nor the default at 0).
+    #[test]
+    fn partition_children_give_the_index_of_their_pkey() {
+        let rdma =
+            Rdma { ports: vec![ib("ibp59s0", "ib0.8001", "0x8001"), ib("ibp60s0", "ib1.8001", "0x8001")] };
+        let t = tables(&[
+            ("ibp59s0:1", &[(0, 0xffff), (1, 0x8001), (3, 0x0001)]),
+            ("ibp60s0:1", &[(0, 0xffff), (1, 0x8001)]),
+        ]);
+        let rails = [rail("ib0.8001", "198.51.100.30/24"), rail("ib1.8001", "198.51.100.31/24")];
+        let env = nccl_env(&rails, &rdma, &t).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_PKEY"), Some("1"));
+        assert!(env.warnings.is_empty(), "{:?}", env.warnings);
+        assert!(
+            env.notes.iter().any(|n| n.contains("ib0.8001 0x8001 at index 1 of ibp59s0:1")),
+            "{:?}",
+            env.notes
+        );
+        assert_eq!((env.rails[0].pkey.as_deref(), env.rails[0].pkey_index), (Some("0x8001"), Some(1)));
+        assert!(nccl_conf(&env).contains("\nNCCL_IB_PKEY=1\n"), "{}", nccl_conf(&env));
+        // The pkey table decides, not the pkey: at index 4, 4 is given.
+        let t =
+            tables(&[("ibp59s0:1", &[(0, 0xffff), (4, 0x8001)]), ("ibp60s0:1", &[(0, 0xffff), (4, 0x8001)])]);
+        assert_eq!(var(&nccl_env(&rails, &rdma, &t).unwrap(), "NCCL_IB_PKEY"), Some("4"));
+    }
+
+    /// Rails on the default partition need nothing: NCCL's default is index 0.
+    #[test]
+    fn the_default_partition_at_index_0_gives_no_variable() {
+        let rdma = Rdma { ports: vec![ib("mlx5_0", "ib0", "0xffff")] };
+        let t = tables(&[("mlx5_0:1", &[(0, 0xffff), (1, 0x8001)])]);
+        let env = nccl_env(&[rail("ib0", "198.51.100.10/24")], &rdma, &t).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_PKEY"), None);
+        assert!(env.warnings.is_empty(), "{:?}", env.warnings);
+        assert_eq!(env.rails[0].pkey_index, Some(0));
+    }
+
+    /// Partitions at different indices: NCCL has one NCCL_IB_PKEY, so no
+    /// value fits, none is given, and the warning says which rails leave
+    /// their partition. (Also when the pkeys differ: what counts is the index.)
+    #[test]
+    fn partitions_at_different_indices_are_a_warning_and_no_variable() {
+        let rdma =
+            Rdma { ports: vec![ib("ibp59s0", "ib0.8001", "0x8001"), ib("ibp60s0", "ib1.8002", "0x8002")] };
+        let t = tables(&[
+            ("ibp59s0:1", &[(0, 0xffff), (1, 0x8001)]),
+            ("ibp60s0:1", &[(0, 0xffff), (1, 0x8001), (2, 0x8002)]),
+        ]);
+        let rails = [rail("ib0.8001", "198.51.100.30/24"), rail("ib1.8002", "198.51.100.31/24")];
+        let env = nccl_env(&rails, &rdma, &t).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_PKEY"), None);
+        assert_eq!(env.warnings.len(), 1, "{:?}", env.warnings);
+        let w = &env.warnings[0];
+        assert!(
+            w.contains("ib0.8001 0x8001 at index 1 of ibp59s0:1, ib1.8002 0x8002 at index 2 of ibp60s0:1"),
+            "{w}"
+        );
+        assert!(w.contains("the traffic of ib0.8001, ib1.8002 leaves its partition"), "{w}");
+        // A child beside its parent on one port: one partition only.
+        let mut port = ib("ibp59s0", "ib0", "0xffff");
+        port.netdevs.push(Netdev {
+            name: "ib0.8001".into(),
+            via: Via::PortGuid,
+            pkey: Some("0x8001".into()),
+            parent: None,
+        });
+        let shared = Rdma { ports: vec![port] };
+        let t0 = tables(&[("ibp59s0:1", &[(0, 0xffff), (1, 0x8001)])]);
+        let env =
+            nccl_env(&[rail("ib0", "198.51.100.10/24"), rail("ib0.8001", "198.51.100.30/24")], &shared, &t0)
+                .unwrap();
+        assert_eq!(var(&env, "NCCL_IB_PKEY"), None, "ib0's default partition, index 0");
+        assert!(
+            env.warnings[0].ends_with(
+                "with one GID, and in one partition: NCCL_IB_PKEY follows ib0's (0xffff), so NCCL's traffic does not \
+                 stay in ib0.8001's partition 0x8001"
+            ),
+            "{:?}",
+            env.warnings
+        );
+        // Different pkeys at the same index are fine: each port uses its own.
+        let t =
+            tables(&[("ibp59s0:1", &[(0, 0xffff), (1, 0x8001)]), ("ibp60s0:1", &[(0, 0xffff), (1, 0x8002)])]);
+        let env = nccl_env(&rails, &rdma, &t).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_PKEY"), Some("1"));
+        assert!(env.warnings.is_empty(), "{:?}", env.warnings);
+    }
+
+    /// A partition missing from the port's table, a table that cannot be
+    /// read, and a RoCE port that has no entry at the index: each a warning.
+    #[test]
+    fn a_missing_partition_an_unreadable_table_and_a_roce_port_without_the_index() {
+        let rdma = Rdma { ports: vec![ib("ibp59s0", "ib0.8001", "0x8001")] };
+        let rails = [rail("ib0.8001", "198.51.100.30/24")];
+        let env = nccl_env(&rails, &rdma, &tables(&[("ibp59s0:1", &[(0, 0xffff)])])).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_PKEY"), None);
+        assert!(
+            env.warnings[0]
+                .contains("ibp59s0 port 1 has no entry for partition 0x8001 (its table: 0xffff at 0)"),
+            "{:?}",
+            env.warnings
+        );
+        let mut t = PkeyTables::new();
+        t.insert("ibp59s0:1".into(), Err("cannot read /sys/...: Permission denied".into()));
+        let env = nccl_env(&rails, &rdma, &t).unwrap();
+        assert!(
+            env.warnings[0].contains("a pkey table that cannot be read (cannot read /sys/"),
+            "{:?}",
+            env.warnings
+        );
+
+        let rdma = Rdma {
+            ports: vec![ib("ibp59s0", "ib0.8001", "0x8001"), roce("mlx5_8", "ens5", &[("203.0.113.10", 3)])],
+        };
+        let t = tables(&[("ibp59s0:1", &[(0, 0xffff), (1, 0x8001)]), ("mlx5_8:1", &[(0, 0xffff)])]);
+        let env = nccl_env(&[rails[0].clone(), rail("ens5", "203.0.113.10/24")], &rdma, &t).unwrap();
+        assert_eq!(var(&env, "NCCL_IB_PKEY"), Some("1"));
+        assert!(
+            env.warnings
+                .iter()
+                .any(|w| w.contains("mlx5_8 port 1 (RoCE) has no pkey at index 1 (its table has 1)")),
+            "{:?}",
+            env.warnings
         );
     }
 }

@@ -70,6 +70,10 @@ pub struct Netlink {
     links: Vec<Link>,
     by_index: HashMap<u32, String>,
     by_name: HashMap<String, u32>,
+    /// Each link's IFLA_BROADCAST (by index), which announcements on
+    /// IPoIB are sent to: kept beside `Link` rather than in it, so that
+    /// nothing that builds a `Link` changes.
+    broadcasts: HashMap<u32, Vec<u8>>,
 }
 
 impl Netlink {
@@ -91,7 +95,13 @@ impl Netlink {
             sock.set_netlink_get_strict_chk(true).map_err(|e| io_error(e, "NETLINK_GET_STRICT_CHK"))?;
         }
         tokio::spawn(conn);
-        let mut nl = Netlink { handle, links: Vec::new(), by_index: HashMap::new(), by_name: HashMap::new() };
+        let mut nl = Netlink {
+            handle,
+            links: Vec::new(),
+            by_index: HashMap::new(),
+            by_name: HashMap::new(),
+            broadcasts: HashMap::new(),
+        };
         nl.refresh_links().await?;
         Ok(nl)
     }
@@ -99,15 +109,18 @@ impl Netlink {
     /// Re-reads the link table.
     pub async fn refresh_links(&mut self) -> Result<(), NlError> {
         let req = RouteNetlinkMessage::GetLink(LinkMessage::default());
-        let links: Vec<Link> = self
+        let msgs: Vec<LinkMessage> = self
             .dump(req)
             .await?
             .into_iter()
             .filter_map(|m| match m {
-                RouteNetlinkMessage::NewLink(l) => Some(link_from(&l)),
+                RouteNetlinkMessage::NewLink(l) => Some(l),
                 _ => None,
             })
             .collect();
+        let links: Vec<Link> = msgs.iter().map(link_from).collect();
+        self.broadcasts =
+            msgs.iter().filter_map(|l| broadcast_of(l).map(|b| (l.header.index, b.to_vec()))).collect();
         self.by_index = links.iter().map(|l| (l.index, l.name.clone())).collect();
         self.by_name = links.iter().map(|l| (l.name.clone(), l.index)).collect();
         self.links = links;
@@ -116,6 +129,13 @@ impl Netlink {
 
     pub fn links(&self) -> &[Link] {
         &self.links
+    }
+
+    /// The link-layer broadcast address of link `index` (IFLA_BROADCAST:
+    /// ff:ff:ff:ff:ff:ff on Ethernet; on IPoIB 20 bytes that carry the
+    /// partition key), as of the last read of the link table.
+    pub fn broadcast(&self, index: u32) -> Option<&[u8]> {
+        self.broadcasts.get(&index).map(Vec::as_slice)
     }
 
     fn ifname(&self, index: u32) -> String {
@@ -636,6 +656,14 @@ fn link_from(l: &LinkMessage) -> Link {
         mac,
         link_type: u16::from(l.header.link_layer_type),
     }
+}
+
+/// A link's IFLA_BROADCAST, when it has a non-empty one.
+fn broadcast_of(l: &LinkMessage) -> Option<&[u8]> {
+    l.attributes.iter().find_map(|a| match a {
+        LinkAttribute::Broadcast(bytes) if !bytes.is_empty() => Some(bytes.as_slice()),
+        _ => None,
+    })
 }
 
 /// Tables above 255 travel in RTA_TABLE / FRA_TABLE only; the header then

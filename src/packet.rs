@@ -1,86 +1,187 @@
-//! AF_PACKET: ready-made Ethernet frames (from `announce`) sent out of one
+//! AF_PACKET: ready-made announcements (from `announce`) sent out of one
 //! interface. A socket belongs to the network namespace the process is in
 //! when it is opened, so these are opened after `--netns` was entered.
 //! Needs CAP_NET_RAW.
+//!
+//! On Ethernet the socket is SOCK_RAW and is given whole frames. On IPoIB
+//! it is SOCK_DGRAM, as iputils `arping` sends there: the IPoIB driver
+//! writes its own 4-byte header and takes the 20-byte destination (QPN and
+//! GID) from the socket address. `struct sockaddr_ll` has room for 8 bytes
+//! of address only; the kernel reads as many as the address length passed
+//! covers (`packet_snd()` wants at least `offsetof(sll_addr) + addr_len`
+//! of the device), so the address is built in a larger buffer and passed
+//! with that length, as arping does (`sll_len()`: a `sockaddr_storage`,
+//! and the length `offsetof(struct sockaddr_ll, sll_addr) + halen`, never
+//! less than the struct).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use nix::libc;
 
-use crate::announce::Mac;
-
-/// A SOCK_RAW packet socket bound to one interface. It is bound with
-/// protocol 0, so it receives nothing: it only sends.
+/// A packet socket bound to one interface. It is bound with protocol 0,
+/// so it receives nothing: it only sends.
 pub struct PacketSocket {
     fd: OwnedFd,
     ifindex: i32,
 }
 
 impl PacketSocket {
-    pub fn bound(ifindex: u32) -> io::Result<PacketSocket> {
+    /// `link_header`: SOCK_RAW, frames carry their link-layer header
+    /// (Ethernet); otherwise SOCK_DGRAM, the driver writes it (IPoIB).
+    pub fn bound(ifindex: u32, link_header: bool) -> io::Result<PacketSocket> {
         let ifindex = i32::try_from(ifindex).map_err(|_| io::Error::from_raw_os_error(libc::ENODEV))?;
+        let kind = if link_header { libc::SOCK_RAW } else { libc::SOCK_DGRAM };
         // SAFETY: socket(2) with constant arguments; the descriptor it
         // returns is owned by the OwnedFd at once.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        let raw = unsafe { libc::socket(libc::AF_PACKET, kind | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `raw` is a fresh descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let addr = link_address(ifindex, 0, [0; 6]);
-        // SAFETY: a valid socket and a sockaddr_ll whose size is passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
+        let (addr, len) = storage(&link_address(ifindex, 0, &[]));
+        // SAFETY: a valid socket and an address buffer of at least `len`
+        // bytes.
+        let rc = unsafe { libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_storage).cast(), len) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(PacketSocket { fd, ifindex })
     }
 
-    /// Sends one whole Ethernet frame (header included) to `dest`. Never
-    /// blocks: a full queue is an error (EAGAIN/ENOBUFS), not a wait.
-    pub fn send(&self, frame: &[u8], ethertype: u16, dest: Mac) -> io::Result<()> {
-        let addr = link_address(self.ifindex, ethertype, dest);
-        // SAFETY: a valid socket, a buffer of frame.len() bytes, and a
-        // sockaddr_ll whose size is passed.
+    /// Sends `packet` with link-layer protocol `protocol` (EtherType) to
+    /// the link-layer address `dest`. Never blocks: a full queue is an
+    /// error (EAGAIN/ENOBUFS), not a wait.
+    pub fn send(&self, packet: &[u8], protocol: u16, dest: &[u8]) -> io::Result<()> {
+        if dest.len() > MAX_HALEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a {}-byte link-layer address is longer than any link's", dest.len()),
+            ));
+        }
+        let (addr, len) = storage(&link_address(self.ifindex, protocol, dest));
+        // SAFETY: a valid socket, a buffer of packet.len() bytes, and an
+        // address buffer of at least `len` bytes.
         let sent = unsafe {
             libc::sendto(
                 self.fd.as_raw_fd(),
-                frame.as_ptr().cast(),
-                frame.len(),
+                packet.as_ptr().cast(),
+                packet.len(),
                 libc::MSG_DONTWAIT,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+                (&addr as *const libc::sockaddr_storage).cast(),
+                len,
             )
         };
         match usize::try_from(sent) {
             Err(_) => Err(io::Error::last_os_error()),
-            Ok(n) if n != frame.len() => {
-                Err(io::Error::other(format!("the kernel took {n} of the frame's {} bytes", frame.len())))
+            Ok(n) if n != packet.len() => {
+                Err(io::Error::other(format!("the kernel took {n} of the packet's {} bytes", packet.len())))
             }
             Ok(_) => Ok(()),
         }
     }
 }
 
-/// `struct sockaddr_ll` for `ifindex`: the protocol (EtherType) in network
-/// byte order, and a 6-byte destination.
-fn link_address(ifindex: i32, ethertype: u16, dest: Mac) -> libc::sockaddr_ll {
-    let mut sll_addr = [0u8; 8];
-    sll_addr[..6].copy_from_slice(&dest);
-    libc::sockaddr_ll {
-        sll_family: libc::AF_PACKET as libc::c_ushort,
-        sll_protocol: ethertype.to_be(),
-        sll_ifindex: ifindex,
-        sll_hatype: 0,
-        sll_pkttype: 0,
-        sll_halen: 6,
-        sll_addr,
+/// MAX_ADDR_LEN: the longest hardware address a Linux device has.
+const MAX_HALEN: usize = 32;
+
+/// `struct sockaddr_ll` for `ifindex` as bytes, with `dest` in `sll_addr`
+/// however long it is: family AF_PACKET, the protocol in network byte
+/// order, the index, hatype and pkttype 0 (the kernel ignores them on
+/// send), `sll_halen`, the address. Its length is arping's `sll_len()`:
+/// the address's end, but never less than `sizeof(struct sockaddr_ll)`
+/// (20 bytes, whose `sll_addr` holds 8).
+fn link_address(ifindex: i32, protocol: u16, dest: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(SLL_ADDR_OFFSET + dest.len().max(8));
+    b.extend_from_slice(&(libc::AF_PACKET as u16).to_ne_bytes()); // sll_family
+    b.extend_from_slice(&protocol.to_be_bytes()); // sll_protocol
+    b.extend_from_slice(&ifindex.to_ne_bytes()); // sll_ifindex
+    b.extend_from_slice(&0u16.to_ne_bytes()); // sll_hatype
+    b.push(0); // sll_pkttype
+    b.push(dest.len() as u8); // sll_halen
+    b.extend_from_slice(dest); // sll_addr
+    b.resize(b.len().max(std::mem::size_of::<libc::sockaddr_ll>()), 0);
+    b
+}
+
+/// offsetof(struct sockaddr_ll, sll_addr).
+const SLL_ADDR_OFFSET: usize = 12;
+
+/// The bytes in a zeroed, suitably aligned `sockaddr_storage`, and their
+/// length.
+fn storage(bytes: &[u8]) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain bytes; all zeros is a valid value.
+    let mut s: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = bytes.len().min(std::mem::size_of::<libc::sockaddr_storage>());
+    // SAFETY: `len` bytes fit in both: `bytes` has them and `s` is at least
+    // that large.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut s as *mut libc::sockaddr_storage).cast(), len)
+    };
+    (s, len as libc::socklen_t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes of a value (for comparing with libc's own structs).
+    fn bytes_of<T>(v: &T) -> Vec<u8> {
+        // SAFETY: reads size_of::<T>() bytes of a live value; the structs
+        // compared here have no padding (checked by their sizes below).
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }.to_vec()
+    }
+
+    #[test]
+    fn the_layout_is_libcs_sockaddr_ll() {
+        assert_eq!(std::mem::offset_of!(libc::sockaddr_ll, sll_addr), SLL_ADDR_OFFSET);
+        assert_eq!(std::mem::size_of::<libc::sockaddr_ll>(), 20);
+        assert!(std::mem::size_of::<libc::sockaddr_storage>() >= SLL_ADDR_OFFSET + MAX_HALEN);
+        // An Ethernet destination: exactly the struct libc describes.
+        let dest = [0x33, 0x33, 0, 0, 0, 1];
+        let mut sll_addr = [0u8; 8];
+        sll_addr[..6].copy_from_slice(&dest);
+        let libc_one = libc::sockaddr_ll {
+            sll_family: libc::AF_PACKET as libc::c_ushort,
+            sll_protocol: 0x86ddu16.to_be(),
+            sll_ifindex: 7,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 6,
+            sll_addr,
+        };
+        assert_eq!(link_address(7, 0x86dd, &dest), bytes_of(&libc_one));
+    }
+
+    /// The address arping passes to sendto() on IPoIB, written out by hand
+    /// for ifindex 5 (little-endian host: family and index are in host
+    /// order, the protocol in network order): 12 bytes of header, then all
+    /// 20 bytes of the broadcast address of partition 0x8001, 32 bytes in
+    /// all (`sll_len(20)` = offsetof(sll_addr) 12 + 20).
+    #[test]
+    #[cfg(target_endian = "little")]
+    fn an_ipoib_destination_runs_past_the_struct_as_arpings_does() {
+        let broadcast: [u8; 20] = [
+            0, 0xff, 0xff, 0xff, 0xff, 0x12, 0x40, 0x1b, 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+        ];
+        let got = link_address(5, 0x0806, &broadcast);
+        let mut expected = vec![
+            17, 0, // sll_family AF_PACKET (17)
+            0x08, 0x06, // sll_protocol ETH_P_ARP, network order
+            5, 0, 0, 0, // sll_ifindex
+            0, 0,  // sll_hatype
+            0,  // sll_pkttype
+            20, // sll_halen
+        ];
+        expected.extend_from_slice(&broadcast);
+        assert_eq!(got, expected);
+        assert_eq!(got.len(), 32);
+        let (s, len) = storage(&got);
+        assert_eq!(len, 32);
+        assert_eq!(bytes_of(&s)[..32], got[..]);
+        assert!(bytes_of(&s)[32..].iter().all(|b| *b == 0));
+        // The bind address: no destination, the bare struct.
+        assert_eq!(link_address(5, 0, &[]).len(), 20);
     }
 }

@@ -447,6 +447,56 @@ const NOT_MATCHED: &str = "it is not matched to an InfiniBand port";
 /// `ip link`'s `link/infiniband`.
 const ARPHRD_INFINIBAND: u16 = 32;
 
+/// One used slot of a port's partition key table (`ports/<p>/pkeys/<i>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PkeyEntry {
+    pub index: u32,
+    /// The 16-bit value: the partition in the low 15 bits, full
+    /// membership in the top bit (0xffff: the default partition, full).
+    pub pkey: u16,
+}
+
+/// A pkey as sysfs writes it (`0x%04x`: `0x8001`), or as IPoIB's `pkey`
+/// attribute holds it.
+pub fn parse_pkey(text: &str) -> Option<u16> {
+    let hex = text.trim().strip_prefix("0x")?;
+    (!hex.is_empty() && hex.len() <= 4).then(|| u16::from_str_radix(hex, 16).ok()).flatten()
+}
+
+/// The pkey table of `port` of `device`, lowest index first; empty
+/// slots (0x0000, the kernel's "no entry") are left out, and a port
+/// without a `pkeys` directory has an empty table.
+pub fn pkey_table(fs: &dyn Sysfs, device: &str, port: u32) -> Result<Vec<PkeyEntry>, RdmaError> {
+    let dir = format!("class/infiniband/{device}/ports/{port}/pkeys");
+    let mut out = Vec::new();
+    for i in fs.list(&dir)?.unwrap_or_default() {
+        let rel = format!("{dir}/{i}");
+        let Ok(index) = i.parse::<u32>() else { continue };
+        let Some(text) = fs.read(&rel)? else { continue };
+        let pkey = parse_pkey(&text).ok_or_else(|| {
+            malformed(
+                fs,
+                &rel,
+                &format!("{text:?} is not a pkey (0x and 4 hex digits, as the kernel writes it)"),
+            )
+        })?;
+        if pkey & 0x7fff != 0 {
+            out.push(PkeyEntry { index, pkey });
+        }
+    }
+    out.sort_by_key(|e| e.index);
+    Ok(out)
+}
+
+/// The index of `pkey`'s partition in `table`, chosen as the kernel's
+/// `ib_find_pkey()` chooses it (the index an IPoIB child uses for its own
+/// QPs): the partition is the low 15 bits; the first full-member entry
+/// wins, else the first limited one.
+pub fn find_pkey(table: &[PkeyEntry], pkey: u16) -> Option<u32> {
+    let same = || table.iter().filter(|e| e.pkey & 0x7fff == pkey & 0x7fff);
+    same().find(|e| e.pkey & 0x8000 != 0).or_else(|| same().next()).map(|e| e.index)
+}
+
 /// The PCI function's netdevs; of a function with several ports, the one
 /// whose `dev_port` (0-based) is this port.
 fn pci_netdevs(fs: &dyn Sysfs, base: &str, port: u32, single_port: bool) -> Result<Vec<Netdev>, RdmaError> {
@@ -627,5 +677,40 @@ mod tests {
         assert!(parse_state_text("4: UNKNOWN", &PORT_STATES).is_none(), "4 has a name: ACTIVE");
         assert_eq!(parse_state_text("0: <unknown>", &PHYS_STATES).unwrap().code, 0);
         assert_eq!(parse_state_text("7: Phy Test", &PHYS_STATES).unwrap().name, "Phy Test");
+    }
+
+    /// The table as the kernel's show_port_pkey() writes it (`0x%04x`),
+    /// with holes and empty slots; the index is the kernel's choice.
+    #[test]
+    fn pkey_tables_read_and_search_as_ib_find_pkey() {
+        let mut m = Memory::default();
+        let dir = "class/infiniband/ibp59s0/ports/1/pkeys";
+        for (i, v) in
+            [(0, "0xffff"), (1, "0x0000"), (2, "0x0001"), (3, "0x8001"), (10, "0x8002"), (4, "0x7fff")]
+        {
+            m.file(&format!("{dir}/{i}"), v);
+        }
+        let t = pkey_table(&m, "ibp59s0", 1).unwrap();
+        let got: Vec<(u32, u16)> = t.iter().map(|e| (e.index, e.pkey)).collect();
+        assert_eq!(
+            got,
+            [(0, 0xffff), (2, 0x0001), (3, 0x8001), (4, 0x7fff), (10, 0x8002)],
+            "0x0000 is no entry"
+        );
+        // The full member wins over an earlier limited entry of the partition.
+        assert_eq!(find_pkey(&t, 0x8001), Some(3));
+        assert_eq!(find_pkey(&t, 0x0001), Some(3), "the child's own membership bit does not matter");
+        assert_eq!(find_pkey(&t, 0x8002), Some(10));
+        // The default partition: 0xffff full at 0 before the limited 0x7fff.
+        assert_eq!(find_pkey(&t, 0xffff), Some(0));
+        assert_eq!(find_pkey(&t, 0x8003), None);
+        // Only a limited entry: taken.
+        assert_eq!(find_pkey(&[PkeyEntry { index: 5, pkey: 0x0004 }], 0x8004), Some(5));
+        assert_eq!(pkey_table(&m, "ibp59s0", 2).unwrap(), [], "no pkeys directory");
+        m.file(&format!("{dir}/5"), "8001");
+        let e = pkey_table(&m, "ibp59s0", 1).unwrap_err().to_string();
+        assert!(e.contains("pkeys/5: \"8001\" is not a pkey"), "{e}");
+        assert_eq!(parse_pkey("0x8001\n"), Some(0x8001));
+        assert_eq!((parse_pkey("0x"), parse_pkey("0x18001"), parse_pkey("ffff")), (None, None, None));
     }
 }

@@ -378,3 +378,72 @@ fn an_announce_count_out_of_range_is_refused_with_its_position() {
         ]);
     }
 }
+
+// ---------------------------------------------------------------------------
+// The Router flag of IPv6 announcements (issue 15 §6.3)
+
+/// Whether the peer's neighbour entry for `ip` carries the router flag
+/// (NTF_ROUTER: `ip -6 neigh` prints "router"), with the entry's line.
+fn peer_says_router(tb: &Testbed, ip: &str) -> (bool, String) {
+    let line = tb.ip_peer(&format!("-6 neigh show {ip}"));
+    let line = line.trim().to_string();
+    assert!(!line.is_empty(), "the peer has no entry for {ip}: {:?}", tb.peer_neigh_table());
+    (line.split_whitespace().any(|w| w == "router"), line)
+}
+
+/// The kernel's own unsolicited advertisements (`ndisc_send_unsol_na()`)
+/// set the Router flag from the interface's IPv6 `forwarding`, and a
+/// receiver with an entry sets or clears NTF_ROUTER from it (the Override
+/// flag lets it update is-router). roce-route's announcements do the same,
+/// per rail: rail0 forwards, rail1 does not. The entries are planted the
+/// other way round (rail0's without the flag, rail1's with it), so both
+/// directions of the flag are seen changing; then the sysctls are swapped
+/// and `announce` must swap the flags back.
+#[test]
+fn ipv6_announcements_carry_the_router_flag_of_the_rails_forwarding() {
+    let tb = Testbed::builder().rails(2).ipv6(true).build();
+    for r in tb.rails() {
+        tb.host().set_sysctl(&format!("net/ipv6/conf/{}/router_solicitations", r.name), "0");
+    }
+    let config = config(&tb, "");
+    let v6 = |k: usize| tb.rail(k).v6.clone().expect("an IPv6 rail");
+    let forwarding = |k: usize, on: bool| {
+        let path = format!("net/ipv6/conf/{}/forwarding", tb.rail(k).name);
+        tb.host().set_sysctl(&path, if on { "1" } else { "0" });
+    };
+    forwarding(0, true);
+    forwarding(1, false);
+    // Wrong MACs too, as flux leaves them: the flag comes with the MAC.
+    plant_flux(&tb, "stale");
+    let plant = |k: usize, router: bool| {
+        let wrong = &tb.rail(1 - k).mac;
+        let flag = if router { " router" } else { "" };
+        tb.ip_peer(&format!("-6 neigh replace {} lladdr {wrong} dev br0 nud stale{flag}", v6(k)));
+    };
+    plant(0, false);
+    plant(1, true);
+    assert_eq!((peer_says_router(&tb, &v6(0)).0, peer_says_router(&tb, &v6(1)).0), (false, true));
+
+    let run = tb.rr(&["--json", "apply", &config]).expect_code(EXIT_OK);
+    assert_eq!(announced(&run), expected_announced(&tb, |_| true), "{}", run.report());
+    learned(&tb, Instant::now(), LEARN_WITHIN).unwrap_or_else(|w| panic!("{w:#?}\n{}", run.report()));
+    let (r0, line0) = peer_says_router(&tb, &v6(0));
+    let (r1, line1) = peer_says_router(&tb, &v6(1));
+    assert!(
+        r0,
+        "rail0 forwards IPv6, so its advertisement must carry the Router flag; the peer has: {line0}"
+    );
+    assert!(!r1, "rail1 does not forward, so its advertisement must clear the flag; the peer has: {line1}");
+
+    forwarding(0, false);
+    forwarding(1, true);
+    let run = tb.rr(&["--json", "announce", &config]).expect_code(EXIT_OK);
+    let (r0, line0) = peer_says_router(&tb, &v6(0));
+    let (r1, line1) = peer_says_router(&tb, &v6(1));
+    assert!(
+        !r0,
+        "rail0 stopped forwarding: the flag must be cleared; the peer has: {line0}\n{}",
+        run.report()
+    );
+    assert!(r1, "rail1 forwards now: the flag must be set; the peer has: {line1}\n{}", run.report());
+}

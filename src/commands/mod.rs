@@ -378,20 +378,39 @@ pub async fn tell_peers(
             return told;
         }
     };
-    let selection = announce::select(desired, only, nl.links(), &addrs);
+    let broadcast = |index| nl.broadcast(index).map(<[u8]>::to_vec);
+    let selection = announce::select(desired, only, nl.links(), broadcast, &addrs);
     selection.skipped.into_iter().for_each(|w| ctx.warn(w));
+    // The Router flag of each interface's IPv6 advertisements, read once.
+    let mut routers: BTreeMap<String, bool> = BTreeMap::new();
+    for t in selection.targets.iter().filter(|t| t.address.is_ipv6()) {
+        if !routers.contains_key(&t.interface) {
+            let router = ipv6_forwarding(&t.interface).unwrap_or_else(|e| {
+                ctx.warn(format!(
+                    "cannot read whether {} forwards IPv6 ({e}): its neighbour advertisements go without the \
+                     Router flag",
+                    t.interface
+                ));
+                false
+            });
+            routers.insert(t.interface.clone(), router);
+        }
+    }
     // One socket per interface, opened once.
     let mut sockets: BTreeMap<u32, Result<PacketSocket, String>> = BTreeMap::new();
     struct Pending {
         target: announce::Target,
-        frame: Vec<u8>,
+        out: announce::Outgoing,
         sent: u32,
         error: Option<String>,
     }
     let mut pending: Vec<Pending> = selection
         .targets
         .into_iter()
-        .map(|t| Pending { frame: announce::frame(t.mac, t.address), target: t, sent: 0, error: None })
+        .map(|t| {
+            let router = routers.get(&t.interface).copied().unwrap_or(false);
+            Pending { out: announce::outgoing(&t.medium, t.address, router), target: t, sent: 0, error: None }
+        })
         .collect();
     for round in 0..rounds {
         if round > 0 {
@@ -401,17 +420,11 @@ pub async fn tell_peers(
             tokio::time::sleep(announce::INTERVAL).await;
         }
         for p in &mut pending {
-            let socket = sockets
-                .entry(p.target.ifindex)
-                .or_insert_with(|| PacketSocket::bound(p.target.ifindex).map_err(|e| socket_error(&e)));
+            let socket = sockets.entry(p.target.ifindex).or_insert_with(|| {
+                PacketSocket::bound(p.target.ifindex, p.out.link_header).map_err(|e| socket_error(&e))
+            });
             let result = match socket {
-                Ok(s) => s
-                    .send(
-                        &p.frame,
-                        announce::ethertype(p.target.address),
-                        announce::destination(p.target.address),
-                    )
-                    .map_err(|e| e.to_string()),
+                Ok(s) => s.send(&p.out.bytes, p.out.protocol, &p.out.dest).map_err(|e| e.to_string()),
                 Err(e) => Err(e.clone()),
             };
             match result {
@@ -439,6 +452,30 @@ pub async fn tell_peers(
         }
     }
     told
+}
+
+/// Whether `iface` forwards IPv6 (`/proc/sys/net/ipv6/conf/<iface>/forwarding`
+/// of this namespace): the kernel's own unsolicited advertisements carry
+/// the Router flag exactly then (`ndisc_send_unsol_na()` passes
+/// `!!idev->cnf.forwarding`), and a peer sets or clears its entry's
+/// router flag from it, so an announcement must not say otherwise.
+fn ipv6_forwarding(iface: &str) -> std::io::Result<bool> {
+    if let Some(problem) = crate::sysctl::ifname_problem(iface) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("refusing interface name {iface:?}: it {}", problem.why()),
+        ));
+    }
+    let path = format!("/proc/sys/net/ipv6/conf/{iface}/forwarding");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| std::io::Error::new(e.kind(), format!("{path}: {e}")))?;
+    let value: i64 = text.trim().parse().map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{path}: not a number: {:?}", text.trim()),
+        )
+    })?;
+    Ok(value != 0)
 }
 
 fn socket_error(e: &std::io::Error) -> String {

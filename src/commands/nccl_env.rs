@@ -26,7 +26,15 @@ pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<D
         .iter()
         .map(|i| RailAddrs { name: i.name.clone(), addresses: addresses(i, &live) })
         .collect();
-    let env = nccl::nccl_env(&rails, &rdma).map_err(|e| Error::NotFound(e.to_string()))?;
+    // Every port's pkey table (NCCL_IB_PKEY is an index into it); one that
+    // cannot be read is a warning about the rails on that port.
+    let sysfs = super::sysfs_dir(&args.sysfs)?;
+    let pkeys: nccl::PkeyTables = rdma
+        .ports
+        .iter()
+        .map(|p| (p.hca(), crate::rdma::pkey_table(&sysfs, &p.device, p.port).map_err(|e| e.to_string())))
+        .collect();
+    let env = nccl::nccl_env(&rails, &rdma, &pkeys).map_err(|e| Error::NotFound(e.to_string()))?;
     for w in &env.warnings {
         ctx.warn(w.clone());
     }
