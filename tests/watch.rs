@@ -639,7 +639,7 @@ fn watch_json_prints_warnings_as_lines_when_they_happen() {
     poll_until("a warning line", HEAL_TIMEOUT, || {
         w.docs().iter().any(|d| {
             d["event"] == "warning"
-                && d["message"].as_str().is_some_and(|m| m.contains("tun7 is not an Ethernet"))
+                && d["message"].as_str().is_some_and(|m| m.contains("tun7") && m.contains("not announced"))
         })
     });
     let out = std::fs::read_to_string(&w.out).unwrap();
