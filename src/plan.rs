@@ -313,10 +313,9 @@ fn settle_shared_addresses(rails: &mut [(&Interface, Resolved<'_>)]) -> Result<(
             claims.entry(a.addr.addr).or_default().push((k, *a, *origin));
         }
     }
-    let listed: Vec<AddrUse<'_>> = claims
+    let uses: Vec<AddrUse<'_>> = claims
         .values()
         .flatten()
-        .filter(|(_, _, o)| matches!(o, AddrOrigin::Listed(_)))
         .map(|(k, a, origin)| AddrUse {
             iface: &rails[*k].0.name,
             file: &rails[*k].0.file,
@@ -324,22 +323,27 @@ fn settle_shared_addresses(rails: &mut [(&Interface, Resolved<'_>)]) -> Result<(
             origin: *origin,
         })
         .collect();
-    check_unique_addresses(&listed)?;
+    check_unique_addresses(&uses)?;
     let mut unready: Vec<(usize, Missing)> = Vec::new();
     for (ip, claimants) in claims.iter().filter(|(_, c)| c.len() > 1) {
-        let owner = claimants.iter().find(|(_, _, o)| matches!(o, AddrOrigin::Listed(_)));
+        // At most one lists it (checked above); an interface lists its
+        // addresses or discovers them, never both.
+        let owner = claimants.iter().find_map(|(k, _, o)| match o {
+            AddrOrigin::Listed(at) => Some((*k, *at)),
+            AddrOrigin::Discovered(_) => None,
+        });
         let name = |k: usize| rails[k].0.name.as_str();
-        for (k, a, origin) in claimants {
+        for (k, a, _) in claimants {
             let here = name(*k);
             let reason = match owner {
-                Some((_, _, o)) if o == origin => continue,
-                Some((owner, _, AddrOrigin::Listed(at))) => format!(
+                Some((owner, _)) if owner == *k => continue,
+                Some((owner, at)) => format!(
                     "{here} has it too, but {} lists it ({}:{at}) and has it; {here} lists no \
                      `addresses`, so it takes every global address it has, and an address can have \
                      one source rule only: remove it from {here} (`ip addr del {} dev {here}`), or list \
                      `addresses` for {here} without it",
-                    name(*owner),
-                    rails[*owner].0.file,
+                    name(owner),
+                    rails[owner].0.file,
                     addr_spec(a)
                 ),
                 _ if claimants.iter().all(|(j, _, _)| j == k) => {
