@@ -252,12 +252,13 @@ fn plan_interface(
         if resolved.missing.is_empty() {
             let reason = resolved.none_reason.clone().unwrap_or_else(|| "has no global address".into());
             whole(d, iface, discovered, reason);
-        } else if resolved.missing.iter().any(|m| m.keep) {
+        } else if resolved.missing.iter().all(|m| m.keep) {
             d.keep.tables.insert(iface.table);
         } else {
-            // Every address it had is another rail's now: their entries go
-            // (they would send that rail's traffic out of this one), the
-            // gateways and sysctls stay until an address is back.
+            // Some address it had is on another interface now: its entries
+            // go (they would send that interface's traffic out of this
+            // one), so not the whole table stays: the other addresses'
+            // entries (above), the gateways and the sysctls do.
             d.keep.gateways.extend(iface.gateways.iter().map(|g| (iface.table, g.addr)));
             d.keep.sysctls_of.insert(iface.name.clone());
         }
@@ -1381,6 +1382,16 @@ mod tests {
         assert!(d.keep.tables.is_empty() && d.keep.sources.is_empty(), "{:?}", d.keep);
         assert_eq!(d.keep.gateways, BTreeSet::from([(100, "198.51.100.1".parse().unwrap())]));
         assert!(d.keep.sysctls_of.contains("rail0"));
+        // With an absent address beside it: that one's entries stay, the
+        // moved one's do not, so the table does not stay as a whole.
+        let toml = "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10\", \"198.51.100.20\"]\n\
+                    gateway = \"198.51.100.1\"\n";
+        let d = plan_on(&host, toml).unwrap();
+        assert_eq!(d.not_ready.len(), 2, "{:#?}", d.not_ready);
+        assert!(d.keep.tables.is_empty(), "{:?}", d.keep);
+        assert_eq!(d.keep.sources, BTreeSet::from(["198.51.100.20".parse().unwrap()]));
+        assert!(!d.keep.rule(&Rule::source(1000, moved, 100, d.protocol)));
+        assert_eq!(d.keep.gateways, BTreeSet::from([(100, "198.51.100.1".parse().unwrap())]));
     }
 
     /// Discovered at the last apply, on another interface now: moved, not
