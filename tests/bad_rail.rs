@@ -316,3 +316,34 @@ fn an_address_moved_to_a_rail_that_takes_it_is_routed_by_that_rail() {
     }
     assert_eq!(tb.reply_leaves_via_ip("198.51.100.21"), "rail1");
 }
+
+/// watch keeps healing the other rails while one has bad host state. Old:
+/// every pass was the config error (logged every 2 s), nothing healed.
+#[test]
+fn watch_heals_the_other_rails_while_one_is_bad() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let gw = "198.51.100.253";
+    let cfg = config(&tb, |r| {
+        let g = if r.name == "rail3" { gw } else { GATEWAY_V4 };
+        (Some(r.cidrs()), vec![format!("gateway = {}", toml_str(g))])
+    });
+    tb.rr(&["apply", path_str(&cfg)]).expect_code(EXIT_OK);
+    tb.ip_host(&format!("addr add {gw}/24 dev rail3"));
+    let (out, err) = (tb.dir().join("watch.out"), tb.dir().join("watch.err"));
+    let mut watch = Background::spawn_logged(tb.rr_cmd(&["watch"]), "roce-route watch", &out, &err);
+    let log = || {
+        let read = |p: &PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        format!("watch stdout:\n{}\nwatch stderr:\n{}", read(&out), read(&err))
+    };
+    let v4 = tb.rail(0).v4.clone();
+    tb.ip_host(&format!("rule del from {v4} lookup 100"));
+    let rule = format!("from {v4} lookup 100");
+    let healed = std::time::Instant::now() + Duration::from_secs(10);
+    while !tb.ip_host("-4 rule").contains(&rule) {
+        assert!(std::time::Instant::now() < healed, "watch did not restore `{rule}`:\n{}", log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(watch.is_running(), "watch ended:\n{}", log());
+    assert_rail_applied(&tb, 0);
+    watch.kill();
+}
