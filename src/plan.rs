@@ -490,14 +490,15 @@ fn resolve_addresses<'a>(
         if let Some(len) = spec.len.filter(|len| *len != found.addr.len) {
             // Kept: the address is still on the interface, its rule still
             // leads its traffic out of it.
+            let listed = Address { addr: Prefix::new(spec.addr, len), ..found.clone() };
             let reason = format!(
                 "{i} has it as {}, but {at} lists it as {}/{len}: its entries stay as they are; give it \
-                 the listed length (`ip addr del {} dev {i}; ip addr add {}/{len} dev {i}`), or write \
+                 the listed length (`ip addr del {} dev {i}; ip addr add {} dev {i}`), or write \
                  \"{}\" (or just \"{}\") at {at}",
                 found.addr,
                 spec.addr,
                 addr_spec(found),
-                spec.addr,
+                addr_spec(&listed),
                 found.addr,
                 spec.addr
             );
@@ -1011,6 +1012,18 @@ mod tests {
         // The connected route of 198.51.100.0/24 with it as the source stays.
         let old = Route::connected(100, Prefix::new(ip, 24).network(), "rail0", ip, d.protocol);
         assert!(d.keep.route(&old));
+        // A point-to-point address is re-added with its peer.
+        let host = [p2p("rail0", "198.51.100.1", "198.51.100.0/31")];
+        let d =
+            plan_on(&host, "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.1/32\"]\n").unwrap();
+        let r = d.not_ready[0].describe();
+        assert!(
+            r.contains(
+                "(`ip addr del 198.51.100.1 peer 198.51.100.0/31 dev rail0; ip addr add 198.51.100.1 peer \
+                 198.51.100.0/32 dev rail0`)"
+            ),
+            "{r}"
+        );
     }
 
     #[test]
