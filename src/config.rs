@@ -1110,7 +1110,7 @@ impl Ctx<'_> {
 }
 
 // ---------------------------------------------------------------------------
-// Checks shared with the plan (addresses found on the host)
+// Checks shared with the plan
 // ---------------------------------------------------------------------------
 
 /// Where an interface's address comes from, for messages.
@@ -1123,14 +1123,6 @@ pub enum AddrOrigin {
     Discovered(Loc),
 }
 
-impl AddrOrigin {
-    fn loc(self) -> Loc {
-        match self {
-            AddrOrigin::Listed(l) | AddrOrigin::Discovered(l) => l,
-        }
-    }
-}
-
 /// One address an interface will make a source rule for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AddrUse<'a> {
@@ -1141,63 +1133,30 @@ pub struct AddrUse<'a> {
     pub origin: AddrOrigin,
 }
 
-/// Every address belongs to one configured interface: a source rule sends
-/// an address's traffic to one table, so a second rule for it never
-/// matches. `uses` may mix listed and discovered addresses; the error is at
-/// the discovered interface when one is (that is where `addresses` would
-/// settle it), else at the second listing.
+/// Every address is listed for one configured interface only: a source
+/// rule sends an address's traffic to one table, so a second rule for it
+/// never matches. Two listings are the config's fault: an error at the
+/// second. The discovered uses in `uses` are not checked here: an address
+/// the host has on two interfaces is the host's state, which the plan
+/// settles (not ready where it is not owned).
 pub(crate) fn check_unique_addresses(uses: &[AddrUse<'_>]) -> Result<(), ConfigError> {
-    let Some((first, second)) = first_duplicate(uses.iter().map(|u| (u.addr, u))) else {
+    let listed = uses.iter().filter_map(|u| match u.origin {
+        AddrOrigin::Listed(at) => Some((u.addr, (u, at))),
+        AddrOrigin::Discovered(_) => None,
+    });
+    let Some(((first, at), (second, loc))) = first_duplicate(listed) else {
         return Ok(());
     };
-    let addr = second.addr;
-    if let (AddrOrigin::Listed(at), AddrOrigin::Listed(loc)) = (first.origin, second.origin) {
-        let at = if first.file == second.file { at.to_string() } else { format!("{}:{at}", first.file) };
-        return Err(ConfigError::at(
-            second.file,
-            Some(loc),
-            format!(
-                "address {addr} of interface \"{}\" is already listed for interface \"{}\" at {at}",
-                second.iface, first.iface
-            ),
-            "each address belongs to exactly one NIC: remove one of the two",
-        ));
-    }
-    let origin = |u: &AddrUse<'_>| match u.origin {
-        AddrOrigin::Listed(at) if u.file != found_file(first, second) => format!("listed at {}:{at}", u.file),
-        AddrOrigin::Listed(at) => format!("listed at {at}"),
-        AddrOrigin::Discovered(_) => "found on the host: it lists no `addresses`".to_string(),
-    };
-    let found = [second, first].into_iter().find(|u| matches!(u.origin, AddrOrigin::Discovered(_)));
-    let found = found.unwrap_or(second);
-    let what = if first.iface == second.iface {
-        format!("address {addr} is on interface \"{}\" twice ({})", first.iface, origin(first))
-    } else {
-        format!(
-            "address {addr} is on interfaces \"{}\" ({}) and \"{}\" ({})",
-            first.iface,
-            origin(first),
-            second.iface,
-            origin(second)
-        )
-    };
+    let at = if first.file == second.file { at.to_string() } else { format!("{}:{at}", first.file) };
     Err(ConfigError::at(
-        found.file,
-        Some(found.origin.loc()),
-        what,
+        second.file,
+        Some(loc),
         format!(
-            "a source rule sends an address's traffic to one table, so each address must be on one \
-             configured NIC only: remove it from all but one (`ip addr del {addr}/LEN dev IFACE`), or \
-             list `addresses` for \"{}\" without it",
-            found.iface
+            "address {} of interface \"{}\" is already listed for interface \"{}\" at {at}",
+            second.addr, second.iface, first.iface
         ),
+        "each address belongs to exactly one NIC: remove one of the two",
     ))
-}
-
-/// The file an address conflict is reported in: the discovered use's, else
-/// the second listing's.
-fn found_file<'a>(first: &AddrUse<'a>, second: &AddrUse<'a>) -> &'a str {
-    [second, first].into_iter().find(|u| matches!(u.origin, AddrOrigin::Discovered(_))).unwrap_or(second).file
 }
 
 // ---------------------------------------------------------------------------

@@ -142,6 +142,13 @@ pub fn plan(cfg: &Config, links: &[Link], addrs: &[Address]) -> Result<Desired, 
 /// `plan`, knowing the addresses found at the last apply on interfaces that
 /// list no `addresses` (`discovered`): one that is gone now (an IPv6
 /// address flushed by a link flap) is not ready rather than forgotten.
+///
+/// What the host's state makes wrong for one rail (an address that failed
+/// duplicate address detection, has another prefix length than listed, is
+/// on another rail, is on two rails; a gateway that is one of the host's
+/// own addresses) is not ready for that address or gateway: the other rails
+/// and addresses are planned as usual. Only what the config itself gets
+/// wrong is an error.
 pub fn plan_with(
     cfg: &Config,
     links: &[Link],
@@ -149,94 +156,35 @@ pub fn plan_with(
     discovered: &BTreeMap<String, Vec<Prefix>>,
 ) -> Result<Desired, ConfigError> {
     let mut d = Desired { protocol: cfg.defaults.protocol, ..Desired::default() };
-    let mut uses = Vec::new();
+    // First each interface's link and addresses, then who has which
+    // address (that needs every interface), then the entries.
+    let mut rails: Vec<(&Interface, Resolved<'_>)> = Vec::new();
     for iface in &cfg.interfaces {
-        let whole = |d: &mut Desired, reason: String| {
-            d.not_ready.push(NotReady { interface: iface.name.clone(), address: None, reason });
-            d.keep.tables.insert(iface.table);
-            d.keep.sysctls_of.insert(iface.name.clone());
-            if let Some(found) = discovered.get(&iface.name) {
-                d.discovered.insert(iface.name.clone(), found.clone());
-            }
-        };
         let Some(link) = links.iter().find(|l| l.name == iface.name) else {
             let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
-            whole(&mut d, format!("does not exist on this host (it has: {})", known.join(", ")));
+            whole(
+                &mut d,
+                iface,
+                discovered,
+                format!("does not exist on this host (it has: {})", known.join(", ")),
+            );
             continue;
         };
         if !link.admin_up {
-            whole(
-                &mut d,
-                format!(
-                    "is administratively down: the kernel refuses routes through it (`ip link set {} up`)",
-                    iface.name
-                ),
+            let reason = format!(
+                "is administratively down: the kernel refuses routes through it (`ip link set {} up`)",
+                iface.name
             );
+            whole(&mut d, iface, discovered, reason);
             continue;
         }
         let resolved = resolve_addresses(iface, addrs, discovered.get(&iface.name), &mut d.warnings)?;
-        for (addr, reason) in &resolved.missing {
-            d.not_ready.push(NotReady {
-                interface: iface.name.clone(),
-                address: Some(addr.to_string()),
-                reason: reason.clone(),
-            });
-            d.keep.sources.insert(*addr);
-            d.keep.subnets_of.insert((iface.table, *addr));
-        }
-        if iface.addresses.is_none() {
-            let mut all: Vec<Prefix> = resolved.found.iter().map(|(a, _)| a.addr).collect();
-            all.extend(resolved.vanished.iter().copied());
-            d.discovered.insert(iface.name.clone(), all);
-        }
-        if resolved.found.is_empty() {
-            if resolved.missing.is_empty() {
-                whole(&mut d, resolved.none_reason.clone().unwrap_or_else(|| "has no global address".into()));
-            } else {
-                d.keep.tables.insert(iface.table);
-            }
-            continue;
-        }
-        uses.extend(resolved.found.iter().map(|(a, origin)| AddrUse {
-            iface: &iface.name,
-            file: &iface.file,
-            addr: a.addr.addr,
-            origin: *origin,
-        }));
-        let found: Vec<&Address> = resolved.found.iter().map(|(a, _)| *a).collect();
-        let subnets: Vec<Prefix> = found.iter().map(|a| a.subnet()).collect();
-        let missing: Vec<IpAddr> = resolved.missing.iter().map(|(a, _)| *a).collect();
-        let waiting = check_gateways(iface, &subnets, &missing, addrs)?;
-        for (gw, reason) in &waiting {
-            d.not_ready.push(NotReady {
-                interface: iface.name.clone(),
-                address: Some(format!("gateway {gw}")),
-                reason: reason.clone(),
-            });
-            d.keep.gateways.insert((iface.table, *gw));
-        }
-        let ready_gateways: Vec<&crate::config::Gateway> =
-            iface.gateways.iter().filter(|g| !waiting.iter().any(|(w, _)| *w == g.addr)).collect();
-        let planned = PlannedInterface {
-            name: iface.name.clone(),
-            table: iface.table,
-            priority: iface.priority,
-            gateways: ready_gateways.iter().map(|g| g.addr).collect(),
-            addresses: found.iter().map(|a| a.addr).collect(),
-            subnets,
-            onlink_gateways: ready_gateways.iter().filter(|g| g.onlink).map(|g| g.addr).collect(),
-        };
-        d.warnings.extend(unrouted_host_addresses(&planned));
-        d.routes.extend(routes_for(&planned, d.protocol));
-        d.rules.extend(rules_for(&planned, d.protocol));
-        d.sysctls.extend(iface.sysctls.iter().map(|(key, value)| Sysctl {
-            iface: iface.name.clone(),
-            key: *key,
-            value: *value,
-        }));
-        d.interfaces.push(planned);
+        rails.push((iface, resolved));
     }
-    check_unique_addresses(&uses)?;
+    settle_shared_addresses(&mut rails)?;
+    for (iface, resolved) in &rails {
+        plan_interface(&mut d, iface, resolved, addrs, discovered)?;
+    }
     for a in &cfg.arp_only {
         if !links.iter().any(|l| l.name == a.name) {
             let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
@@ -255,19 +203,227 @@ pub fn plan_with(
         }));
         d.arp_only.push(a.name.clone());
     }
+    // In the order of the config, whichever pass found them.
+    let order: Vec<&str> = cfg
+        .interfaces
+        .iter()
+        .map(|i| i.name.as_str())
+        .chain(cfg.arp_only.iter().map(|a| a.name.as_str()))
+        .collect();
+    d.not_ready.sort_by_key(|n| order.iter().position(|o| *o == n.interface));
     Ok(d)
 }
 
+/// `iface` is not ready as a whole: everything of it stays as it is.
+fn whole(d: &mut Desired, iface: &Interface, discovered: &BTreeMap<String, Vec<Prefix>>, reason: String) {
+    d.not_ready.push(NotReady { interface: iface.name.clone(), address: None, reason });
+    d.keep.tables.insert(iface.table);
+    d.keep.sysctls_of.insert(iface.name.clone());
+    if let Some(found) = discovered.get(&iface.name) {
+        d.discovered.insert(iface.name.clone(), found.clone());
+    }
+}
+
+/// The entries of one interface whose link is there and up.
+fn plan_interface(
+    d: &mut Desired,
+    iface: &Interface,
+    resolved: &Resolved<'_>,
+    addrs: &[Address],
+    discovered: &BTreeMap<String, Vec<Prefix>>,
+) -> Result<(), ConfigError> {
+    for m in &resolved.missing {
+        d.not_ready.push(NotReady {
+            interface: iface.name.clone(),
+            address: Some(m.addr.to_string()),
+            reason: m.reason.clone(),
+        });
+        if m.keep {
+            d.keep.sources.insert(m.addr);
+            d.keep.subnets_of.insert((iface.table, m.addr));
+        }
+    }
+    if iface.addresses.is_none() {
+        let mut all: Vec<Prefix> = resolved.found.iter().map(|(a, _)| a.addr).collect();
+        all.extend(resolved.vanished.iter().copied());
+        d.discovered.insert(iface.name.clone(), all);
+    }
+    if resolved.found.is_empty() {
+        if resolved.missing.is_empty() {
+            let reason = resolved.none_reason.clone().unwrap_or_else(|| "has no global address".into());
+            whole(d, iface, discovered, reason);
+        } else if resolved.missing.iter().all(|m| m.keep) {
+            d.keep.tables.insert(iface.table);
+        } else {
+            // Some address it had is on another interface now: its entries
+            // go (they would send that interface's traffic out of this
+            // one), so not the whole table stays: the other addresses'
+            // entries (above), the gateways and the sysctls do.
+            d.keep.gateways.extend(iface.gateways.iter().map(|g| (iface.table, g.addr)));
+            d.keep.sysctls_of.insert(iface.name.clone());
+        }
+        return Ok(());
+    }
+    let found: Vec<&Address> = resolved.found.iter().map(|(a, _)| *a).collect();
+    let subnets: Vec<Prefix> = found.iter().map(|a| a.subnet()).collect();
+    let missing: Vec<IpAddr> = resolved.missing.iter().map(|m| m.addr).collect();
+    let waiting = check_gateways(iface, &subnets, &missing, addrs)?;
+    for (gw, reason) in &waiting {
+        d.not_ready.push(NotReady {
+            interface: iface.name.clone(),
+            address: Some(format!("gateway {gw}")),
+            reason: reason.clone(),
+        });
+        d.keep.gateways.insert((iface.table, *gw));
+    }
+    let ready_gateways: Vec<&crate::config::Gateway> =
+        iface.gateways.iter().filter(|g| !waiting.iter().any(|(w, _)| *w == g.addr)).collect();
+    let planned = PlannedInterface {
+        name: iface.name.clone(),
+        table: iface.table,
+        priority: iface.priority,
+        gateways: ready_gateways.iter().map(|g| g.addr).collect(),
+        addresses: found.iter().map(|a| a.addr).collect(),
+        subnets,
+        onlink_gateways: ready_gateways.iter().filter(|g| g.onlink).map(|g| g.addr).collect(),
+    };
+    d.warnings.extend(unrouted_host_addresses(&planned));
+    d.routes.extend(routes_for(&planned, d.protocol));
+    d.rules.extend(rules_for(&planned, d.protocol));
+    d.sysctls.extend(iface.sysctls.iter().map(|(key, value)| Sysctl {
+        iface: iface.name.clone(),
+        key: *key,
+        value: *value,
+    }));
+    d.interfaces.push(planned);
+    Ok(())
+}
+
+/// One address a source rule is made for by one interface only. Two
+/// interfaces that list it are the config's fault (an error; the config
+/// check finds it first). Otherwise it is the host's state, and not ready
+/// where it is not owned: on the interfaces that found it without listing
+/// it when one interface lists it and has it (that one owns it; the others'
+/// entries for it go, as a second rule would shadow or be shadowed by its
+/// own), on every interface that has it when none lists it (left alone:
+/// which one should have it is not for roce-route to guess).
+fn settle_shared_addresses(rails: &mut [(&Interface, Resolved<'_>)]) -> Result<(), ConfigError> {
+    let mut claims: BTreeMap<IpAddr, Vec<(usize, &Address, AddrOrigin)>> = BTreeMap::new();
+    for (k, (_, r)) in rails.iter().enumerate() {
+        for (a, origin) in &r.found {
+            claims.entry(a.addr.addr).or_default().push((k, *a, *origin));
+        }
+    }
+    let uses: Vec<AddrUse<'_>> = claims
+        .values()
+        .flatten()
+        .map(|(k, a, origin)| AddrUse {
+            iface: &rails[*k].0.name,
+            file: &rails[*k].0.file,
+            addr: a.addr.addr,
+            origin: *origin,
+        })
+        .collect();
+    check_unique_addresses(&uses)?;
+    let mut unready: Vec<(usize, Missing)> = Vec::new();
+    for (ip, claimants) in claims.iter().filter(|(_, c)| c.len() > 1) {
+        // At most one lists it (checked above); an interface lists its
+        // addresses or discovers them, never both.
+        let owner = claimants.iter().find_map(|(k, _, o)| match o {
+            AddrOrigin::Listed(at) => Some((*k, *at)),
+            AddrOrigin::Discovered(_) => None,
+        });
+        let name = |k: usize| rails[k].0.name.as_str();
+        for (k, a, _) in claimants {
+            let here = name(*k);
+            let reason = match owner {
+                Some((owner, _)) if owner == *k => continue,
+                Some((owner, at)) => format!(
+                    "{here} has it too, but {} lists it ({}:{at}) and has it; {here} lists no \
+                     `addresses`, so it takes every global address it has, and an address can have \
+                     one source rule only: remove it from {here} (`ip addr del {} dev {here}`), or list \
+                     `addresses` for {here} without it",
+                    name(owner),
+                    rails[owner].0.file,
+                    addr_spec(a)
+                ),
+                _ if claimants.iter().all(|(j, _, _)| j == k) => {
+                    let all: Vec<String> = claimants.iter().map(|(_, b, _)| b.addr.to_string()).collect();
+                    let other = claimants.iter().map(|(_, b, _)| *b).find(|b| b != a).unwrap_or(a);
+                    format!(
+                        "{here} has it {} times ({}), and an address can have one source rule only: \
+                         remove all but one (`ip addr del {} dev {here}`), or list it in `addresses` \
+                         with the length to use",
+                        claimants.len(),
+                        all.join(", "),
+                        addr_spec(other)
+                    )
+                }
+                _ => {
+                    let others: Vec<(&str, &Address)> =
+                        claimants.iter().filter(|(j, _, _)| j != k).map(|(j, b, _)| (name(*j), *b)).collect();
+                    let names: Vec<&str> = others.iter().map(|(n, _)| *n).collect();
+                    let (other, b) = others[0];
+                    format!(
+                        "is on {} too, and none of them lists it in `addresses` (each takes every \
+                         global address it has), and an address can have one source rule only: its \
+                         entries are left as they are; remove it from all but one (`ip addr del {} \
+                         dev {other}`), or list `addresses` for the ones that must not have it",
+                        names.join(", "),
+                        addr_spec(b)
+                    )
+                }
+            };
+            if !unready.iter().any(|(j, m)| j == k && m.addr == *ip) {
+                unready.push((*k, Missing { addr: *ip, reason, keep: owner.is_none() }));
+            }
+        }
+    }
+    for (k, m) in unready {
+        let r = &mut rails[k].1;
+        r.found.retain(|(a, _)| a.addr.addr != m.addr);
+        r.missing.push(m);
+    }
+    Ok(())
+}
+
+/// How `ip addr` takes the address: `A/LEN`, or `A peer P/LEN`.
+fn addr_spec(a: &Address) -> String {
+    match a.peer {
+        Some(peer) => format!("{} peer {peer}/{}", a.addr.addr, a.addr.len),
+        None => a.addr.to_string(),
+    }
+}
+
 /// The addresses of one interface: usable ones, and the ones that are not
-/// ready (a listed address absent or still in duplicate address detection,
-/// a discovered one gone since the last apply), each with the reason.
+/// ready (a listed address absent, still in duplicate address detection,
+/// failed it, with another prefix length or on another interface; a
+/// discovered one gone since the last apply or unusable), each with the
+/// reason.
 struct Resolved<'a> {
     found: Vec<(&'a Address, AddrOrigin)>,
-    missing: Vec<(IpAddr, String)>,
+    missing: Vec<Missing>,
     /// Discovered at the last apply and gone now.
     vanished: Vec<Prefix>,
     /// Why there is nothing at all, when there is nothing.
     none_reason: Option<String>,
+}
+
+/// An address of an interface that is not ready.
+struct Missing {
+    addr: IpAddr,
+    reason: String,
+    /// Whether the entries made for it earlier stay (`Keep`). They do,
+    /// except where they would now send another interface's traffic out of
+    /// this one: the address is on (and, with a rule, owned by) another
+    /// interface.
+    keep: bool,
+}
+
+impl Missing {
+    fn kept(addr: IpAddr, reason: String) -> Missing {
+        Missing { addr, reason, keep: true }
+    }
 }
 
 /// An error at `loc` of the file `iface` is configured in.
@@ -278,9 +434,11 @@ fn err(iface: &Interface, loc: Loc, what: String, hint: String) -> ConfigError {
 /// The host's addresses the config lists, or every global address of the
 /// interface when the config lists none, each with where it comes from.
 /// Both go through the same checks: an unusable address (config's
-/// `unusable_address`) is refused, one that failed duplicate address
-/// detection too when listed and left out when discovered, and a deprecated
-/// or temporary one is left out when discovered, with a warning either way.
+/// `unusable_address`) or one that failed duplicate address detection is
+/// not ready when listed (the host must change, or the config), the same
+/// when discovered and unusable, and left out when discovered and
+/// dad-failed; a deprecated or temporary one is left out when discovered;
+/// with a warning when left out or used anyway.
 fn resolve_addresses<'a>(
     iface: &Interface,
     addrs: &'a [Address],
@@ -289,59 +447,78 @@ fn resolve_addresses<'a>(
 ) -> Result<Resolved<'a>, ConfigError> {
     let live: Vec<&Address> = addrs.iter().filter(|a| a.ifname == iface.name).collect();
     let Some(specs) = &iface.addresses else {
-        return discover_addresses(iface, &live, last, warnings);
+        return Ok(discover_addresses(iface, &live, addrs, last, warnings));
     };
     let mut out =
         Resolved { found: Vec::new(), missing: Vec::new(), vanished: Vec::new(), none_reason: None };
+    let i = &iface.name;
     for spec in specs {
+        let at = format!("{}:{}", iface.file, spec.loc);
         let same_ip = || live.iter().copied().filter(|a| a.addr.addr == spec.addr);
         let found =
             same_ip().find(|a| spec.len.is_none_or(|len| len == a.addr.len)).or_else(|| same_ip().next());
         let Some(found) = found else {
+            if let Some(there) = addrs.iter().find(|a| a.addr.addr == spec.addr) {
+                // Moved: its rule would send the other interface's traffic
+                // out of this one, so its entries go.
+                let (o, a) = (&there.ifname, addr_spec(there));
+                out.missing.push(Missing {
+                    addr: spec.addr,
+                    reason: format!(
+                        "is on {o}, not on {i}: traffic from it would leave by {i}, so its entries in \
+                         table {} are removed; move it back (`ip addr del {a} dev {o}; ip addr add {a} dev \
+                         {i}`), or list it for {o} instead of {i} ({at})",
+                        iface.table
+                    ),
+                    keep: false,
+                });
+                continue;
+            }
             let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
-            out.missing.push((
+            let reason = format!(
+                "{i} does not have it (it has: {}); add it (`ip addr add {}/LEN dev {i}`) or fix {at}",
+                if has.is_empty() { "no address".into() } else { has.join(", ") },
                 spec.addr,
-                format!(
-                    "{} does not have it (it has: {}); add it (`ip addr add {}/LEN dev {}`) or fix {}:{}",
-                    iface.name,
-                    if has.is_empty() { "no address".into() } else { has.join(", ") },
-                    spec.addr,
-                    iface.name,
-                    iface.file,
-                    spec.loc
-                ),
-            ));
+            );
+            out.missing.push(Missing::kept(spec.addr, reason));
             continue;
         };
         if found.tentative && !found.dad_failed {
-            out.missing.push((spec.addr, tentative_reason()));
+            out.missing.push(Missing::kept(spec.addr, tentative_reason()));
             continue;
         }
         if let Some(len) = spec.len.filter(|len| *len != found.addr.len) {
-            return Err(err(
-                iface,
-                spec.loc,
-                format!(
-                    "address {}/{} on {:?}: the interface has it as {}",
-                    spec.addr, len, iface.name, found.addr
-                ),
-                format!("write \"{}\" (or just \"{}\")", found.addr, spec.addr),
-            ));
+            // Kept: the address is still on the interface, its rule still
+            // leads its traffic out of it.
+            let listed = Address { addr: Prefix::new(spec.addr, len), ..found.clone() };
+            let reason = format!(
+                "{i} has it as {}, but {at} lists it as {}/{len}: its entries stay as they are; give it \
+                 the listed length (`ip addr del {} dev {i}; ip addr add {} dev {i}`), or write \
+                 \"{}\" (or just \"{}\") at {at}",
+                found.addr,
+                spec.addr,
+                addr_spec(found),
+                addr_spec(&listed),
+                found.addr,
+                spec.addr
+            );
+            out.missing.push(Missing::kept(spec.addr, reason));
+            continue;
         }
         match unfit(found) {
             Some(Unfit::DadFailed) => {
-                return Err(err(
-                    iface,
-                    spec.loc,
-                    format!("address {} on {:?} {}", found.addr, iface.name, Unfit::DadFailed.why()),
-                    format!(
-                        "find the other host (`ip neigh`), give one of the two another address, then \
-                         re-add this one (`ip addr del {a} dev {i}; ip addr add {a} dev {i}`) or \
-                         remove it from `addresses`",
-                        a = found.addr,
-                        i = iface.name
-                    ),
-                ));
+                // Kept: the kernel never takes it as a source, so its rule
+                // is never used, and it needs no change once fixed.
+                let a = addr_spec(found);
+                let reason = format!(
+                    "{}; its entries stay as they are; find the other host (the kernel logs its MAC: \
+                     `dmesg | grep 'duplicate address'`), give one of the two another address, then \
+                     re-add this one (`ip addr del {a} dev {i}; ip addr add {a} dev {i}`), or remove it \
+                     from `addresses` ({at})",
+                    Unfit::DadFailed.why()
+                );
+                out.missing.push(Missing::kept(spec.addr, reason));
+                continue;
             }
             Some(u) => warnings.push(format!("{} on {} {}", found.addr, iface.name, u.why())),
             None => {}
@@ -361,15 +538,16 @@ fn tentative_reason() -> String {
 fn discover_addresses<'a>(
     iface: &Interface,
     live: &[&'a Address],
+    host: &[Address],
     last: Option<&Vec<Prefix>>,
     warnings: &mut Vec<String>,
-) -> Result<Resolved<'a>, ConfigError> {
+) -> Resolved<'a> {
     let mut out = Vec::new();
     let mut left_out = Vec::new();
     let mut missing = Vec::new();
     for a in live.iter().copied().filter(|a| a.scope == scope::UNIVERSE) {
         if a.tentative && !a.dad_failed {
-            missing.push((a.addr.addr, tentative_reason()));
+            missing.push(Missing::kept(a.addr.addr, tentative_reason()));
             continue;
         }
         if let Some(u) = unfit(a) {
@@ -384,24 +562,31 @@ fn discover_addresses<'a>(
         // The prefix length of a point-to-point address is its peer's.
         let len = if a.peer.is_some() { None } else { Some(a.addr.len) };
         if let Some(why) = unusable_address(a.addr.addr, len) {
-            return Err(err(
-                iface,
-                iface.loc,
-                format!("interface {:?} has address {}, which is {why}", iface.name, a.addr),
-                format!(
-                    "{:?} lists no `addresses`, so every global address it has is taken: list the \
-                     ones to use in `addresses`, or remove this one (`ip addr del {} dev {}`)",
-                    iface.name, a.addr, iface.name
-                ),
-            ));
+            let reason = format!(
+                "{} is {why}: {i} lists no `addresses`, so it takes every global address it has; remove \
+                 it (`ip addr del {} dev {i}`), or list the ones to use in `addresses`",
+                a.addr,
+                addr_spec(a),
+                i = iface.name
+            );
+            missing.push(Missing::kept(a.addr.addr, reason));
+            continue;
         }
         out.push((a, AddrOrigin::Discovered(iface.loc)));
     }
-    // Found at the last apply and gone now: not forgotten, not ready.
-    let vanished: Vec<Prefix> =
-        last.into_iter().flatten().filter(|p| !live.iter().any(|a| a.addr.addr == p.addr)).copied().collect();
-    for p in &vanished {
-        missing.push((
+    // Found at the last apply and gone now: not forgotten, not ready; but
+    // one that is on another interface now has moved: not expected back.
+    let mut vanished = Vec::new();
+    for p in last.into_iter().flatten().filter(|p| !live.iter().any(|a| a.addr.addr == p.addr)) {
+        if let Some(there) = host.iter().find(|a| a.addr.addr == p.addr) {
+            warnings.push(format!(
+                "{} was found on {} at the last apply and is on {} now: {} no longer takes it",
+                p, iface.name, there.ifname, iface.name
+            ));
+            continue;
+        }
+        vanished.push(*p);
+        missing.push(Missing::kept(
             p.addr,
             format!(
                 "was found on {} at the last apply and is gone (a link that went down loses its static \
@@ -419,7 +604,7 @@ fn discover_addresses<'a>(
             format!("has no usable global address (left out: {}); {has}", left_out.join(", "))
         }
     });
-    Ok(Resolved { found: out, missing, vanished, none_reason })
+    Resolved { found: out, missing, vanished, none_reason }
 }
 
 /// An address the host has that is not fit to be a rule's source.
@@ -473,7 +658,8 @@ impl Unfit {
 /// (for a point-to-point address, the peer's), IPv6 link-local, or declared
 /// `onlink`; and the interface needs an address of its family.
 /// A gateway that could be on-link through an address that is not ready is
-/// not ready either (returned, with the reason), never an error.
+/// not ready either, and so is one that is an address of this host now
+/// (returned, with the reason), never an error.
 fn check_gateways(
     iface: &Interface,
     subnets: &[Prefix],
@@ -525,13 +711,21 @@ fn check_gateways(
             );
         }
         if let Some(own) = host.iter().find(|a| a.addr.addr == gw.addr) {
-            return fail(
+            // The host's state (the config check refuses a gateway it lists
+            // as an address): not ready, its route stays as it is.
+            waiting.push((
+                gw.addr,
                 format!(
-                    "gateway {} of {:?} is this host's own address (on {})",
-                    gw.addr, iface.name, own.ifname
+                    "is this host's own address (on {o}): a gateway is the router on the subnet, not a \
+                     local address; its route stays as it is; remove the address (`ip addr del {} dev \
+                     {o}`), or fix the gateway at {}:{}",
+                    addr_spec(own),
+                    iface.file,
+                    gw.loc,
+                    o = own.ifname
                 ),
-                "the gateway is the router on the subnet, not a local address".into(),
-            );
+            ));
+            continue;
         }
         if let Some(net) = inside
             && let Some(role) = v4_subnet_role(gw.addr, net.len)
@@ -612,6 +806,9 @@ mod tests {
             scope: 0,
             ..Address::default()
         }
+    }
+    fn pfx(a: &str) -> Prefix {
+        addr("", a).addr
     }
     fn host() -> (Vec<Link>, Vec<Address>) {
         let links = vec![link(1, "lo"), link(2, "rail0"), link(3, "rail1")];
@@ -741,8 +938,6 @@ mod tests {
             r.starts_with("198.51.100.99 on rail1: rail1 does not have it") && r.contains("t.toml:3:"),
             "{r}"
         );
-        let e = planned("[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.11/25\"]\n").unwrap_err();
-        assert!(e.what.contains("198.51.100.11/24"), "{e}");
         let e = planned("[[interface]]\nname = \"rail1\"\ngateway = \"203.0.113.1\"\n").unwrap_err();
         assert!(e.what.contains("outside every subnet"), "{e}");
     }
@@ -751,9 +946,84 @@ mod tests {
     fn gateway_checks_use_the_live_addresses_when_the_config_has_none() {
         let e = planned("[[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.255\"\n").unwrap_err();
         assert!(e.what.contains("is the broadcast address of 198.51.100.0/24"), "{e}");
-        let e = planned("[[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.11\"\n").unwrap_err();
-        assert!(e.what.contains("this host's own address (on rail1)"), "{e}");
-        assert_eq!(e.loc.map(|l| l.line), Some(3));
+    }
+
+    /// The gateway is one of the host's addresses now (a VIP moved here, a
+    /// typo on another NIC): host state, so that gateway is not ready, its
+    /// route kept; the rest of the rail and the other rails are planned.
+    /// The config check still refuses a gateway it lists as an address.
+    #[test]
+    fn a_gateway_that_is_a_host_address_is_not_ready() {
+        let toml = "[[interface]]\nname = \"rail0\"\ngateway = [\"198.51.100.11\", \"2001:db8:1::1\"]\n\
+                    [[interface]]\nname = \"rail1\"\n";
+        let d = planned(toml).unwrap();
+        assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
+        let nr = &d.not_ready[0];
+        assert_eq!((nr.interface.as_str(), nr.address.as_deref()), ("rail0", Some("gateway 198.51.100.11")));
+        assert!(nr.reason.starts_with("is this host's own address (on rail1)"), "{}", nr.reason);
+        assert!(nr.reason.contains("(`ip addr del 198.51.100.11/24 dev rail1`)"), "{}", nr.reason);
+        assert!(nr.reason.contains("fix the gateway at t.toml:3:"), "{}", nr.reason);
+        assert_eq!(d.keep.gateways, BTreeSet::from([(100, "198.51.100.11".parse().unwrap())]));
+        assert!(d.keep.sources.is_empty() && d.keep.tables.is_empty(), "{:?}", d.keep);
+        // rail0's addresses and other gateway, and rail1, are planned.
+        let gws: Vec<IpAddr> = d.routes.iter().filter_map(|r| r.gateway).collect();
+        assert_eq!(gws, ["2001:db8:1::1".parse::<IpAddr>().unwrap()]);
+        assert_eq!(d.rules.len(), 3, "{:#?}", d.rules);
+        assert_eq!(d.interfaces.len(), 2);
+        // Listed as an address in the config, it is the config's fault.
+        let toml = "[[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.11/24\"]\n\
+                    [[interface]]\nname = \"rail0\"\ngateway = \"198.51.100.11\"\n";
+        let e = config::parse("t.toml", toml).unwrap_err();
+        assert!(e.what.contains("gateway 198.51.100.11 is an address of interface \"rail1\""), "{e}");
+    }
+
+    /// A listed length the host does not have: the address was re-added with
+    /// another length, or the config is wrong; either way host state. Not
+    /// ready, kept (still on the interface, its rule still right), the rest
+    /// planned; the reason's commands fix either side.
+    #[test]
+    fn a_listed_length_the_host_does_not_have_is_not_ready() {
+        let toml = "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/25\", \"2001:db8:1::10\"]\n\
+                    [[interface]]\nname = \"rail1\"\n";
+        let d = planned(toml).unwrap();
+        assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
+        let r = d.not_ready[0].describe();
+        assert!(
+            r.starts_with(
+                "198.51.100.10 on rail0: rail0 has it as 198.51.100.10/24, but t.toml:3:14 lists it as \
+                 198.51.100.10/25: its entries stay as they are"
+            ),
+            "{r}"
+        );
+        assert!(
+            r.contains("(`ip addr del 198.51.100.10/24 dev rail0; ip addr add 198.51.100.10/25 dev rail0`)"),
+            "{r}"
+        );
+        assert!(
+            r.contains("or write \"198.51.100.10/24\" (or just \"198.51.100.10\") at t.toml:3:14"),
+            "{r}"
+        );
+        let ip: IpAddr = "198.51.100.10".parse().unwrap();
+        assert_eq!(d.keep.sources, BTreeSet::from([ip]));
+        assert_eq!(d.keep.subnets_of, BTreeSet::from([(100, ip)]));
+        let sources: Vec<String> = d.rules.iter().map(|r| r.src.unwrap().addr.to_string()).collect();
+        assert_eq!(sources, ["2001:db8:1::10", "198.51.100.11"]);
+        assert!(d.keep.rule(&Rule::source(1000, ip, 100, d.protocol)));
+        // The connected route of 198.51.100.0/24 with it as the source stays.
+        let old = Route::connected(100, Prefix::new(ip, 24).network(), "rail0", ip, d.protocol);
+        assert!(d.keep.route(&old));
+        // A point-to-point address is re-added with its peer.
+        let host = [p2p("rail0", "198.51.100.1", "198.51.100.0/31")];
+        let d =
+            plan_on(&host, "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.1/32\"]\n").unwrap();
+        let r = d.not_ready[0].describe();
+        assert!(
+            r.contains(
+                "(`ip addr del 198.51.100.1 peer 198.51.100.0/31 dev rail0; ip addr add 198.51.100.1 peer \
+                 198.51.100.0/32 dev rail0`)"
+            ),
+            "{r}"
+        );
     }
 
     #[test]
@@ -984,75 +1254,177 @@ mod tests {
             "{:#?}",
             d.warnings
         );
+        // Listed and dad-failed: not ready (the host must change, or the
+        // config), the other address used, its entries kept: the kernel
+        // never takes it as a source, so its rule is never used.
         let toml =
             "[[interface]]\nname = \"rail0\"\naddresses = [\"2001:db8:1::abcd\", \"2001:db8:2::bad/64\"]\n";
-        let e = plan_on(&host, toml).unwrap_err();
+        let d = plan_on(&host, toml).unwrap();
+        assert_eq!(d.rules.len(), 1);
+        assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
+        let r = d.not_ready[0].describe();
+        assert!(r.starts_with("2001:db8:2::bad on rail0: failed duplicate address detection"), "{r}");
         assert!(
-            e.what.contains("address 2001:db8:2::bad/64 on \"rail0\" failed duplicate address detection"),
-            "{e}"
+            r.contains(
+                "(`ip addr del 2001:db8:2::bad/64 dev rail0; ip addr add 2001:db8:2::bad/64 dev rail0`)"
+            ),
+            "{r}"
         );
-        assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((3, 34)));
-        assert!(e.hint.contains("ip addr del 2001:db8:2::bad/64 dev rail0"), "{e}");
+        assert!(r.ends_with("or remove it from `addresses` (t.toml:3:34)"), "{r}");
+        let ip: IpAddr = "2001:db8:2::bad".parse().unwrap();
+        assert_eq!(d.keep.sources, BTreeSet::from([ip]));
     }
 
     /// The same address on two configured rails: two rules, the second never
-    /// matches. Refused whether each rail lists it or has it on the host, at
-    /// the rail where it was found (where `addresses` would settle it).
+    /// matches. When the host's state makes it so (a rail that lists no
+    /// `addresses` has it too), it is not ready where it is not owned: on
+    /// the discovering rail when the other lists it (whose entries stand),
+    /// on both when neither lists it (left alone). Two listings are the
+    /// config's fault, refused by the config check.
     #[test]
-    fn an_address_on_two_configured_interfaces_is_refused() {
+    fn an_address_on_two_configured_interfaces_is_not_ready_where_not_owned() {
         let two = |a: &str, b: &str| {
             format!("[[interface]]\nname = \"rail0\"\n{a}[[interface]]\nname = \"rail1\"\n{b}")
         };
         for (same, other) in
             [("198.51.100.10/24", "198.51.100.11/24"), ("2001:db8:1::10/64", "2001:db8:1::11/64")]
         {
-            let ip = same.split('/').next().unwrap();
+            let ip: IpAddr = same.split('/').next().unwrap().parse().unwrap();
             let host = [addr("rail0", same), addr("rail1", same), addr("rail1", other)];
             let listed = format!("addresses = [\"{same}\"]\n");
-            // (rail0's key, rail1's key, expected position, rail to fix, message)
-            let cases = [
-                (
-                    "",
-                    "",
-                    (4, 8),
-                    "rail1",
-                    format!(
-                        "address {ip} is on interfaces \"rail0\" (found on the host: it lists no `addresses`) and \"rail1\" (found on the host: it lists no `addresses`)"
-                    ),
-                ),
-                (
-                    listed.as_str(),
-                    "",
-                    (5, 8),
-                    "rail1",
-                    format!(
-                        "address {ip} is on interfaces \"rail0\" (listed at 3:14) and \"rail1\" (found on the host"
-                    ),
-                ),
-                (
-                    "",
-                    listed.as_str(),
-                    (2, 8),
-                    "rail0",
-                    format!(
-                        "address {ip} is on interfaces \"rail0\" (found on the host: it lists no `addresses`) and \"rail1\" (listed at 5:14)"
-                    ),
-                ),
-            ];
-            for (a, b, at, fix, what) in cases {
-                let e = plan_on(&host, &two(a, b)).unwrap_err();
-                assert!(e.what.contains(&what), "{e}\nwanted: {what}");
-                assert_eq!(e.loc.map(|l| (l.line, l.col)), Some(at), "{e}");
-                assert!(e.hint.contains(&format!("list `addresses` for \"{fix}\" without it")), "{e}");
-                assert!(e.hint.contains(&format!("ip addr del {ip}/LEN")), "{e}");
-            }
+            let rules_of = |d: &Desired| -> Vec<(IpAddr, u32)> {
+                d.rules.iter().map(|r| (r.src.unwrap().addr, r.table)).collect()
+            };
+            let other_ip: IpAddr = other.split('/').next().unwrap().parse().unwrap();
+
+            // rail0 lists it and has it: rail0 owns it; not ready on rail1,
+            // whose entries for it go (a second rule would shadow rail0's).
+            let d = plan_on(&host, &two(&listed, "")).unwrap();
+            assert_eq!(rules_of(&d), [(ip, 100), (other_ip, 101)]);
+            assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
+            let nr = &d.not_ready[0];
+            assert_eq!((nr.interface.as_str(), nr.address.clone()), ("rail1", Some(ip.to_string())));
+            assert!(
+                nr.reason.starts_with("rail1 has it too, but rail0 lists it (t.toml:3:14) and has it"),
+                "{}",
+                nr.reason
+            );
+            assert!(nr.reason.contains(&format!("(`ip addr del {same} dev rail1`)")), "{}", nr.reason);
+            assert!(!d.keep.sources.contains(&ip), "{:?}", d.keep);
+            assert_eq!(d.discovered["rail1"], [pfx(other)], "not recorded for rail1");
+            // The same the other way round.
+            let d = plan_on(&host, &two("", &listed)).unwrap();
+            assert_eq!(rules_of(&d), [(ip, 101)]);
+            assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
+            assert_eq!(d.not_ready[0].interface, "rail0");
+            assert!(d.not_ready[0].reason.contains("but rail1 lists it (t.toml:5:14)"), "{:?}", d.not_ready);
+            // rail0 has nothing else: no rule, its table not kept wholesale.
+            assert!(d.keep.tables.is_empty(), "{:?}", d.keep);
+
+            // Neither lists it: not ready on both, left as it is.
+            let d = plan_on(&host, &two("", "")).unwrap();
+            assert_eq!(rules_of(&d), [(other_ip, 101)]);
+            let nr: Vec<(&str, String)> =
+                d.not_ready.iter().map(|n| (n.interface.as_str(), n.describe())).collect();
+            assert_eq!(nr.len(), 2, "{nr:#?}");
+            assert_eq!(nr[0].0, "rail0");
+            assert!(
+                nr[0].1.starts_with(&format!("{ip} on rail0: is on rail1 too, and none of them lists it")),
+                "{nr:#?}"
+            );
+            assert!(nr[0].1.contains(&format!("(`ip addr del {same} dev rail1`)")), "{nr:#?}");
+            assert_eq!(nr[1].0, "rail1");
+            assert!(nr[1].1.contains(&format!("(`ip addr del {same} dev rail0`)")), "{nr:#?}");
+            assert!(d.keep.sources.contains(&ip), "{:?}", d.keep);
             // Listing the other address on rail1 settles it.
-            plan_on(&host, &two("", &format!("addresses = [\"{other}\"]\n"))).unwrap();
+            let d = plan_on(&host, &two("", &format!("addresses = [\"{other}\"]\n"))).unwrap();
+            assert!(d.not_ready.is_empty(), "{:#?}", d.not_ready);
+            // Both listing it is the config's fault.
+            let e = config::parse("t.toml", &two(&listed, &listed)).unwrap_err();
+            assert!(e.what.contains("is already listed for interface \"rail0\""), "{e}");
         }
         // IPv4 lets one interface hold an address twice, with two lengths.
         let host = [addr("rail0", "198.51.100.10/24"), addr("rail0", "198.51.100.10/25")];
-        let e = plan_on(&host, "[[interface]]\nname = \"rail0\"\n").unwrap_err();
-        assert!(e.what.contains("address 198.51.100.10 is on interface \"rail0\" twice"), "{e}");
+        let d = plan_on(&host, "[[interface]]\nname = \"rail0\"\n").unwrap();
+        assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
+        let r = d.not_ready[0].describe();
+        assert!(
+            r.starts_with(
+                "198.51.100.10 on rail0: rail0 has it 2 times (198.51.100.10/24, 198.51.100.10/25)"
+            ),
+            "{r}"
+        );
+        assert!(r.contains("(`ip addr del 198.51.100.10/25 dev rail0`)"), "{r}");
+        // Listed, the length picks one.
+        let d =
+            plan_on(&host, "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/25\"]\n").unwrap();
+        assert!(d.not_ready.is_empty(), "{:#?}", d.not_ready);
+        assert_eq!(d.interfaces[0].addresses[0].to_string(), "198.51.100.10/25");
+    }
+
+    /// A listed address that moved to another interface: not ready, and its
+    /// entries go (they would send the other interface's traffic out of
+    /// this one); the reason says where it is and how to move it back.
+    #[test]
+    fn a_listed_address_on_another_interface_is_not_ready_and_not_kept() {
+        let host = [addr("rail0", "2001:db8:1::10/64"), addr("rail1", "198.51.100.10/24")];
+        let toml = "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10\", \"2001:db8:1::10\"]\n\
+                    [[interface]]\nname = \"rail1\"\naddresses = [\"198.51.100.11\"]\n";
+        let d = plan_on(&host, toml).unwrap();
+        let nr: Vec<String> = d.not_ready.iter().map(NotReady::describe).collect();
+        assert_eq!(nr.len(), 2, "{nr:#?}");
+        assert!(nr[0].starts_with("198.51.100.10 on rail0: is on rail1, not on rail0"), "{nr:#?}");
+        assert!(
+            nr[0].contains(
+                "(`ip addr del 198.51.100.10/24 dev rail1; ip addr add 198.51.100.10/24 dev rail0`), or list \
+                 it for rail1 instead of rail0 (t.toml:3:14)"
+            ),
+            "{nr:#?}"
+        );
+        assert!(nr[1].starts_with("198.51.100.11 on rail1: rail1 does not have it"), "{nr:#?}");
+        let moved: IpAddr = "198.51.100.10".parse().unwrap();
+        assert!(!d.keep.sources.contains(&moved), "{:?}", d.keep);
+        assert!(!d.keep.rule(&Rule::source(1000, moved, 100, d.protocol)));
+        assert_eq!(d.rules.len(), 1, "rail0's IPv6 address: {:#?}", d.rules);
+        // Only the moved address on rail0: nothing of it is kept but its
+        // sysctls and gateway.
+        let host = [addr("rail1", "198.51.100.10/24"), addr("rail1", "198.51.100.11/24")];
+        let toml =
+            "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10\"]\ngateway = \"198.51.100.1\"\n";
+        let d = plan_on(&host, toml).unwrap();
+        assert!(d.keep.tables.is_empty() && d.keep.sources.is_empty(), "{:?}", d.keep);
+        assert_eq!(d.keep.gateways, BTreeSet::from([(100, "198.51.100.1".parse().unwrap())]));
+        assert!(d.keep.sysctls_of.contains("rail0"));
+        // With an absent address beside it: that one's entries stay, the
+        // moved one's do not, so the table does not stay as a whole.
+        let toml = "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10\", \"198.51.100.20\"]\n\
+                    gateway = \"198.51.100.1\"\n";
+        let d = plan_on(&host, toml).unwrap();
+        assert_eq!(d.not_ready.len(), 2, "{:#?}", d.not_ready);
+        assert!(d.keep.tables.is_empty(), "{:?}", d.keep);
+        assert_eq!(d.keep.sources, BTreeSet::from(["198.51.100.20".parse().unwrap()]));
+        assert!(!d.keep.rule(&Rule::source(1000, moved, 100, d.protocol)));
+        assert_eq!(d.keep.gateways, BTreeSet::from([(100, "198.51.100.1".parse().unwrap())]));
+    }
+
+    /// Discovered at the last apply, on another interface now: moved, not
+    /// gone; not expected back (a warning), nor kept.
+    #[test]
+    fn a_discovered_address_that_moved_is_not_expected_back() {
+        let addrs = [addr("rail0", "198.51.100.10/24"), addr("rail1", "198.51.100.11/24")];
+        let last =
+            BTreeMap::from([("rail0".to_string(), vec![pfx("198.51.100.10/24"), pfx("198.51.100.11/24")])]);
+        let cfg = config::parse("t.toml", "[[interface]]\nname = \"rail0\"\n").unwrap();
+        let d = plan_with(&cfg, &host().0, &addrs, &last).unwrap();
+        assert!(d.not_ready.is_empty(), "{:#?}", d.not_ready);
+        assert!(
+            d.warnings.iter().any(|w| w
+                == "198.51.100.11/24 was found on rail0 at the last apply and is on rail1 now: rail0 no longer takes it"),
+            "{:#?}",
+            d.warnings
+        );
+        assert_eq!(d.discovered["rail0"], [last["rail0"][0]]);
+        assert!(d.keep.sources.is_empty());
     }
 
     #[test]
@@ -1063,11 +1435,17 @@ mod tests {
             ("198.51.100.3/30", "the broadcast address of 198.51.100.0/30"),
         ];
         for (a, why) in cases {
+            // Host state: not ready for that address, the rest planned.
             let host = [addr("rail0", "198.51.100.10/24"), addr("rail0", a)];
-            let e = plan_on(&host, "\n[[interface]]\nname = \"rail0\"\n").unwrap_err();
-            assert!(e.what.contains(&format!("interface \"rail0\" has address {a}, which is {why}")), "{e}");
-            assert_eq!(e.loc.map(|l| (l.line, l.col)), Some((3, 8)));
-            assert!(e.hint.contains("list the ones to use in `addresses`"), "{e}");
+            let d = plan_on(&host, "\n[[interface]]\nname = \"rail0\"\n").unwrap();
+            assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
+            let ip = a.split('/').next().unwrap();
+            let r = d.not_ready[0].describe();
+            assert!(r.starts_with(&format!("{ip} on rail0: {a} is {why}")), "{r}");
+            assert!(r.contains(&format!("remove it (`ip addr del {a} dev rail0`)")), "{r}");
+            assert!(r.contains("list the ones to use in `addresses`"), "{r}");
+            assert_eq!(d.interfaces[0].addresses, [pfx("198.51.100.10/24")]);
+            assert_eq!(d.discovered["rail0"], d.interfaces[0].addresses, "not recorded");
             // Listed, it is refused by the config with the same words.
             let listed =
                 config::parse("t.toml", &format!("[[interface]]\nname = \"rail0\"\naddresses = [\"{a}\"]\n"));
