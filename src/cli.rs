@@ -12,7 +12,9 @@ Exit codes:
   3  `check`: the live state differs from the config
   4  failed, and the rollback failed too
   5  `apply`: applied what the host is ready for; some rails or addresses
-     are not ready (missing, down, in DAD) and were left alone";
+     are not ready (missing, down, in DAD, failed DAD, moved to another
+     rail, another prefix length, a gateway that is local) and were left
+     alone";
 
 /// Per-NIC policy routing for multi-NIC RDMA hosts (InfiniBand/IPoIB, RoCE).
 #[derive(Debug, Parser)]
