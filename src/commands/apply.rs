@@ -336,14 +336,13 @@ impl Guard {
     }
 
     /// Tells the guard the change is complete: a confirmation may keep it.
-    fn ready(&self) -> Result<(), Error> {
-        match confirm::ask("ready", Some(Duration::from_secs(30))) {
-            Ok(Answer::Waiting { .. }) => Ok(()),
-            Ok(other) => Err(Error::RevertFailed(format!(
-                "the confirmation guard (pid {}) answered {:?} when told the change was made",
-                self.pid,
-                other.line()
-            ))),
+    /// None: it waits for one; an answer: the outcome came first (the
+    /// deadline passed while the change was made, and it was reverted).
+    fn ready(&self) -> Result<Option<Answer>, Error> {
+        match confirm::ask("ready", Some(Duration::from_secs(120))) {
+            Ok(Answer::Waiting { .. }) => Ok(None),
+            Ok(Answer::NoGuard) => Ok(Some(Answer::NoGuard)),
+            Ok(outcome) => Ok(Some(outcome)),
             Err(e) => Err(Error::RevertFailed(format!(
                 "lost the confirmation guard (pid {}) once the change was made: {e}; a running `roce-route \
                  watch` reverts the change, or undo it with `roce-route rollback`",
@@ -371,16 +370,20 @@ fn confirm_or_revert(
         pending.config = header.config.clone();
         let _ = state.set_pending(&pending);
     }
-    guard.ready()?;
     let seconds = guard.seconds;
-    let left = guard.deadline_unix.saturating_sub(crate::state::unix_now());
-    let enter = watch_enter_key();
-    tell!(
-        "roce-route: applied; keeping it only if confirmed within {left} s: run `{}`{}",
-        ctx.suggest(&["confirm"]),
-        if enter.is_some() { " or press Enter" } else { "" }
-    );
-    let outcome = wait_for_outcome(ctx, enter.as_deref())?;
+    let outcome = match guard.ready()? {
+        Some(early) => early,
+        None => {
+            let left = guard.deadline_unix.saturating_sub(crate::state::unix_now());
+            let enter = watch_enter_key();
+            tell!(
+                "roce-route: applied; keeping it only if confirmed within {left} s: run `{}`{}",
+                ctx.suggest(&["confirm"]),
+                if enter.is_some() { " or press Enter" } else { "" }
+            );
+            wait_for_outcome(ctx, enter.as_deref())?
+        }
+    };
     let signal = ctx.stop.requested();
     match outcome {
         Answer::Kept => {
@@ -435,7 +438,7 @@ fn spawn_guard(ctx: &Ctx, seconds: u64, after: Option<u64>) -> Result<u32, Error
     cmd.arg("--state-dir")
         .arg(&ctx.state_base)
         .arg("--lock-timeout")
-        .arg(ctx.lock_timeout.as_secs().max(60).to_string());
+        .arg(ctx.lock_timeout.as_secs().max(600).to_string());
     cmd.args(["confirm-guard", "--seconds", &seconds.to_string(), "--after"])
         .arg(after.unwrap_or(0).to_string())
         .arg("--apply-pid")
