@@ -266,6 +266,9 @@ pub struct GuardArgs {
     /// the trial is every journal after it.
     #[arg(long)]
     pub after: u64,
+    /// The trial id its journals carry.
+    #[arg(long, default_value = "")]
+    pub trial: String,
     #[arg(long)]
     pub apply_pid: u32,
 }

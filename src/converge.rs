@@ -34,6 +34,8 @@ pub struct Request<'a> {
     /// `kind::HEAL` for watch (rollback undoes heals with the apply they
     /// build on, and they never push it out of the journal window).
     pub kind: &'static str,
+    /// The trial id of an `apply --confirm`, recorded in its journal.
+    pub trial: Option<String>,
 }
 
 /// The outcome: the desired state and plan of the last reading, and the
@@ -85,6 +87,7 @@ pub async fn converge(
         header.assigned = reconcile::assignments(cfg, &desired);
         header.discovered = desired.discovered.clone();
         header.config_files = req.config_files.to_vec();
+        header.trial = req.trial.clone();
         let env = Env { state, nl, stop };
         match transaction::begin(&env, &plan.ops, header).await {
             Ok(applied) => {

@@ -231,8 +231,12 @@ pub async fn settle_dad(
         // Wake at least every 200 ms to see a stop request.
         let nap = (deadline - now).min(Duration::from_millis(200));
         match sub.as_mut() {
-            Some(sub) => {
-                let _ = tokio::time::timeout(nap, sub.next()).await;
+            Some(s) => {
+                // A socket that fails (not a timeout) is dropped for the
+                // poll: it must not spin.
+                if let Ok(Err(_)) = tokio::time::timeout(nap, s.next()).await {
+                    *sub = None;
+                }
             }
             None => tokio::time::sleep(nap.min(Duration::from_millis(100))).await,
         }

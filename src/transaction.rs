@@ -150,26 +150,33 @@ pub async fn undo_journal(env: &Env<'_>, journal: &Journal) -> Result<Vec<Op>, E
     Ok(undo.into_iter().rev().collect())
 }
 
+/// What reverting a trial did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TrialRevert {
+    /// The trial's runs were undone (0: it was stopped before its first
+    /// step).
+    Undone(usize),
+    /// A run of someone else is newer than the trial: it was superseded
+    /// (the host has moved on), and nothing was undone.
+    Superseded { journal: String, kind: String },
+}
+
 /// Reverts the trial of an `apply --confirm`: every journal newer than
-/// `after` (None: all), newest first, each of which must be that apply's
-/// (`pid`); a journal of another run means something changed the host
-/// during the trial, and nothing is undone. Returns how many runs were
-/// undone (0: the apply was stopped before its first step).
-pub async fn revert_trial(env: &Env<'_>, after: Option<u64>, pid: u32) -> Result<usize, Error> {
+/// `after` (None: all), newest first, each of which must carry the
+/// trial's id; a journal without it is another run made after the trial,
+/// and nothing is undone.
+pub async fn revert_trial(env: &Env<'_>, after: Option<u64>, trial: &str) -> Result<TrialRevert, Error> {
     let newer = env.state.journals_after(after)?;
-    if let Some(other) = newer.iter().find(|j| j.header.pid != pid) {
-        return Err(Error::Other(anyhow::anyhow!(
-            "journal {} (a {} by pid {}) is newer than the trial of pid {pid}: something changed the host \
-             meanwhile; nothing was reverted: undo it with `roce-route rollback` if it is not wanted",
-            other.path.display(),
-            other.header.kind,
-            other.header.pid
-        )));
+    if let Some(other) = newer.iter().find(|j| j.header.trial.as_deref() != Some(trial)) {
+        return Ok(TrialRevert::Superseded {
+            journal: other.path.display().to_string(),
+            kind: other.header.kind.clone(),
+        });
     }
     for j in &newer {
         undo_journal(env, j).await?;
     }
-    Ok(newer.len())
+    Ok(TrialRevert::Undone(newer.len()))
 }
 
 /// The executor's recorder: before the first step, the record takes the

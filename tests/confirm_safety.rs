@@ -102,7 +102,10 @@ fn a_confirm_apply_killed_when_the_first_rail_routes_is_reverted() {
 }
 
 /// A `confirm` that arrives while the change is still being made waits for
-/// it and keeps all of it (on the old code it found no guard: exit 1).
+/// it and keeps all of it. The window exists since the guard is armed
+/// before the change (the old code wrote `pending` only after it, so this
+/// passes there): without the guard's `ready` gate the confirm kept a half
+/// change and the apply failed with exit 4.
 #[test]
 fn a_confirm_during_the_change_keeps_the_whole_change() {
     let tb = Testbed::builder().rails(3).build();

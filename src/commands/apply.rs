@@ -160,6 +160,11 @@ pub async fn run(
     let asked = std::time::Instant::now();
     let lock = ctx.lock()?;
     ctx.refuse_during_confirmation("this apply")?;
+    // The trial of an `apply --confirm` whose guard died is not kept by
+    // building on it.
+    if let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
+        ctx.warn(what);
+    }
     // A wait for --settle or for the lock may have seen rails come and go:
     // plan on the links as they are now.
     if settled || asked.elapsed() > Duration::from_millis(20) {
@@ -173,8 +178,13 @@ pub async fn run(
         None => None,
     };
     let mut dropped = Vec::new();
-    let req =
-        Request { cfg: &cfg, config_files: &config_files, adopt: args.adopt, kind: journal_kind::APPLY };
+    let req = Request {
+        cfg: &cfg,
+        config_files: &config_files,
+        adopt: args.adopt,
+        kind: journal_kind::APPLY,
+        trial: guard.as_ref().map(|g| g.trial.clone()),
+    };
     let gate = |record: &crate::state::Record, desired: &crate::plan::Desired, plan: &Plan| {
         plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
         warn_rdma(desired);
@@ -191,7 +201,9 @@ pub async fn run(
         Ok(c) => c,
         Err(e) => {
             // Nothing to guard (the run was refused or rolled back); a
-            // journal left by a failed undo is the guard's to retry.
+            // journal left by a failed undo is the guard's to retry, which
+            // takes the lock.
+            drop(lock);
             if let Some(g) = &guard {
                 g.dismiss("revert");
             }
@@ -199,7 +211,10 @@ pub async fn run(
         }
     };
     let Some(header) = header else {
+        drop(lock);
+        // Nothing to keep: the guard ends at once.
         if let Some(g) = &guard {
+            g.dismiss("ready");
             g.dismiss("confirm");
         }
         report_not_ready(ctx, &desired.not_ready);
@@ -210,6 +225,16 @@ pub async fn run(
         report.dropped_with_file = dropped;
         return Ok(Done::new(code_for(&desired.not_ready), false, report));
     };
+    // `pending` names the trial's journal now that it exists (for show);
+    // under the lock, so that it never races the guard clearing it.
+    if guard.is_some()
+        && let (Ok(Some(mut pending)), Ok(Some(journal))) = (state.pending(), state.latest_journal())
+    {
+        pending.journal =
+            journal.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        pending.config = header.config.clone();
+        let _ = state.set_pending(&pending);
+    }
     // The change is complete: others may read and change the host while
     // the peers are told; with --confirm the guard keeps them from
     // changing it until it is confirmed or reverted.
@@ -227,7 +252,7 @@ pub async fn run(
         report.announced = tell_peers(ctx, &nl, &desired, Some(&rails), rounds).await.announced;
     }
     if let Some(guard) = guard {
-        confirm_or_revert(ctx, &state, &cfg, &header, guard, plan.ops.len())?;
+        confirm_or_revert(ctx, &state, &nl, &cfg, guard, plan.ops.len()).await?;
         report.confirmation = Some("kept");
     }
     if ctx.chatty() {
@@ -307,6 +332,10 @@ struct Guard {
     pid: u32,
     seconds: u64,
     deadline_unix: u64,
+    /// The trial id its journals carry.
+    trial: String,
+    /// The newest journal before the trial.
+    after: Option<u64>,
 }
 
 impl Guard {
@@ -316,17 +345,33 @@ impl Guard {
     /// watch to revert. Called under the namespace lock.
     fn arm(ctx: &Ctx, state: &StateDir, cfg: &Config, seconds: u64) -> Result<Guard, Error> {
         let after = state.latest_seq()?;
+        let trial = confirm::new_trial_id()
+            .map_err(|e| Error::Other(anyhow::anyhow!("cannot make a trial id (/dev/urandom): {e}")))?;
         let deadline_unix = crate::state::unix_now() + seconds;
-        let pid = spawn_guard(ctx, seconds, after)?;
+        let pid = spawn_guard(ctx, seconds, after, &trial)?;
         state.set_pending(&Pending {
             pid: std::process::id(),
             guard_pid: pid,
             deadline_unix,
             journal: String::new(),
             after,
+            trial: trial.clone(),
             config: Some(cfg.file.clone()),
         })?;
-        Ok(Guard { pid, seconds, deadline_unix })
+        // Nothing is changed unless the guard is up and owns the deadline.
+        match confirm::ask("status", Some(Duration::from_secs(10))) {
+            Ok(Answer::Waiting { .. }) => Ok(Guard { pid, seconds, deadline_unix, trial, after }),
+            other => {
+                let _ = state.clear_pending();
+                Err(Error::Other(anyhow::anyhow!(
+                    "the confirmation guard (pid {pid}) did not start ({}); nothing was changed",
+                    match other {
+                        Ok(a) => format!("it answered {:?}", a.line()),
+                        Err(e) => e.to_string(),
+                    }
+                )))
+            }
+        }
     }
 
     /// Ends the guard when there is nothing to confirm: `confirm` (in
@@ -336,44 +381,36 @@ impl Guard {
     }
 
     /// Tells the guard the change is complete: a confirmation may keep it.
-    /// None: it waits for one; an answer: the outcome came first (the
-    /// deadline passed while the change was made, and it was reverted).
-    fn ready(&self) -> Result<Option<Answer>, Error> {
-        match confirm::ask("ready", Some(Duration::from_secs(120))) {
-            Ok(Answer::Waiting { .. }) => Ok(None),
-            Ok(Answer::NoGuard) => Ok(Some(Answer::NoGuard)),
-            Ok(outcome) => Ok(Some(outcome)),
-            Err(e) => Err(Error::RevertFailed(format!(
+    /// The link to wait on, or the outcome when it came first (the deadline
+    /// passed while the change was made, and it was reverted).
+    fn ready(&self) -> Result<Result<confirm::ReadyLink, Answer>, Error> {
+        confirm::ready(Duration::from_secs(120)).map_err(|e| {
+            Error::RevertFailed(format!(
                 "lost the confirmation guard (pid {}) once the change was made: {e}; a running `roce-route \
                  watch` reverts the change, or undo it with `roce-route rollback`",
                 self.pid
-            ))),
-        }
+            ))
+        })
     }
 }
 
 /// `apply --confirm SECONDS`: the guard armed before the change reverts it
 /// unless confirmed; this process waits for the outcome, confirms when
 /// Enter is pressed on a terminal, and asks for the revert on a signal.
-fn confirm_or_revert(
+/// If the guard is lost without an answer, this process reverts the trial
+/// itself: it is the last one able to.
+async fn confirm_or_revert(
     ctx: &Ctx,
     state: &StateDir,
+    nl: &crate::netlink::Netlink,
     cfg: &Config,
-    header: &crate::state::JournalHeader,
     guard: Guard,
     changes: usize,
 ) -> Result<(), Error> {
-    // `pending` names the trial's journal now that it exists (for show).
-    if let (Ok(Some(mut pending)), Ok(Some(journal))) = (state.pending(), state.latest_journal()) {
-        pending.journal =
-            journal.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        pending.config = header.config.clone();
-        let _ = state.set_pending(&pending);
-    }
     let seconds = guard.seconds;
-    let outcome = match guard.ready()? {
-        Some(early) => early,
-        None => {
+    let outcome = match guard.ready() {
+        Ok(Err(early)) => early,
+        Ok(Ok(link)) => {
             let left = guard.deadline_unix.saturating_sub(crate::state::unix_now());
             let enter = watch_enter_key();
             tell!(
@@ -381,10 +418,18 @@ fn confirm_or_revert(
                 ctx.suggest(&["confirm"]),
                 if enter.is_some() { " or press Enter" } else { "" }
             );
-            wait_for_outcome(ctx, enter.as_deref())?
+            wait_for_outcome(ctx, enter.as_deref(), link)
         }
+        Err(_) => Answer::NoGuard,
     };
     let signal = ctx.stop.requested();
+    let reverted = |why: String| {
+        Error::NotConfirmed(format!(
+            "{why}: rolled back the {}; the host is as it was before (config {})",
+            count(changes, "change", "changes"),
+            cfg.file
+        ))
+    };
     match outcome {
         Answer::Kept => {
             if ctx.chatty() {
@@ -392,35 +437,56 @@ fn confirm_or_revert(
             }
             Ok(())
         }
-        Answer::Reverted => {
-            let why = match signal {
-                Some(sig) => format!("{} before confirmation", crate::signals::name(sig)),
-                None => format!("not confirmed within {seconds} s"),
-            };
-            Err(Error::NotConfirmed(format!(
-                "{why}: rolled back the {}; the host is as it was before (config {})",
-                count(changes, "change", "changes"),
-                cfg.file
-            )))
-        }
+        Answer::Reverted => Err(reverted(match signal {
+            Some(sig) => format!("{} before confirmation", crate::signals::name(sig)),
+            None => format!("not confirmed within {seconds} s"),
+        })),
         Answer::RevertFailed(why) => Err(Error::RevertFailed(format!(
             "reverting the unconfirmed change failed: {why}; run `{}` again",
             ctx.suggest(&["rollback"])
         ))),
-        Answer::Waiting { .. } | Answer::NoGuard => Err(Error::RevertFailed(format!(
-            "the confirmation guard (pid {}) stopped without an answer; the change may still be in \
-             place (a running `roce-route watch` reverts it): check with `{}` and undo it with `{}`",
-            guard.pid,
-            ctx.suggest(&["show"]),
-            ctx.suggest(&["rollback"])
-        ))),
+        Answer::Waiting { .. } | Answer::NoGuard => {
+            let why = format!("the confirmation guard (pid {}) stopped without an answer", guard.pid);
+            // A guard that settled the trial clears `pending` before it
+            // answers: gone, the outcome is the guard's, whatever it was.
+            if state.pending()?.is_none() {
+                return Err(Error::RevertFailed(format!(
+                    "{why}, after it had settled the trial: check with `{}` whether the change is in place",
+                    ctx.suggest(&["show"])
+                )));
+            }
+            // Died with the trial open: no one else will revert it now.
+            let stop = crate::signals::StopFlag::default();
+            let undone = async {
+                let _lock = crate::state::NetnsLock::acquire(Duration::from_secs(600), &stop)?;
+                let env = crate::transaction::Env { state, nl, stop: &stop };
+                let done = crate::transaction::revert_trial(&env, guard.after, &guard.trial).await?;
+                state.clear_pending()?;
+                Ok::<_, Error>(done)
+            }
+            .await;
+            match undone {
+                Ok(crate::transaction::TrialRevert::Undone(_)) => Err(reverted(why)),
+                Ok(crate::transaction::TrialRevert::Superseded { journal, kind }) => {
+                    Err(Error::RevertFailed(format!(
+                        "{why}, and a later {kind} ({journal}) was made during the trial: nothing was reverted"
+                    )))
+                }
+                Err(e) => Err(Error::RevertFailed(format!(
+                    "{why}, and reverting the change failed: {e}; the change may still be in place: check with \
+                     `{}` and undo it with `{}`",
+                    ctx.suggest(&["show"]),
+                    ctx.suggest(&["rollback"])
+                ))),
+            }
+        }
     }
 }
 
 /// Starts the guard in its own session (a Ctrl-C at the terminal is this
 /// process's to forward, not the guard's), handing it the listening
 /// socket as fd 3 so that it is bound before anyone asks.
-fn spawn_guard(ctx: &Ctx, seconds: u64, after: Option<u64>) -> Result<u32, Error> {
+fn spawn_guard(ctx: &Ctx, seconds: u64, after: Option<u64>, trial: &str) -> Result<u32, Error> {
     use std::os::unix::process::CommandExt;
     let listener = confirm::bind_guard().map_err(|e| match e {
         StateError::Io { path, source } if source.kind() == std::io::ErrorKind::AddrInUse => {
@@ -441,6 +507,7 @@ fn spawn_guard(ctx: &Ctx, seconds: u64, after: Option<u64>) -> Result<u32, Error
         .arg(ctx.lock_timeout.as_secs().max(600).to_string());
     cmd.args(["confirm-guard", "--seconds", &seconds.to_string(), "--after"])
         .arg(after.unwrap_or(0).to_string())
+        .args(["--trial", trial])
         .arg("--apply-pid")
         .arg(std::process::id().to_string());
     cmd.stdin(std::process::Stdio::null())
@@ -463,17 +530,19 @@ fn spawn_guard(ctx: &Ctx, seconds: u64, after: Option<u64>) -> Result<u32, Error
     Ok(child.id())
 }
 
-/// Waits for the guard's outcome; Enter confirms, a signal reverts now.
-fn wait_for_outcome(ctx: &Ctx, enter: Option<&AtomicBool>) -> Result<Answer, Error> {
+/// Waits for the guard's outcome on the link `ready` opened; Enter
+/// confirms, a signal reverts now. The guard gone without an answer is
+/// `NoGuard`.
+fn wait_for_outcome(ctx: &Ctx, enter: Option<&AtomicBool>, link: confirm::ReadyLink) -> Answer {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(confirm::ask("wait", None));
+        let _ = tx.send(link.outcome());
     });
     let mut asked = false;
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(Ok(answer)) => return Ok(answer),
-            Ok(Err(e)) => return Ok(Answer::RevertFailed(format!("lost the confirmation guard: {e}"))),
+            Ok(Ok(answer)) => return answer,
+            Ok(Err(_)) => return Answer::NoGuard,
             Err(_) => {}
         }
         if asked {
@@ -487,7 +556,7 @@ fn wait_for_outcome(ctx: &Ctx, enter: Option<&AtomicBool>) -> Result<Answer, Err
             continue;
         };
         asked = true;
-        // The answer to this request is the outcome the waiter gets too.
+        // The outcome comes on the link as well.
         let _ = confirm::ask(request, None);
     }
 }

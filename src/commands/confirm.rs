@@ -36,8 +36,34 @@ pub fn run(ctx: &Ctx) -> Result<Done, Error> {
         Answer::Waiting { .. } => {
             Err(Error::Other(anyhow::anyhow!("the confirmation guard did not take the confirmation")))
         }
-        Answer::NoGuard => Err(nothing_waiting(ctx)),
+        Answer::NoGuard => keep_orphaned_trial(ctx),
     }
+}
+
+/// No guard listens, but `pending` says a trial waited: its guard died.
+/// Confirming keeps that change, when it was made whole (its journals are
+/// committed): `pending` goes, so that no one reverts it later. A trial
+/// killed half-way is not kept: rollback undoes it.
+fn keep_orphaned_trial(ctx: &Ctx) -> Result<Done, Error> {
+    let Some(state) = ctx.existing_state()? else { return Err(nothing_waiting(ctx)) };
+    let _lock = ctx.lock()?;
+    let Some(p) = state.pending()? else { return Err(nothing_waiting(ctx)) };
+    let runs = state.journals_after(p.after)?;
+    let whole = !runs.is_empty()
+        && runs.iter().all(|j| j.committed && j.header.trial.as_deref() == Some(p.trial.as_str()));
+    if !whole {
+        return Err(nothing_waiting(ctx));
+    }
+    state.clear_pending()?;
+    if ctx.chatty() {
+        say!(
+            "roce-route: confirmed; the guard (pid {}) of that `apply --confirm` (pid {}) was gone, and its change \
+             stays",
+            p.guard_pid,
+            p.pid
+        );
+    }
+    Ok(Done::new(exit::OK, true, ConfirmReport { outcome: "kept" }))
 }
 
 /// No guard listens: nothing waits, or the guard died with the change in place.
@@ -45,8 +71,8 @@ fn nothing_waiting(ctx: &Ctx) -> Error {
     let stale = ctx.existing_state().ok().flatten().and_then(|s| s.pending().ok().flatten());
     match stale {
         Some(p) => Error::NothingToConfirm(format!(
-            "the guard (pid {}) of the `apply --confirm` (pid {}) is gone without reverting: its change stayed in \
-             place, unconfirmed; keep it, or undo it with `{}`",
+            "the guard (pid {}) of the `apply --confirm` (pid {}) is gone without reverting, and its change was \
+             not made whole (killed half-way): it cannot be kept; undo it with `{}`",
             p.guard_pid,
             p.pid,
             ctx.suggest(&["rollback"])

@@ -15,7 +15,7 @@ use super::{Ctx, connect};
 use crate::cli::GuardArgs;
 use crate::error::Error;
 use crate::state::confirm::{self, Answer};
-use crate::transaction::{self, Env};
+use crate::transaction::{self, Env, TrialRevert};
 
 const POLL: Duration = Duration::from_millis(20);
 
@@ -68,7 +68,11 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
                 Some(Request::Wait) => waiters.push(stream),
                 Some(Request::Ready) => {
                     ready = true;
-                    reply(stream, &waiting());
+                    // The apply waits for the outcome on this connection.
+                    let mut stream = stream;
+                    if stream.write_all(format!("{}\n", waiting().line()).as_bytes()).is_ok() {
+                        waiters.push(stream);
+                    }
                 }
                 Some(Request::Confirm) => confirmers.push(stream),
                 Some(Request::Revert) => break (Some(stream), true),
@@ -78,8 +82,11 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
             Err(_) => std::thread::sleep(POLL),
         }
     };
-    let outcome = if revert { revert_change(ctx, args).await } else { Answer::Kept };
-    if let Ok(state) = ctx.state() {
+    let (outcome, settled) = if revert { revert_change(ctx, args).await } else { (Answer::Kept, true) };
+    // A revert that failed leaves `pending`: the trial is still there, and
+    // watch (or the next apply, rollback or remove) reverts it, rather than
+    // taking its config for confirmed.
+    if settled && let Ok(state) = ctx.state() {
         let _ = state.clear_pending();
     }
     waiters.extend(decided_by);
@@ -97,12 +104,13 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
     Ok(if matches!(outcome, Answer::RevertFailed(_)) { crate::error::exit::ROLLBACK_FAILED } else { 0 })
 }
 
-/// Undoes the trial (every journal after `--after`, each made by the
-/// apply it guards, also one killed half-way), under the namespace lock:
-/// the apply may still be making it, and nothing else may change the host
-/// during the window.
-async fn revert_change(ctx: &Ctx, args: &GuardArgs) -> Answer {
-    let result: Result<(), Error> = async {
+/// Undoes the trial (every journal after `--after` that carries the
+/// trial's id, also one killed half-way), under the namespace lock: the
+/// apply may still be making it, and nothing else may change the host
+/// during the window. Also says whether the trial is settled (reverted,
+/// or superseded by a later run): a revert that failed is not.
+async fn revert_change(ctx: &Ctx, args: &GuardArgs) -> (Answer, bool) {
+    let result: Result<TrialRevert, Error> = async {
         let state = ctx.state()?;
         // A signal to the guard means "revert now"; it must not also end
         // the lock wait.
@@ -110,14 +118,19 @@ async fn revert_change(ctx: &Ctx, args: &GuardArgs) -> Answer {
         let nl = connect().await?;
         let stop = crate::signals::StopFlag::default();
         let after = (args.after > 0).then_some(args.after);
-        transaction::revert_trial(&Env { state: &state, nl: &nl, stop: &stop }, after, args.apply_pid)
-            .await?;
-        Ok(())
+        transaction::revert_trial(&Env { state: &state, nl: &nl, stop: &stop }, after, &args.trial).await
     }
     .await;
     match result {
-        Ok(()) => Answer::Reverted,
-        Err(e) => Answer::RevertFailed(e.to_string()),
+        Ok(TrialRevert::Undone(_)) => (Answer::Reverted, true),
+        Ok(TrialRevert::Superseded { journal, kind }) => (
+            Answer::RevertFailed(format!(
+                "a later {kind} ({journal}) was made during the trial: nothing was reverted; undo the runs \
+                 with `roce-route rollback` if they are not wanted"
+            )),
+            true,
+        ),
+        Err(e) => (Answer::RevertFailed(e.to_string()), false),
     }
 }
 

@@ -213,9 +213,49 @@ impl Ctx {
                     self.suggest(&["confirm"])
                 )))
             }
-            _ => Ok(()),
+            Ok(_) => Ok(()),
+            // A guard listens but does not answer (its deadline passed and
+            // it reverts, or it is busy): as good as waiting.
+            Err(e) => Err(Error::Busy(format!(
+                "the guard of an `apply --confirm` does not answer ({e}); {what} would race its revert: try again \
+                 in a few seconds"
+            ))),
         }
     }
+}
+
+/// A trial of `apply --confirm` whose guard is gone without an answer
+/// (`pending` is left and no guard listens: the OOM killer, a stopped
+/// unit, a kill). Under the lock, before a run changes the host: it is
+/// reverted (the journals that carry its id), or, when a later run
+/// superseded it, forgotten; never kept by accident. Says what happened,
+/// if anything.
+pub async fn settle_orphaned_trial(
+    stop: &StopFlag,
+    state: &StateDir,
+    nl: &Netlink,
+) -> Result<Option<String>, Error> {
+    use crate::state::confirm::{Answer, ask};
+    use crate::transaction::{Env, TrialRevert, revert_trial};
+    let Some(p) = state.pending()? else { return Ok(None) };
+    if !matches!(ask("status", Some(Duration::from_secs(1))), Ok(Answer::NoGuard)) {
+        return Ok(None);
+    }
+    let whose = format!(
+        "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer",
+        p.guard_pid, p.pid
+    );
+    let what = match revert_trial(&Env { state, nl, stop }, p.after, &p.trial).await? {
+        TrialRevert::Undone(0) => format!("{whose}: it had changed nothing"),
+        TrialRevert::Undone(n) => {
+            format!("{whose}: reverted its unconfirmed change ({})", crate::render::count(n, "run", "runs"))
+        }
+        TrialRevert::Superseded { journal, kind } => format!(
+            "{whose}: a later {kind} ({journal}) superseded its trial, which is left as that run left it"
+        ),
+    };
+    state.clear_pending()?;
+    Ok(Some(what))
 }
 
 pub async fn connect() -> Result<Netlink, Error> {

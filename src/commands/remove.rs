@@ -38,6 +38,9 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
         ctx.refuse_during_confirmation("a remove")?;
     }
     let nl = connect().await?;
+    if !dry_run && let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
+        ctx.warn(what);
+    }
     let record = state.record()?;
     let mut protocols = record.protocols.clone();
     protocols.insert(DEFAULT_PROTOCOL);

@@ -21,7 +21,8 @@ use crate::transaction::{self, Env};
 pub struct RollbackReport {
     pub dry_run: bool,
     /// What the user's run undone was: "apply" or "remove" ("heal" when
-    /// only heals by watch were left).
+    /// only heals by watch were left, "trial" for the unconfirmed change of
+    /// an `apply --confirm` whose guard died).
     pub undid: Option<String>,
     /// Whether that run had finished (false after a crash).
     pub finished: Option<bool>,
@@ -40,6 +41,22 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
         ctx.refuse_during_confirmation("a rollback")?;
     }
     let nl = connect().await?;
+    // The trial of an `apply --confirm` whose guard died is the latest
+    // change: reverting it is this rollback.
+    if !dry_run && let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
+        if ctx.chatty() {
+            say!("roce-route: {what}");
+        }
+        let report = RollbackReport {
+            dry_run,
+            undid: Some("trial".into()),
+            finished: None,
+            heals: 0,
+            steps: vec![],
+            still_owned: None,
+        };
+        return Ok(Done::new(exit::OK, true, report));
+    }
     let set = state.rollback_set()?;
     let Some(journal) = set.last() else {
         let mut protocols = state.record()?.protocols;

@@ -149,6 +149,7 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     let mut hup = signal(SignalKind::hangup()).map_err(signal_error)?;
     let resync = (args.resync > 0).then(|| Duration::from_secs(args.resync));
     let mut w = Watcher::new(ctx, &state);
+    w.saw_links(&nl);
     log(ctx, "start", "watching; healing toward the latest apply", json!({}));
     let mut timers = Timers::default();
     let retry = w.pass(&mut nl, Trigger::Start).await;
@@ -173,6 +174,9 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
                 }
                 let retry = w.pass(&mut nl, trigger).await;
                 timers.passed(retry, resync);
+                if w.take_new_link() {
+                    timers.recheck = Some(Instant::now() + RECHECK_AFTER_NEW_LINK);
+                }
                 continue;
             }
         };
@@ -210,11 +214,8 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
         if !overflow && events.is_empty() {
             continue;
         }
-        let known: BTreeSet<u32> = nl.links().iter().map(|l| l.index).collect();
         nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
-        if nl.links().iter().any(|l| !known.contains(&l.index)) {
-            timers.recheck = Some(Instant::now() + RECHECK_AFTER_NEW_LINK);
-        }
+        w.saw_links(&nl);
         let trigger = if overflow {
             Trigger::Overflow
         } else {
@@ -229,7 +230,10 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
         };
         // Only rules and routes went, with no link or address change: the
         // kernel did not flush them, an agent deleted them.
-        w.undone_by_agent = !overflow && events.iter().all(|e| e.ifindex.is_none());
+        w.undone_by_agent = !overflow
+            && events.iter().all(|e| {
+                e.ifindex.is_none() && (e.what.starts_with("rule ") || e.what.starts_with("route "))
+            });
         // Passes held back (another agent undoes the heals over and over,
         // or the last pass failed): the events wait for the held pass.
         if let Some(until) = w.held_until().filter(|until| *until > Instant::now()) {
@@ -239,6 +243,9 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
         }
         let retry = w.pass(&mut nl, trigger).await;
         timers.passed(retry, resync);
+        if w.take_new_link() {
+            timers.recheck = Some(Instant::now() + RECHECK_AFTER_NEW_LINK);
+        }
     }
     let why = ctx.stop.requested().map_or("a signal".to_string(), crate::signals::name);
     w.flush_repeats();
@@ -342,6 +349,10 @@ struct Watcher<'a> {
     /// rules and routes (no link or address change): a heal of them counts
     /// toward a fight; one after a link flap does not.
     undone_by_agent: bool,
+    /// The link indexes seen at the last read of the links, and whether a
+    /// new one appeared since the last look (wherever the links were read).
+    known_links: Option<BTreeSet<u32>>,
+    new_link: bool,
 }
 
 impl<'a> Watcher<'a> {
@@ -361,7 +372,26 @@ impl<'a> Watcher<'a> {
             held_until: None,
             held: 0,
             undone_by_agent: false,
+            known_links: None,
+            new_link: false,
         }
+    }
+
+    /// After every read of the links: a link index not seen before is a
+    /// rail (re)appearing, which gets a second pass shortly (udev's late
+    /// sysctls).
+    fn saw_links(&mut self, nl: &Netlink) {
+        let now: BTreeSet<u32> = nl.links().iter().map(|l| l.index).collect();
+        if let Some(known) = &self.known_links
+            && now.iter().any(|i| !known.contains(i))
+        {
+            self.new_link = true;
+        }
+        self.known_links = Some(now);
+    }
+
+    fn take_new_link(&mut self) -> bool {
+        std::mem::take(&mut self.new_link)
     }
 
     fn held_until(&self) -> Option<Instant> {
@@ -536,8 +566,14 @@ impl<'a> Watcher<'a> {
         }
         let cfg = config::parse_many(&record.config_files)?;
         nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
-        let req =
-            Request { cfg: &cfg, config_files: &record.config_files, adopt: false, kind: journal_kind::HEAL };
+        self.saw_links(nl);
+        let req = Request {
+            cfg: &cfg,
+            config_files: &record.config_files,
+            adopt: false,
+            kind: journal_kind::HEAL,
+            trial: None,
+        };
         let addrs = nl
             .addresses()
             .await
@@ -652,28 +688,12 @@ impl<'a> Watcher<'a> {
     }
 
     /// Reverts the trial of an `apply --confirm` whose guard is gone
-    /// without an answer (`pending` is left and no guard listens): its
-    /// change must not become permanent by being healed. Under the lock.
+    /// without an answer (see `settle_orphaned_trial`): its change must not
+    /// become permanent by being healed. Under the lock.
     async fn revert_orphaned_trial(&mut self, nl: &Netlink) -> Result<(), Error> {
-        let Some(pending) = self.state.pending()? else { return Ok(()) };
-        if !matches!(confirm::ask("status", Some(Duration::from_secs(1))), Ok(Answer::NoGuard)) {
-            return Ok(());
+        if let Some(what) = super::settle_orphaned_trial(&self.ctx.stop, self.state, nl).await? {
+            log(self.ctx, "trial_reverted", &format!("{what}; following the config before it"), json!({}));
         }
-        let env = crate::transaction::Env { state: self.state, nl, stop: &self.ctx.stop };
-        let undone = crate::transaction::revert_trial(&env, pending.after, pending.pid).await?;
-        self.state.clear_pending()?;
-        log(
-            self.ctx,
-            "trial_reverted",
-            &format!(
-                "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer: reverted its \
-                 unconfirmed change ({}); following the config before it",
-                pending.guard_pid,
-                pending.pid,
-                count(undone, "run", "runs")
-            ),
-            json!({ "guard_pid": pending.guard_pid, "apply_pid": pending.pid, "runs": undone }),
-        );
         Ok(())
     }
 

@@ -24,10 +24,10 @@
 //! - `status`  -> `waiting <seconds left> <pid of the apply>`;
 //! - `wait`    -> the outcome once there is one (`kept`, `reverted`,
 //!   `revert-failed <why>`);
-//! - `ready`   -> `waiting ...` (sent by the apply once its change is made
-//!   and committed: a `confirm` that comes earlier waits for it, so that
-//!   only a complete change is ever kept; without it the deadline reverts
-//!   what was made).
+//! - `ready`   -> `waiting ...`, then on the same connection the outcome
+//!   (sent by the apply once its change is made and committed: a `confirm`
+//!   that comes earlier waits for it, so that only a complete change is
+//!   ever kept; without it the deadline reverts what was made).
 
 use std::io::{self, BufRead, BufReader, ErrorKind, Write};
 use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -67,8 +67,20 @@ pub struct Pending {
     /// (before the first step): the trial is every journal after it.
     #[serde(default)]
     pub after: Option<u64>,
+    /// A random id the trial's journals carry (`JournalHeader::trial`):
+    /// what the revert matches, never a pid that may be reused.
+    #[serde(default)]
+    pub trial: String,
     #[serde(default)]
     pub config: Option<String>,
+}
+
+/// A new random trial id (16 hex digits from the kernel's random pool).
+pub fn new_trial_id() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The guard's answer to a request.
@@ -141,6 +153,61 @@ pub fn ask_at(path: &Path, request: &str, timeout: Option<Duration>) -> io::Resu
         ));
     }
     Ok(Answer::parse(&line))
+}
+
+/// The waiting apply's connection to its guard after `ready`: the guard
+/// answered `waiting ...` on it and writes the outcome on it later. One
+/// connection for both, so that no outcome can fall between the two (a
+/// confirm that came first and a guard that exited before a second
+/// connection was made).
+pub struct ReadyLink {
+    reader: BufReader<UnixStream>,
+}
+
+impl ReadyLink {
+    /// Waits for the outcome; EOF: the guard is gone without one.
+    pub fn outcome(mut self) -> io::Result<Answer> {
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        if line.is_empty() {
+            return Err(io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "the confirmation guard is gone without an answer",
+            ));
+        }
+        Ok(Answer::parse(&line))
+    }
+}
+
+/// Tells the guard the change is made (`ready`): the link to wait on for
+/// the outcome, or the outcome itself when it came first.
+pub fn ready(timeout: Duration) -> io::Result<Result<ReadyLink, Answer>> {
+    let path = socket_path().map_err(|e| io::Error::other(e.to_string()))?;
+    let mut stream = match UnixStream::connect(&path) {
+        Ok(s) => s,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ECONNREFUSED | libc::EACCES)) => {
+            return Ok(Err(Answer::NoGuard));
+        }
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    };
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(b"ready\n")?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    if line.is_empty() {
+        return Err(io::Error::new(
+            ErrorKind::UnexpectedEof,
+            "the confirmation guard is gone without an answer",
+        ));
+    }
+    match Answer::parse(&line) {
+        Answer::Waiting { .. } => {
+            reader.get_ref().set_read_timeout(None)?;
+            Ok(Ok(ReadyLink { reader }))
+        }
+        outcome => Ok(Err(outcome)),
+    }
 }
 
 /// Binds the guard's socket in the run directory of this network

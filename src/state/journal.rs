@@ -86,6 +86,10 @@ pub struct JournalHeader {
     /// undone (no false `dropped_with_file`).
     #[serde(default)]
     pub replaced_sources: std::collections::BTreeMap<String, String>,
+    /// The trial id of an `apply --confirm` (`Pending::trial`): the guard
+    /// and watch revert the journals that carry it, and only those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<String>,
     /// How many step lines follow; fewer, or a damaged one, is corruption
     /// rather than a torn append.
     #[serde(default)]
@@ -114,6 +118,7 @@ impl JournalHeader {
             replaced_config_files: Vec::new(),
             replaced_discovered: Default::default(),
             replaced_sources: Default::default(),
+            trial: None,
             steps: None,
         }
     }

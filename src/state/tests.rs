@@ -352,6 +352,7 @@ fn created_dirs_are_0700_and_files_0600() {
         deadline_unix: 3,
         journal: String::new(),
         after: None,
+        trial: String::new(),
         config: None,
     })
     .unwrap();
@@ -381,6 +382,7 @@ fn pending_round_trip() {
         deadline_unix: 1_700_000_000,
         journal: "journal-000001.jsonl".into(),
         after: Some(7),
+        trial: "0123456789abcdef".into(),
         config: Some("c.toml".into()),
     };
     dir.set_pending(&p).unwrap();
