@@ -125,3 +125,77 @@ fn a_confirm_during_the_change_keeps_the_whole_change() {
     apply.wait_timeout(Duration::from_secs(20)).expect_code(EXIT_OK);
     assert_dump_eq(&reference, &tb.dump(), "a change confirmed while it was being made");
 }
+
+fn pending_doc(tb: &Testbed) -> serde_json::Value {
+    let text = std::fs::read_to_string(tb.ns_state_dir().join("pending")).expect("a pending file");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn kill9(pid: u64) {
+    let out = std::process::Command::new("kill").args(["-9", &pid.to_string()]).output().unwrap();
+    assert!(out.status.success(), "kill -9 {pid}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The guard dies (SIGKILL, as the OOM killer would) while the apply is
+/// still making the change: the apply, the last process that can, reverts
+/// the trial itself and says so (exit 1), leaving no `pending`.
+#[test]
+fn the_apply_reverts_the_trial_itself_when_its_guard_dies() {
+    let tb = Testbed::builder().rails(3).build();
+    let config = tb.standard_config();
+    let before = tb.dump();
+    let mut cmd = tb.rr_cmd(&["apply", "--no-announce", "--confirm", "60", path_str(&config)]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "60");
+    let apply = Background::spawn(cmd, "apply --confirm 60 (slow steps)");
+    poll_until("the change under way", Duration::from_secs(10), || !tb.owned_entries().is_empty());
+    kill9(pending_doc(&tb)["guard_pid"].as_u64().unwrap());
+    let run = apply.wait_timeout(Duration::from_secs(30));
+    assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
+    run.expect_stderr(&["stopped without an answer", "rolled back"]);
+    assert_dump_eq(&before, &tb.dump(), "after the guard died mid-change");
+    assert!(!guard_armed(&tb.state_base()), "pending left behind");
+}
+
+/// Guard and apply both killed during the trial, no watch running: the
+/// next plain apply reverts the orphaned trial first (and says so), then
+/// applies; nothing is left that would make a later watch fail its passes.
+#[test]
+fn an_orphaned_trial_is_reverted_by_the_next_apply() {
+    let tb = Testbed::builder().rails(3).build();
+    let all = tb.standard_config();
+    tb.apply(&all, &["--no-announce"]).expect_code(EXIT_OK);
+    let applied = tb.dump();
+    let two = tb.config_for(2, &[]);
+    let mut apply = Background::spawn(
+        tb.rr_cmd(&["apply", "--no-announce", "--confirm", "60", &two]),
+        "apply --confirm 60 of two rails",
+    );
+    poll_until("the trial", Duration::from_secs(10), || confirmation_pending(&tb.state_base()));
+    kill9(pending_doc(&tb)["guard_pid"].as_u64().unwrap());
+    apply.kill();
+    assert_ne!(tb.dump(), applied, "the trial is in place");
+    let run = tb.apply(&all, &["--no-announce"]).expect_code(EXIT_OK);
+    run.expect_stderr(&["is gone without an answer", "reverted its unconfirmed change"]);
+    assert!(!guard_armed(&tb.state_base()), "pending left behind");
+    assert_dump_eq(&applied, &tb.dump(), "the first config, with the trial reverted");
+    // Back to the first apply: a rollback now undoes that one.
+    let doc = json_doc(&tb.rr(&["--json", "rollback", "--dry-run"]));
+    assert_eq!(doc["undid"], "apply", "{doc}");
+}
+
+/// An `apply --confirm` that finds the host in sync ends at once, its guard
+/// with it: the next apply is not refused for a trial that changed nothing.
+#[test]
+fn a_confirm_apply_in_sync_releases_its_guard_at_once() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = tb.standard_config();
+    tb.apply(&config, &["--no-announce"]).expect_code(EXIT_OK);
+    let run = Background::spawn(
+        tb.rr_cmd(&["apply", "--no-announce", "--confirm", "120", path_str(&config)]),
+        "apply --confirm 120 (in sync)",
+    )
+    .wait_timeout(Duration::from_secs(20));
+    run.expect_code(EXIT_OK).expect_stdout(&["in sync"]);
+    poll_until("the guard to end", Duration::from_secs(5), || !guard_armed(&tb.state_base()));
+    tb.apply(&config, &["--no-announce"]).expect_code(EXIT_OK);
+}
