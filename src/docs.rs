@@ -123,6 +123,30 @@ of that rail (\fIrdma_gid\fR), with exit 3; a device it cannot read is
 \fIrdma_unreadable\fR (the routing is still checked). \fBapply\fR warns
 about the same and goes on: it cannot change a port or the GID table. \fBshow\fR gives each rail its
 device, port, link layer, state, rate and the GID index of each address.
+.SH CONFIRM, ROLLBACK AND WATCH
+.TP
+\fBapply \-\-confirm\fR \fISECONDS\fR
+The guard (a process of its own) is armed before the first netlink message
+and owns the deadline from then: unless \fBconfirm\fR comes first, it
+reverts every journal made after it was armed, the finished change or the
+part a killed apply made. A \fBconfirm\fR during the change waits for it and
+keeps all of it. If the guard dies while the apply runs, the apply reverts
+the trial itself; if both are gone, \fBwatch\fR, or the next \fBapply\fR,
+\fBremove\fR or \fBrollback\fR, reverts it.
+.TP
+\fBrollback\fR
+Undoes the user's latest apply or remove together with the heals by
+\fBwatch\fR built on it; heals never count against the 32 runs kept.
+.TP
+\fBwatch\fR [\fB\-\-resync\fR \fISECONDS\fR]
+Heals from rtnetlink notifications, makes a second pass 3 s after a new
+link appears (udev's late sysctls) and a full pass every \fB\-\-resync\fR
+seconds (default 300). A rail that is not ready never stops the others.
+When another agent undoes its heals over and over, it says so once, names
+the agents it finds, and backs off (5 s doubling to 300 s); a failing pass
+is retried after 2 s doubling to 60 s, its error said once.
+\fB\-q\fR silences the routine lines; with \fB\-\-json\fR every line,
+warnings included, is a JSON document.
 .SH EXIT STATUS
 .TP
 \fB0\fR
@@ -146,9 +170,11 @@ were not ready and were left alone (\fB\-\-strict\fR makes this 1).
 .SH FILES
 .TP
 \fI/run/roce-route/net-COOKIE.boot-ID/\fR
-Per network namespace: \fIjournal-NNNNNN.jsonl\fR (undo journals),
+Per network namespace: \fIjournal-NNNNNN.jsonl\fR (undo journals;
+\fIjournal-NNNNNN.heal.jsonl\fR for heals by \fBwatch\fR),
 \fIrecord.json\fR (original sysctl values, tables, protocols),
-\fIpending\fR (an \fBapply \-\-confirm\fR waiting).
+\fIpending\fR (an \fBapply \-\-confirm\fR armed, from before its first
+step until its outcome).
 .TP
 \fI/run/roce-route/netns/ns-DEV-INODE/\fR
 Per network namespace whatever \fB\-\-state-dir\fR is (0700, root's own):
