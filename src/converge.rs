@@ -62,7 +62,8 @@ pub async fn converge(
     let cfg = req.cfg;
     let mut attempt = 1;
     loop {
-        let mut record = state.record()?;
+        let stored = state.record()?;
+        let mut record = stored.clone();
         adjust(&mut record);
         let (desired, plan) = match reconcile::reconcile(nl, cfg, req.adopt, &record).await {
             // The config was fine a moment ago: the host changed under us.
@@ -88,6 +89,9 @@ pub async fn converge(
         header.discovered = desired.discovered.clone();
         header.config_files = req.config_files.to_vec();
         header.trial = req.trial.clone();
+        // An undo gives back the record as it was stored, not as `adjust`
+        // saw it.
+        header.replaced_discovered = stored.discovered.clone();
         let env = Env { state, nl, stop };
         match transaction::begin(&env, &plan.ops, header).await {
             Ok(applied) => {

@@ -143,17 +143,17 @@ impl StateDir {
     }
 
     /// What `rollback` undoes, newest first: the heals since the user's
-    /// latest run, and that run (only heals when no run of the user is
-    /// left). Empty without journals.
+    /// latest run, and that run. Empty when no run of the user is left
+    /// (heals alone are not undone: watch would make them again at once).
     pub fn rollback_set(&self) -> Result<Vec<Journal>, StateError> {
         let mut set = Vec::new();
         for (_, path) in self.journal_files()?.iter().rev() {
             set.push(read_journal(path)?);
             if !is_heal(path) {
-                break;
+                return Ok(set);
             }
         }
-        Ok(set)
+        Ok(Vec::new())
     }
 
     /// The journals newer than `seq` (None: all), newest first.
