@@ -171,8 +171,11 @@ fn an_orphaned_trial_is_reverted_by_the_next_apply() {
         "apply --confirm 60 of two rails",
     );
     poll_until("the trial", Duration::from_secs(10), || confirmation_pending(&tb.state_base()));
-    kill9(pending_doc(&tb)["guard_pid"].as_u64().unwrap());
+    // The apply first: alive, it would revert the trial itself once its
+    // guard died.
+    let guard = pending_doc(&tb)["guard_pid"].as_u64().unwrap();
     apply.kill();
+    kill9(guard);
     assert_ne!(tb.dump(), applied, "the trial is in place");
     let run = tb.apply(&all, &["--no-announce"]).expect_code(EXIT_OK);
     run.expect_stderr(&["is gone without an answer", "reverted its unconfirmed change"]);

@@ -485,8 +485,10 @@ fn the_trial_of_a_dead_guard_is_reverted_by_watch() {
         serde_json::from_str(&std::fs::read_to_string(tb.ns_state_dir().join("pending")).unwrap()).unwrap();
     let guard = pending["guard_pid"].as_u64().expect("the guard's pid") as i32;
     assert!(guard > 0, "{pending}");
-    nix_kill(guard);
+    // The apply first: alive, it would revert the trial itself once its
+    // guard died.
     apply.kill();
+    nix_kill(guard);
     poll_until("watch to revert the trial", HEAL_TIMEOUT, || {
         w.docs().iter().any(|d| d["event"] == "trial_reverted")
     });

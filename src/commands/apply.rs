@@ -448,12 +448,20 @@ async fn confirm_or_revert(
         Answer::Waiting { .. } | Answer::NoGuard => {
             let why = format!("the confirmation guard (pid {}) stopped without an answer", guard.pid);
             // A guard that settled the trial clears `pending` before it
-            // answers: gone, the outcome is the guard's, whatever it was.
+            // answers, and was confirmed (the trial's journals are there)
+            // or reverted (they are gone): its outcome, read from the state.
             if state.pending()?.is_none() {
-                return Err(Error::RevertFailed(format!(
-                    "{why}, after it had settled the trial: check with `{}` whether the change is in place",
-                    ctx.suggest(&["show"])
-                )));
+                let kept = state
+                    .journals_after(guard.after)?
+                    .iter()
+                    .any(|j| j.committed && j.header.trial.as_deref() == Some(guard.trial.as_str()));
+                if kept {
+                    if ctx.chatty() {
+                        tell!("roce-route: confirmed, keeping the change");
+                    }
+                    return Ok(());
+                }
+                return Err(reverted(format!("the confirmation guard (pid {}) reverted it", guard.pid)));
             }
             // Died with the trial open: no one else will revert it now.
             let stop = crate::signals::StopFlag::default();

@@ -55,7 +55,7 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
         if ctx.stop.requested().is_some() || Instant::now() >= deadline {
             break (None, true);
         }
-        if ready && !confirmers.is_empty() {
+        if !confirmers.is_empty() && (ready || trial_complete(ctx, args)) {
             waiters.extend(confirmers.drain(1..));
             break (confirmers.pop(), false);
         }
@@ -102,6 +102,19 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
         }
     }
     Ok(if matches!(outcome, Answer::RevertFailed(_)) { crate::error::exit::ROLLBACK_FAILED } else { 0 })
+}
+
+/// Whether the trial's change is whole though the apply did not say so
+/// (it was killed after its commit): its journals exist, carry its id and
+/// are all committed. A committed journal is final: the apply commits only
+/// once the host was read back and verified.
+fn trial_complete(ctx: &Ctx, args: &GuardArgs) -> bool {
+    let Ok(state) = ctx.state() else { return false };
+    let after = (args.after > 0).then_some(args.after);
+    state.journals_after(after).is_ok_and(|runs| {
+        !runs.is_empty()
+            && runs.iter().all(|j| j.committed && j.header.trial.as_deref() == Some(args.trial.as_str()))
+    })
 }
 
 /// Undoes the trial (every journal after `--after` that carries the
