@@ -16,7 +16,6 @@ use crate::reconcile;
 use crate::render::count;
 use crate::signals::StopFlag;
 use crate::state::{JournalHeader, Record, StateDir};
-use crate::tell;
 use crate::transaction::{self, Env};
 
 /// How many times the loop reads the host again when another actor
@@ -36,6 +35,9 @@ pub struct Request<'a> {
     pub kind: &'static str,
     /// The trial id of an `apply --confirm`, recorded in its journal.
     pub trial: Option<String>,
+    /// Says a notice of the run (a retry after the host changed) as the
+    /// command prints its lines: apply on stderr, watch as a log line.
+    pub notice: &'a dyn Fn(&str),
 }
 
 /// The outcome: the desired state and plan of the last reading, and the
@@ -109,7 +111,7 @@ pub async fn converge(
                 return Ok(Converged { desired, plan, header: Some(header) });
             }
             Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
-                tell!("roce-route: the host changed while applying ({e}); reading it again");
+                (req.notice)(&format!("the host changed while applying ({e}); reading it again"));
                 attempt += 1;
                 nl.refresh_links()
                     .await

@@ -184,6 +184,7 @@ pub async fn run(
         adopt: args.adopt,
         kind: journal_kind::APPLY,
         trial: guard.as_ref().map(|g| g.trial.clone()),
+        notice: &|m| tell!("roce-route: {m}"),
     };
     let gate = |record: &crate::state::Record, desired: &crate::plan::Desired, plan: &Plan| {
         plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));

@@ -567,12 +567,14 @@ impl<'a> Watcher<'a> {
         let cfg = config::parse_many(&record.config_files)?;
         nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
         self.saw_links(nl);
+        let ctx = self.ctx;
         let req = Request {
             cfg: &cfg,
             config_files: &record.config_files,
             adopt: false,
             kind: journal_kind::HEAL,
             trial: None,
+            notice: &|m| log(ctx, "retry", m, json!({})),
         };
         let addrs = nl
             .addresses()
