@@ -16,8 +16,10 @@ use serde_json::Value;
 use two_hosts::{JUMBO, Topology, TwoHosts};
 
 /// Frames a healthy pair sends: one ARP request (or solicitation), three
-/// small echoes, one echo of the rail's MTU.
-const FRAMES_PER_HEALTHY_PAIR: u64 = 5;
+/// small echoes, one echo of the rail's MTU; IPv6 adds the UDP datagram
+/// whose port unreachable shows the peer's routed reply path.
+const FRAMES_PER_HEALTHY_V4_PAIR: u64 = 5;
+const FRAMES_PER_HEALTHY_V6_PAIR: u64 = 6;
 
 fn probes(doc: &Value) -> &Vec<Value> {
     doc["probes"].as_array().unwrap_or_else(|| panic!("no probes in {doc:#}"))
@@ -77,13 +79,14 @@ fn a_correct_pair_of_hosts_is_right_on_every_pair_ipv4_and_ipv6() {
         assert!(p["rtt_ms"].as_f64().is_some_and(|r| r > 0.0), "{p:#}");
     }
     let pairs = all.len() as u64;
-    assert_eq!(doc["frames_sent"], pairs * FRAMES_PER_HEALTHY_PAIR, "{doc:#}");
+    let frames = 16 * FRAMES_PER_HEALTHY_V4_PAIR + 16 * FRAMES_PER_HEALTHY_V6_PAIR;
+    assert_eq!(doc["frames_sent"], frames, "{doc:#}");
     // On the wire: the probe's frames plus the kernel's own resolution of
     // each echo's next hop (one ARP request / solicitation per pair at
     // most) and a little slack for anything else the stack sends.
     let sent: u64 = after.iter().zip(&before).map(|(a, b)| a - b).sum();
     assert!(
-        sent >= pairs * FRAMES_PER_HEALTHY_PAIR && sent <= pairs * (FRAMES_PER_HEALTHY_PAIR + 1) + 8,
+        sent >= frames && sent <= frames + pairs + 8,
         "A's rails sent {sent} frames for {pairs} pairs: {before:?} -> {after:?}"
     );
     // The matrix: rails down, peers across, "ok" in every cell.
@@ -98,9 +101,11 @@ fn a_correct_pair_of_hosts_is_right_on_every_pair_ipv4_and_ipv6() {
     }
 }
 
-/// B without source rules: its replies leave by its first NIC, so every
-/// pair to an address of another B rail sees B rail0's MAC, and the pairs
-/// to B rail0's own address do not.
+/// B without source rules: its replies leave by the NIC its main table
+/// picks (IPv4: its first), so every pair to an address of another B rail
+/// sees that NIC's MAC, and the pairs to that NIC's own address do not.
+/// (IPv6: Linux sends echo replies out of the request's interface; the
+/// wrong NIC shows in the routed port unreachable.)
 #[test]
 fn b_without_source_rules_replies_from_the_wrong_mac() {
     let t = TwoHosts::build(Topology::OneBridge, 4, true);
@@ -116,8 +121,19 @@ fn b_without_source_rules_replies_from_the_wrong_mac() {
         let addrs = b_addresses(&t, v6);
         let (run, doc) = t.probe_a(&peer_args(&addrs));
         assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
-        let first_nic = &t.b_rails[0];
-        let (own, others) = split(&doc, &[addrs[0].as_str()]);
+        // The NIC B's main table sends by: the MAC of every wrong reply.
+        let macs: BTreeSet<&str> = probes(&doc)
+            .iter()
+            .filter(|p| !problems(p).is_empty())
+            .map(|p| p["reply_source_mac"].as_str().unwrap_or("none"))
+            .collect();
+        assert_eq!(macs.len(), 1, "wrong replies come from one NIC: {macs:?}\n{doc:#}");
+        let first_nic = t.b_rails.iter().find(|r| macs.contains(r.mac.as_str())).expect("a B NIC's MAC");
+        if !v6 {
+            assert_eq!(first_nic.name, "rail0", "IPv4 replies leave by B's first NIC");
+        }
+        let owned = if v6 { first_nic.v6.clone().unwrap() } else { first_nic.v4.clone() };
+        let (own, others) = split(&doc, &[owned.as_str()]);
         assert_eq!(own.len(), 4);
         for p in own {
             assert!(problems(p).is_empty(), "the reply for B rail0's own address leaves by rail0: {p:#}");
@@ -242,8 +258,10 @@ fn rail_optimized_pairs_right_and_faults_on_their_rail_ipv4_and_ipv6() {
     for p in probes(&doc) {
         let k: usize = p["rail"].as_str().unwrap()["rail".len()..].parse().unwrap();
         let b = &t.b_rails[k];
-        let peer = p["peer"].as_str().unwrap();
-        assert!(peer == b.v4 || Some(peer) == b.v6.as_deref(), "rail{k} probed {peer}");
+        let peer: std::net::IpAddr = p["peer"].as_str().unwrap().parse().unwrap();
+        let own: Vec<std::net::IpAddr> =
+            std::iter::once(&b.v4).chain(&b.v6).map(|a| a.parse().unwrap()).collect();
+        assert!(own.contains(&peer), "rail{k} probed {peer}");
     }
 
     t.b.ip("link set rail3 mtu 1500");
@@ -271,20 +289,28 @@ fn without_cap_net_raw_it_says_so() {
     std::fs::set_permissions(&cfg, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     let nobody = |args: &[&str]| {
         let mut cmd = std::process::Command::new("ip");
-        cmd.args(["netns", "exec", t.a.name(), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&bin)
-            .args(args)
-            .arg(&cfg)
-            .env("ROCE_ROUTE_STATE_DIR", t.dir().join("state-nobody"))
-            .current_dir(t.dir());
+        cmd.args([
+            "netns",
+            "exec",
+            t.a.name(),
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .arg(&bin)
+        .args(args)
+        .env("ROCE_ROUTE_STATE_DIR", t.dir().join("state-nobody"))
+        .current_dir(t.dir());
         common::Run::of(cmd)
     };
-    let run = nobody(&["probe", "--peer", "198.51.100.110"]).expect_code(EXIT_FAILED);
+    let cfg = cfg.to_string_lossy().into_owned();
+    let run = nobody(&["probe", &cfg, "--peer", "198.51.100.110"]).expect_code(EXIT_FAILED);
     run.expect_stderr(&["probe needs CAP_NET_RAW: run it as root"]);
-    let run = nobody(&["--json", "probe", "--peer", "198.51.100.110"]);
+    let run = nobody(&["--json", "probe", &cfg, "--peer", "198.51.100.110"]);
     let doc: Value = serde_json::from_str(&run.stdout()).unwrap();
     assert_eq!(doc["error"]["kind"], "not_permitted", "{doc:#}");
-    let run = nobody(&["--json", "probe", "--self"]).expect_code(EXIT_OK);
+    let run = nobody(&["--json", "probe", &cfg, "--self"]).expect_code(EXIT_OK);
     let doc: Value = serde_json::from_str(&run.stdout()).unwrap();
     assert_eq!(doc["self"]["rails"][0]["name"], "rail0", "{doc:#}");
     assert_eq!(doc["self"]["rails"][0]["mtu"], JUMBO, "{doc:#}");
@@ -302,4 +328,28 @@ fn bad_peer_input_is_exit_2() {
     run.expect_stderr(&[&format!("{file}:3: \"not-an-address\" is not an IP address")]);
     let (run, _) = t.probe_a(&[]);
     assert_eq!(run.code(), Some(EXIT_INVALID), "{}", run.report());
+}
+
+/// A peer that sends its replies to another rail's MAC (a stale entry
+/// left by ARP flux, planted on B): the reply comes in on that other rail,
+/// seen there by the probe's observer on every rail (rp_filter would drop
+/// it before any socket of the rail that sent the echo), and named
+/// wrong_interface on that pair only.
+#[test]
+fn a_reply_into_another_rail_is_wrong_interface() {
+    let t = TwoHosts::build(Topology::OneBridge, 4, false);
+    t.apply_both();
+    let (a1, a0_mac) = (&t.a_rails[1].v4, &t.a_rails[0].mac);
+    t.b.ip(&format!("neigh replace {a1} lladdr {a0_mac} dev rail2 nud permanent"));
+    let addrs = b_addresses(&t, false);
+    let (run, doc) = t.probe_a(&peer_args(&addrs));
+    assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
+    for p in probes(&doc) {
+        if p["rail"] == "rail1" && p["peer"] == addrs[2].as_str() {
+            assert_eq!(problems(p), ["wrong_interface"], "{p:#}");
+            assert_eq!(p["reply_interface"], "rail0", "{p:#}");
+        } else {
+            assert!(problems(p).is_empty(), "{p:#}");
+        }
+    }
 }

@@ -160,6 +160,14 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     let mut words = vec!["apply"];
     words.extend(cfg.files.iter().map(String::as_str));
     let apply = ctx.suggest(&words);
+    let replies = |seen: &[(usize, Option<Vec<u8>>)]| -> Vec<Reply> {
+        seen.iter()
+            .map(|(r, mac)| Reply {
+                interface: rails[*r].1.name.clone(),
+                source_mac: mac.as_deref().map(crate::probe::frames::hw_text),
+            })
+            .collect()
+    };
     let mut frames_sent = 0;
     let mut results = Vec::new();
     for ((pair, job), (s, lookup)) in pairs.iter().zip(&jobs).zip(seen.iter().zip(lookups)) {
@@ -170,14 +178,8 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         let (_, rail, port) = &rails[job.rail];
         let obs = Observation {
             arp_answers: s.arp_answers.iter().map(|h| crate::probe::frames::hw_text(h)).collect(),
-            replies: s
-                .replies
-                .iter()
-                .map(|(r, mac)| Reply {
-                    interface: rails[*r].1.name.clone(),
-                    source_mac: mac.as_deref().map(crate::probe::frames::hw_text),
-                })
-                .collect(),
+            replies: replies(&s.replies),
+            routed: replies(&s.routed),
             rtts: s.rtts.clone(),
             rail_mtu: rail.mtu,
             full_size_back: s.full_size_back,

@@ -24,6 +24,8 @@ const IPPROTO_ICMPV6: u8 = 58;
 const ICMP_ECHO_REPLY: u8 = 0;
 const ICMP_ECHO: u8 = 8;
 const ICMPV6_ECHO: u8 = 128;
+const ICMPV6_DEST_UNREACH: u8 = 1;
+const IPPROTO_UDP: u8 = 17;
 const ICMPV6_ECHO_REPLY: u8 = 129;
 const ND_NEIGHBOR_SOLICIT: u8 = 135;
 const ND_NEIGHBOR_ADVERT: u8 = 136;
@@ -173,6 +175,13 @@ pub enum V6In {
         dst: Ipv6Addr,
         hw: Option<Vec<u8>>,
     },
+    /// A destination unreachable error about a UDP datagram from
+    /// `inner_src` to `inner_dst` port `port`.
+    Unreachable {
+        inner_src: Ipv6Addr,
+        inner_dst: Ipv6Addr,
+        port: u16,
+    },
 }
 
 /// The echo reply in an IPv4 packet (the first fragment will do: it has
@@ -223,6 +232,14 @@ pub fn parse_ipv6(p: &[u8]) -> Option<V6In> {
     let icmp = &p[40..];
     match icmp.first()? {
         &ICMPV6_ECHO_REPLY if icmp.len() >= 16 => Some(V6In::Echo(echo_fields(src.into(), dst.into(), icmp))),
+        &ICMPV6_DEST_UNREACH if icmp.len() >= 8 + 40 + 8 => {
+            let inner = &icmp[8..];
+            if inner[0] >> 4 != 6 || inner[6] != IPPROTO_UDP {
+                return None;
+            }
+            let port = u16::from_be_bytes([inner[42], inner[43]]);
+            Some(V6In::Unreachable { inner_src: addr(&inner[8..24]), inner_dst: addr(&inner[24..40]), port })
+        }
         &ND_NEIGHBOR_ADVERT if icmp.len() >= 24 => {
             let target = addr(&icmp[8..24]);
             let mut hw = None;
@@ -312,6 +329,23 @@ mod tests {
         assert_eq!(r.src.to_string(), "198.51.100.110");
         ip[20] = 8;
         assert_eq!(parse_ipv4(&ip), None, "a request is not a reply");
+    }
+
+    #[test]
+    fn a_port_unreachable_names_the_datagram_it_is_about() {
+        let (a, b): (Ipv6Addr, Ipv6Addr) =
+            ("2001:db8:1::10".parse().unwrap(), "2001:db8:1::110".parse().unwrap());
+        let mut p = vec![0x60, 0, 0, 0, 0, 56, 58, 64];
+        p.extend_from_slice(&b.octets());
+        p.extend_from_slice(&a.octets());
+        p.extend_from_slice(&[1, 4, 0, 0, 0, 0, 0, 0]);
+        p.extend_from_slice(&[0x60, 0, 0, 0, 0, 16, 17, 64]);
+        p.extend_from_slice(&a.octets());
+        p.extend_from_slice(&b.octets());
+        p.extend_from_slice(&[0x9c, 0x40, 0x82, 0x9a, 0, 16, 0, 0]);
+        assert_eq!(parse_ipv6(&p), Some(V6In::Unreachable { inner_src: a, inner_dst: b, port: 33434 }));
+        p[40 + 8 + 6] = 6;
+        assert_eq!(parse_ipv6(&p), None, "about TCP: not ours");
     }
 
     #[test]

@@ -14,6 +14,15 @@
 //!   IP(V6)_PMTUDISC_PROBE: don't-fragment set, the cached path MTU
 //!   ignored, so every size up to the rail's MTU goes out whole.
 //!
+//! IPv6 only: Linux sends an ICMPv6 echo reply out of the interface the
+//! request came in on (`icmpv6_echo_reply()` sets the flow's oif to it),
+//! whatever the peer's routing, so the echo cannot show that the peer's
+//! replies leave by another NIC. Its ICMPv6 errors are routed, from the
+//! address the datagram was sent to: so with the small echoes goes one
+//! UDP datagram to an unused port, and the port unreachable that comes
+//! back shows the peer's real egress NIC. (The peer rate-limits errors per
+//! destination, a burst of 6: past that a pair just lacks that evidence.)
+//!
 //! Per pair: neighbour resolution (resent once at half the timeout); once
 //! answered, three small echoes; once back, one echo of the rail's MTU;
 //! if it does not come back, bounded rounds of sizes in between, sent
@@ -55,6 +64,10 @@ const ICMP_FILTER: libc::c_int = 1;
 const ICMP6_FILTER: libc::c_int = 1;
 const ETH_P_IP: u16 = 0x0800;
 const RCVBUF: libc::c_int = 8 << 20;
+/// The UDP port of the IPv6 reply-path datagram: traceroute's first port,
+/// plus the pair's index.
+pub const UDP_BASE_PORT: u16 = 33434;
+const UDP_PORTS: usize = 20000;
 
 /// A local rail as the sockets need it.
 #[derive(Clone, Debug)]
@@ -84,6 +97,8 @@ pub struct Seen {
     /// link-layer source.
     pub replies: Vec<(usize, Option<Vec<u8>>)>,
     pub rtts: Vec<Duration>,
+    /// IPv6: the port unreachable errors (routed by the peer), as replies.
+    pub routed: Vec<(usize, Option<Vec<u8>>)>,
     pub full_size_back: Option<bool>,
     pub largest_back: Option<u32>,
     /// Frames this job sent (ARP/NS and echoes).
@@ -164,6 +179,7 @@ pub fn run(
     }
     let mut senders: HashMap<usize, PacketSocket> = HashMap::new();
     let mut icmp: HashMap<(usize, IpAddr), OwnedFd> = HashMap::new();
+    let mut udp: HashMap<(usize, IpAddr), OwnedFd> = HashMap::new();
     for j in jobs {
         let r = &rails[j.rail];
         if let std::collections::hash_map::Entry::Vacant(e) = senders.entry(j.rail) {
@@ -176,6 +192,16 @@ pub fn run(
             e.insert(
                 icmp_socket(&r.name, j.source).map_err(open_error(format!(
                     "cannot open an ICMP socket for {} on {}",
+                    j.source, r.name
+                )))?,
+            );
+        }
+        if j.source.is_ipv6()
+            && let std::collections::hash_map::Entry::Vacant(e) = udp.entry((j.rail, j.source))
+        {
+            e.insert(
+                udp_socket(&r.name, j.source).map_err(open_error(format!(
+                    "cannot open a UDP socket for {} on {}",
                     j.source, r.name
                 )))?,
             );
@@ -222,7 +248,18 @@ pub fn run(
             let st = &mut states[k];
             let r = &rails[j.rail];
             let sock = icmp[&(j.rail, j.source)].as_raw_fd();
+            let before = st.stage;
             advance(st, k, j, r, sock, base_id, token, timeout, now, &senders[&j.rail], &mut last_arp);
+            if before == Stage::Arp
+                && st.stage == Stage::Echo
+                && let Some(u) = udp.get(&(j.rail, j.source))
+            {
+                let port = UDP_BASE_PORT + (k % UDP_PORTS) as u16;
+                match send_datagram(u.as_raw_fd(), j.peer, port, &token.to_be_bytes()) {
+                    Ok(()) => st.seen.sent += 1,
+                    Err(e) => st.seen.send_error = Some(format!("cannot send the UDP datagram: {e}")),
+                }
+            }
         }
         let all_done = states.iter().all(|s| s.stage == Stage::Done);
         if (all_done && now >= last_arp + FLUX_GRACE.min(timeout))
@@ -277,6 +314,19 @@ pub fn run(
                                 && let Some(hw) = hw.or(from)
                             {
                                 add_answer(&mut states[k].seen, hw);
+                            }
+                        }
+                        Some(V6In::Unreachable { inner_src, inner_dst, port }) => {
+                            let key = (IpAddr::V6(inner_src), IpAddr::V6(inner_dst));
+                            let k = usize::from(port.wrapping_sub(UDP_BASE_PORT));
+                            // The pair with that index, or one UDP_PORTS on.
+                            let pair = (k..jobs.len())
+                                .step_by(UDP_PORTS)
+                                .find(|&k| (jobs[k].source, jobs[k].peer) == key);
+                            if let Some(k) = pair
+                                && states[k].seen.routed.len() < 4
+                            {
+                                states[k].seen.routed.push((rail, from));
                             }
                         }
                         None => {}
@@ -562,16 +612,47 @@ fn recv(fd: RawFd, buf: &mut [u8]) -> Option<(usize, Option<Vec<u8>>)> {
     }
 }
 
-/// An ICMP (ICMPv6) raw socket bound to `source` and to the rail, with
-/// don't-fragment and the path MTU cache ignored, that receives nothing
-/// (its filter blocks every type: the packet sockets observe).
-fn icmp_socket(ifname: &str, source: IpAddr) -> io::Result<OwnedFd> {
-    let (domain, proto) = match source {
-        IpAddr::V4(_) => (libc::AF_INET, libc::IPPROTO_ICMP),
-        IpAddr::V6(_) => (libc::AF_INET6, libc::IPPROTO_ICMPV6),
-    };
-    let fd = socket(domain, libc::SOCK_RAW, proto)?;
+/// A UDP socket bound to `source` and the rail (for the IPv6 reply-path
+/// datagram); what it would receive is never read.
+fn udp_socket(ifname: &str, source: IpAddr) -> io::Result<OwnedFd> {
+    let IpAddr::V6(s) = source else { return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT)) };
+    let fd = socket(libc::AF_INET6, libc::SOCK_DGRAM, 0)?;
     let raw = fd.as_raw_fd();
+    bind_to_device(raw, ifname)?;
+    let addr = sockaddr_v6(s);
+    // SAFETY: a valid socket and a sockaddr_in6.
+    let rc = unsafe {
+        libc::bind(
+            raw,
+            (&addr as *const libc::sockaddr_in6).cast(),
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+fn send_datagram(fd: RawFd, to: IpAddr, port: u16, payload: &[u8]) -> io::Result<()> {
+    let IpAddr::V6(a) = to else { return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT)) };
+    let mut addr = sockaddr_v6(a);
+    addr.sin6_port = port.to_be();
+    // SAFETY: a valid socket, the payload, a sockaddr_in6.
+    let rc = unsafe {
+        libc::sendto(
+            fd,
+            payload.as_ptr().cast(),
+            payload.len(),
+            0,
+            (&addr as *const libc::sockaddr_in6).cast(),
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+fn bind_to_device(raw: RawFd, ifname: &str) -> io::Result<()> {
     // SAFETY: the name's bytes and their length.
     let rc = unsafe {
         libc::setsockopt(
@@ -582,9 +663,20 @@ fn icmp_socket(ifname: &str, source: IpAddr) -> io::Result<OwnedFd> {
             ifname.len() as libc::socklen_t,
         )
     };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// An ICMP (ICMPv6) raw socket bound to `source` and to the rail, with
+/// don't-fragment and the path MTU cache ignored, that receives nothing
+/// (its filter blocks every type: the packet sockets observe).
+fn icmp_socket(ifname: &str, source: IpAddr) -> io::Result<OwnedFd> {
+    let (domain, proto) = match source {
+        IpAddr::V4(_) => (libc::AF_INET, libc::IPPROTO_ICMP),
+        IpAddr::V6(_) => (libc::AF_INET6, libc::IPPROTO_ICMPV6),
+    };
+    let fd = socket(domain, libc::SOCK_RAW, proto)?;
+    let raw = fd.as_raw_fd();
+    bind_to_device(raw, ifname)?;
     match source {
         IpAddr::V4(s) => {
             setsockopt(raw, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &libc::IP_PMTUDISC_PROBE)?;

@@ -95,6 +95,10 @@ pub struct Observation {
     pub arp_answers: Vec<String>,
     /// The replies to the small echoes (wherever they came in).
     pub replies: Vec<Reply>,
+    /// Replies the peer routes whatever the request's interface (IPv6:
+    /// the port unreachable for a UDP datagram; see `probe::io`), checked
+    /// like the echo replies; none is no evidence either way.
+    pub routed: Vec<Reply>,
     pub rtts: Vec<Duration>,
     pub rail_mtu: u32,
     /// Whether the echo of the rail's full MTU with don't-fragment came
@@ -231,7 +235,8 @@ pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration,
                 format!("{fix_peer}; check that the peer answers ICMP echo"),
             ),
             Some(_) => {
-                if let Some(elsewhere) = obs.replies.iter().find(|r| r.interface != *rail) {
+                let all = || obs.replies.iter().chain(&obs.routed);
+                if let Some(elsewhere) = all().find(|r| r.interface != *rail) {
                     problem(
                         WRONG_INTERFACE,
                         format!(
@@ -246,8 +251,7 @@ pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration,
                         Some(e) => e.eq_ignore_ascii_case(mac),
                         None => obs.arp_answers.iter().any(|a| a.eq_ignore_ascii_case(mac)),
                     };
-                    if let Some(bad) =
-                        obs.replies.iter().filter_map(|r| r.source_mac.as_deref()).find(|m| !acceptable(m))
+                    if let Some(bad) = all().filter_map(|r| r.source_mac.as_deref()).find(|m| !acceptable(m))
                     {
                         let wanted = expected_mac.clone().unwrap_or_else(|| obs.arp_answers.join(" or "));
                         problem(
@@ -320,6 +324,19 @@ pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration,
     }
 
     let rtt_ms = median_ms(&obs.rtts);
+    // The reply shown: one that shows the problem, else the first echo's.
+    let shown = obs
+        .replies
+        .iter()
+        .chain(&obs.routed)
+        .find(|r| {
+            r.interface != *rail
+                || r.source_mac.as_deref().is_some_and(|m| match &expected_mac {
+                    Some(e) => !e.eq_ignore_ascii_case(m),
+                    None => !obs.arp_answers.iter().any(|a| a.eq_ignore_ascii_case(m)),
+                })
+        })
+        .or(first);
     let detail = if said.is_empty() {
         let answer = obs.arp_answers.first().map(|m| who(m)).unwrap_or_default();
         let rtt = rtt_ms.map_or(String::new(), |r| format!(", rtt {r} ms"));
@@ -337,8 +354,8 @@ pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration,
         peer_rail,
         problems,
         arp_answers: obs.arp_answers.clone(),
-        reply_interface: first.map(|r| r.interface.clone()),
-        reply_source_mac: first.and_then(|r| r.source_mac.clone()),
+        reply_interface: shown.map(|r| r.interface.clone()),
+        reply_source_mac: shown.and_then(|r| r.source_mac.clone()),
         rtt_ms,
         rail_mtu: obs.rail_mtu,
         path_mtu,
@@ -441,6 +458,7 @@ mod tests {
         Observation {
             arp_answers: vec![M1.into()],
             replies: vec![Reply { interface: "rail1".into(), source_mac: Some(M1.into()) }; 3],
+            routed: vec![],
             rtts: vec![Duration::from_micros(80), Duration::from_micros(60), Duration::from_micros(900)],
             rail_mtu: 9000,
             full_size_back: Some(true),
@@ -533,6 +551,14 @@ mod tests {
         let mut o = healthy();
         o.replies = vec![Reply { interface: "rail0".into(), source_mac: Some(M1.into()) }];
         assert_eq!(judge(&o, &none).problems, [WRONG_INTERFACE]);
+
+        // IPv6: the echo reply comes back right (Linux sends it out of the
+        // request's interface) but the routed error shows the real NIC.
+        let mut o = healthy();
+        o.routed = vec![Reply { interface: "rail1".into(), source_mac: Some(M0.into()) }];
+        let r = judge(&o, &none);
+        assert_eq!(r.problems, [WRONG_SOURCE_MAC]);
+        assert_eq!(r.reply_source_mac.as_deref(), Some(M0));
 
         let mut o = healthy();
         o.replies = vec![];

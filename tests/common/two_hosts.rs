@@ -17,7 +17,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::common::{Netns, Run, TempDir, poll_until, require_root, require_tools, roce_route_command, toml_list, toml_str};
+use crate::common::{
+    Netns, Run, TempDir, poll_until, require_root, require_tools, roce_route_command, toml_list, toml_str,
+};
 
 pub const JUMBO: u32 = 9000;
 
@@ -118,10 +120,18 @@ impl TwoHosts {
         host.ip(&format!("link set {name} mtu {JUMBO}"));
         self.sw.ip(&format!("link set {port} mtu {JUMBO} master {bridge} up"));
         let (v4, v4_len, v6) = match (self.topology, side) {
-            (Topology::OneBridge, "a") => (format!("198.51.100.{}", 10 + k), 24, format!("2001:db8:1::{}", 10 + k)),
-            (Topology::OneBridge, _) => (format!("198.51.100.{}", 110 + k), 24, format!("2001:db8:1::{}", 110 + k)),
-            (Topology::RailOptimized, "a") => (format!("198.51.100.{}", 32 * k + 10), 27, format!("2001:db8:1:{k}::10")),
-            (Topology::RailOptimized, _) => (format!("198.51.100.{}", 32 * k + 20), 27, format!("2001:db8:1:{k}::20")),
+            (Topology::OneBridge, "a") => {
+                (format!("198.51.100.{}", 10 + k), 24, format!("2001:db8:1::{}", 10 + k))
+            }
+            (Topology::OneBridge, _) => {
+                (format!("198.51.100.{}", 110 + k), 24, format!("2001:db8:1::{}", 110 + k))
+            }
+            (Topology::RailOptimized, "a") => {
+                (format!("198.51.100.{}", 32 * k + 10), 27, format!("2001:db8:1:{k}::10"))
+            }
+            (Topology::RailOptimized, _) => {
+                (format!("198.51.100.{}", 32 * k + 20), 27, format!("2001:db8:1:{k}::20"))
+            }
         };
         host.ip(&format!("addr add {v4}/{v4_len} dev {name}"));
         let v6 = ipv6.then_some(v6);
@@ -146,7 +156,9 @@ impl TwoHosts {
                     rails.iter().map(|r| format!("/sys/class/net/{}/operstate", r.name)).collect();
                 h.read_files(&paths).iter().all(|s| s == "up")
             };
-            up(&self.a, &self.a_rails) && up(&self.b, &self.b_rails) && self.sw.read_files(&ports).iter().all(|s| s == "3")
+            up(&self.a, &self.a_rails)
+                && up(&self.b, &self.b_rails)
+                && self.sw.read_files(&ports).iter().all(|s| s == "3")
         });
     }
 
