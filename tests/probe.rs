@@ -353,3 +353,26 @@ fn a_reply_into_another_rail_is_wrong_interface() {
         }
     }
 }
+
+/// The peer answers ARP but its replies go nowhere (its entry for this
+/// host's address points at a MAC no rail has, planted on B): no_reply on
+/// that pair only, within the timeout.
+#[test]
+fn an_answer_without_a_reply_is_no_reply() {
+    let t = TwoHosts::build(Topology::OneBridge, 4, false);
+    t.apply_both();
+    let a3 = &t.a_rails[3].v4;
+    t.b.ip(&format!("neigh replace {a3} lladdr 02:00:00:00:00:99 dev rail0 nud permanent"));
+    let addrs = b_addresses(&t, false);
+    let (run, doc) = t.probe_a(&[&peer_args(&addrs)[..], &["--timeout", "0.3"]].concat());
+    assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
+    for p in probes(&doc) {
+        if p["rail"] == "rail3" && p["peer"] == addrs[0].as_str() {
+            assert_eq!(problems(p), ["no_reply"], "{p:#}");
+            assert_eq!(p["arp_answers"], serde_json::json!([t.b_rails[0].mac]), "{p:#}");
+            assert_eq!(p["rtt_ms"], Value::Null);
+        } else {
+            assert!(problems(p).is_empty(), "{p:#}");
+        }
+    }
+}

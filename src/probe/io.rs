@@ -57,6 +57,7 @@ const FLUX_GRACE: Duration = Duration::from_millis(50);
 const LARGE_GRACE_MIN: Duration = Duration::from_millis(50);
 
 // Linux values libc does not name on every target.
+const PACKET_OTHERHOST: u8 = 3;
 const PACKET_OUTGOING: u8 = 4;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const SO_RCVBUFFORCE: libc::c_int = 33;
@@ -584,7 +585,8 @@ fn observer(ifindex: u32, proto: u16) -> io::Result<OwnedFd> {
 }
 
 /// One packet, if one is waiting: its length and its link-layer source
-/// (None when the link gives none). Outgoing packets are skipped.
+/// (None when the link gives none). Outgoing packets, and those for
+/// another host, are skipped.
 fn recv(fd: RawFd, buf: &mut [u8]) -> Option<(usize, Option<Vec<u8>>)> {
     loop {
         // SAFETY: sockaddr_ll is plain data.
@@ -603,7 +605,9 @@ fn recv(fd: RawFd, buf: &mut [u8]) -> Option<(usize, Option<Vec<u8>>)> {
             )
         };
         let n = usize::try_from(n).ok()?;
-        if sll.sll_pkttype == PACKET_OUTGOING {
+        // Not what comes in to this host: what it sends, and frames for
+        // another host that a switch floods (an unknown unicast MAC).
+        if matches!(sll.sll_pkttype, PACKET_OUTGOING | PACKET_OTHERHOST) {
             continue;
         }
         let halen = usize::from(sll.sll_halen).min(8);
