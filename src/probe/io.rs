@@ -3,13 +3,18 @@
 //! neighbour entry: ARP and neighbour solicitation are sent by hand; the
 //! kernel resolves the echo's next hop itself, as for any ping).
 //!
-//! - Observers: per rail, AF_PACKET SOCK_DGRAM sockets for ARP, IPv4 and
-//!   IPv6, bound to the rail. They see each answer and echo reply with
+//! - Observers: one AF_PACKET SOCK_DGRAM socket per protocol (ARP, IPv4,
+//!   IPv6) on every interface, a socket filter keeping the rails' frames
+//!   only (`SKF_AD_IFINDEX`). They see each answer and echo reply with
 //!   the interface it came in on (`sll_ifindex`) and its link-layer
 //!   source (`sll_addr`), before rp_filter could drop a reply that came in
 //!   on the wrong rail; every rail is observed, so such a reply is seen.
-//! - Senders: the rail's packet socket for ARP and neighbour solicitation
-//!   (`packet::PacketSocket`); per rail and source address an ICMP raw
+//!   Three sockets, not three per rail: the kernel waits for an RCU grace
+//!   period when it closes a packet socket (`packet_release()` calls
+//!   `synchronize_net()`), which made 24 of them cost 0.8 s.
+//! - Senders: the ARP and IPv6 observers send the ARP requests and
+//!   neighbour solicitations too (`sendto` names the rail); per rail and
+//!   source address an ICMP raw
 //!   socket bound to the address and the rail (SO_BINDTODEVICE), with
 //!   IP(V6)_PMTUDISC_PROBE: don't-fragment set, the cached path MTU
 //!   ignored, so every size up to the rail's MTU goes out whole.
@@ -39,7 +44,6 @@ use std::time::{Duration, Instant};
 use nix::libc;
 
 use crate::announce::{ARPHRD_INFINIBAND, ETHERTYPE_ARP, ETHERTYPE_IPV6, ipoib_multicast};
-use crate::packet::PacketSocket;
 use crate::probe::frames::{self, V4_OVERHEAD, V6_OVERHEAD, V6In};
 use crate::signals::StopFlag;
 
@@ -169,26 +173,24 @@ pub fn run(
     timeout: Duration,
     stop: &StopFlag,
 ) -> Result<Vec<Seen>, OpenError> {
-    // Observers on every rail, for every protocol.
-    let mut observers: Vec<(OwnedFd, usize, u16)> = Vec::new();
-    for (i, r) in rails.iter().enumerate() {
-        for proto in [ETHERTYPE_ARP, ETH_P_IP, ETHERTYPE_IPV6] {
-            let fd = observer(r.ifindex, proto)
-                .map_err(open_error(format!("cannot open a packet socket on {}", r.name)))?;
-            observers.push((fd, i, proto));
+    // Observers of every rail, one per protocol the jobs need.
+    let ifindices: Vec<u32> = rails.iter().map(|r| r.ifindex).collect();
+    let rail_of: HashMap<i32, usize> = rails.iter().enumerate().map(|(i, r)| (r.ifindex as i32, i)).collect();
+    let v4 = jobs.iter().any(|j| j.peer.is_ipv4());
+    let v6 = jobs.iter().any(|j| j.peer.is_ipv6());
+    let mut observers: Vec<(OwnedFd, u16)> = Vec::new();
+    for (proto, wanted) in [(ETHERTYPE_ARP, v4), (ETH_P_IP, v4), (ETHERTYPE_IPV6, v6)] {
+        if wanted {
+            let fd = observer(proto, &ifindices).map_err(open_error("cannot open a packet socket".into()))?;
+            observers.push((fd, proto));
         }
     }
-    let mut senders: HashMap<usize, PacketSocket> = HashMap::new();
+    let sender_of = |proto: u16| observers.iter().find(|(_, p)| *p == proto).map(|(fd, _)| fd.as_raw_fd());
+    let (arp_fd, v6_fd) = (sender_of(ETHERTYPE_ARP), sender_of(ETHERTYPE_IPV6));
     let mut icmp: HashMap<(usize, IpAddr), OwnedFd> = HashMap::new();
     let mut udp: HashMap<(usize, IpAddr), OwnedFd> = HashMap::new();
     for j in jobs {
         let r = &rails[j.rail];
-        if let std::collections::hash_map::Entry::Vacant(e) = senders.entry(j.rail) {
-            e.insert(
-                PacketSocket::bound(r.ifindex, false)
-                    .map_err(open_error(format!("cannot open a packet socket on {}", r.name)))?,
-            );
-        }
         if let std::collections::hash_map::Entry::Vacant(e) = icmp.entry((j.rail, j.source)) {
             e.insert(
                 icmp_socket(&r.name, j.source).map_err(open_error(format!(
@@ -233,14 +235,14 @@ pub fn run(
         .collect();
     let mut last_arp = start;
     for (k, j) in jobs.iter().enumerate() {
-        send_neighbour(&senders[&j.rail], &rails[j.rail], j, &mut states[k].seen);
+        send_neighbour(arp_fd, v6_fd, &rails[j.rail], j, &mut states[k].seen);
         states[k].arp_tries = 1;
     }
     let hard_end = start + timeout * 10 + Duration::from_secs(1);
     let mut buf = vec![0u8; 65536];
     let mut pollfds: Vec<libc::pollfd> = observers
         .iter()
-        .map(|(fd, _, _)| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+        .map(|(fd, _)| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
         .collect();
     loop {
         let now = Instant::now();
@@ -250,7 +252,7 @@ pub fn run(
             let r = &rails[j.rail];
             let sock = icmp[&(j.rail, j.source)].as_raw_fd();
             let before = st.stage;
-            advance(st, k, j, r, sock, base_id, token, timeout, now, &senders[&j.rail], &mut last_arp);
+            advance(st, k, j, r, sock, base_id, token, timeout, now, (arp_fd, v6_fd), &mut last_arp);
             if before == Stage::Arp
                 && st.stage == Stage::Echo
                 && let Some(u) = udp.get(&(j.rail, j.source))
@@ -288,8 +290,10 @@ pub fn run(
                 continue;
             }
             p.revents = 0;
-            let (fd, rail, proto) = (&observers[idx].0, observers[idx].1, observers[idx].2);
-            while let Some((len, from)) = recv(fd.as_raw_fd(), &mut buf) {
+            let (fd, proto) = (&observers[idx].0, observers[idx].1);
+            while let Some((len, ifindex, from)) = recv(fd.as_raw_fd(), &mut buf) {
+                // Queued before the filter was attached: another interface.
+                let Some(&rail) = rail_of.get(&ifindex) else { continue };
                 let at = Instant::now();
                 let pkt = &buf[..len];
                 match proto {
@@ -389,7 +393,7 @@ fn advance(
     token: u64,
     timeout: Duration,
     now: Instant,
-    sender: &PacketSocket,
+    sender: (Option<RawFd>, Option<RawFd>),
     last_arp: &mut Instant,
 ) {
     let v6 = j.peer.is_ipv6();
@@ -427,7 +431,7 @@ fn advance(
             } else if now >= st.deadline {
                 st.stage = Stage::Done;
             } else if st.arp_tries == 1 && now >= st.arp_at + timeout / 2 {
-                send_neighbour(sender, r, j, &mut st.seen);
+                send_neighbour(sender.0, sender.1, r, j, &mut st.seen);
                 st.arp_tries = 2;
                 *last_arp = now;
             }
@@ -508,21 +512,21 @@ fn start_round(st: &mut State, now: Instant, grace: Duration, send: &mut impl Fn
 
 /// ARP request or neighbour solicitation for the job's peer, from its
 /// source, out of its rail.
-fn send_neighbour(sock: &PacketSocket, r: &RailIo, j: &Job, seen: &mut Seen) {
+fn send_neighbour(arp: Option<RawFd>, v6: Option<RawFd>, r: &RailIo, j: &Job, seen: &mut Seen) {
     let ib = r.link_type == ARPHRD_INFINIBAND;
-    let result = match (j.source, j.peer) {
-        (IpAddr::V4(s), IpAddr::V4(p)) => {
+    let result = match (j.source, j.peer, arp, v6) {
+        (IpAddr::V4(s), IpAddr::V4(p), Some(fd), _) => {
             let packet = frames::arp_request(r.link_type, &r.hw, s, p);
-            sock.send(&packet, ETHERTYPE_ARP, &r.broadcast)
+            send_frame(fd, r.ifindex, &packet, ETHERTYPE_ARP, &r.broadcast)
         }
-        (IpAddr::V6(s), IpAddr::V6(p)) => {
+        (IpAddr::V6(s), IpAddr::V6(p), _, Some(fd)) => {
             let packet = frames::neighbour_solicitation(s, p, &r.hw, if ib { 2 } else { 0 });
             let group = frames::solicited_node(p);
             let dest = match <[u8; 20]>::try_from(r.broadcast.as_slice()) {
                 Ok(b) if ib => ipoib_multicast(group, &b).to_vec(),
                 _ => frames::multicast_mac(group).to_vec(),
             };
-            sock.send(&packet, ETHERTYPE_IPV6, &dest)
+            send_frame(fd, r.ifindex, &packet, ETHERTYPE_IPV6, &dest)
         }
         _ => return,
     };
@@ -556,38 +560,80 @@ fn socket(domain: libc::c_int, kind: libc::c_int, protocol: libc::c_int) -> io::
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
-/// A non-blocking packet socket receiving `proto` on `ifindex`, without
+/// A non-blocking packet socket receiving `proto` on every interface,
+/// filtered in the kernel to the interfaces `ifindices` name, without
 /// what the host sends itself.
-fn observer(ifindex: u32, proto: u16) -> io::Result<OwnedFd> {
+fn observer(proto: u16, ifindices: &[u32]) -> io::Result<OwnedFd> {
     let fd = socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, i32::from(proto.to_be()))?;
     let raw = fd.as_raw_fd();
+    let program = ifindex_filter(ifindices);
+    let fprog =
+        libc::sock_fprog { len: program.len() as u16, filter: program.as_ptr() as *mut libc::sock_filter };
+    setsockopt(raw, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)?;
     let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
     if setsockopt(raw, libc::SOL_SOCKET, SO_RCVBUFFORCE, &RCVBUF).is_err() {
         let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &RCVBUF);
     }
-    // SAFETY: sockaddr_ll is plain data; zero is valid.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto.to_be();
-    sll.sll_ifindex = i32::try_from(ifindex).map_err(|_| io::Error::from_raw_os_error(libc::ENODEV))?;
-    // SAFETY: a valid socket and a sockaddr_ll of the size passed.
-    let rc = unsafe {
-        libc::bind(
-            raw,
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+    Ok(fd)
+}
+
+/// Classic BPF: accept a frame whose interface is one of `ifindices`,
+/// drop the rest. `ld ifidx; jeq #i1, accept; ...; ret #0; accept: ret #-1`.
+pub fn ifindex_filter(ifindices: &[u32]) -> Vec<libc::sock_filter> {
+    const SKF_AD_OFF: i32 = -0x1000;
+    const SKF_AD_IFINDEX: i32 = 8;
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter { code: code as u16, jt, jf, k };
+    let n = ifindices.len().min(250);
+    let mut p =
+        vec![op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, (SKF_AD_OFF + SKF_AD_IFINDEX) as u32)];
+    for (i, idx) in ifindices.iter().take(n).enumerate() {
+        p.push(op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, (n - i) as u8, 0, *idx));
+    }
+    p.push(op(libc::BPF_RET | libc::BPF_K, 0, 0, 0));
+    p.push(op(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX));
+    p
+}
+
+/// Sends `packet` (no link header: the driver writes it) out of
+/// `ifindex` to the link-layer address `dest`, as `packet::PacketSocket`
+/// does (an address longer than `sll_addr`'s 8 bytes, IPoIB's 20, runs
+/// past the struct in a larger buffer, as iputils arping passes it).
+fn send_frame(fd: RawFd, ifindex: u32, packet: &[u8], protocol: u16, dest: &[u8]) -> io::Result<()> {
+    // SAFETY: plain data; zero is valid.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut b = Vec::with_capacity(12 + dest.len().max(8));
+    b.extend_from_slice(&(libc::AF_PACKET as u16).to_ne_bytes());
+    b.extend_from_slice(&protocol.to_be_bytes());
+    b.extend_from_slice(&(ifindex as i32).to_ne_bytes());
+    b.extend_from_slice(&[0, 0, 0, dest.len().min(32) as u8]);
+    b.extend_from_slice(&dest[..dest.len().min(32)]);
+    b.resize(b.len().max(std::mem::size_of::<libc::sockaddr_ll>()), 0);
+    // SAFETY: b.len() <= 44 bytes fit in a sockaddr_storage.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            b.as_ptr(),
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            b.len(),
         )
     };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
+    // SAFETY: a valid socket, the packet, an address of b.len() bytes.
+    let sent = unsafe {
+        libc::sendto(
+            fd,
+            packet.as_ptr().cast(),
+            packet.len(),
+            libc::MSG_DONTWAIT,
+            (&storage as *const libc::sockaddr_storage).cast(),
+            b.len() as libc::socklen_t,
+        )
+    };
+    if sent < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
 /// One packet, if one is waiting: its length and its link-layer source
 /// (None when the link gives none). Outgoing packets, and those for
 /// another host, are skipped.
-fn recv(fd: RawFd, buf: &mut [u8]) -> Option<(usize, Option<Vec<u8>>)> {
+fn recv(fd: RawFd, buf: &mut [u8]) -> Option<(usize, i32, Option<Vec<u8>>)> {
     loop {
         // SAFETY: sockaddr_ll is plain data.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -612,7 +658,7 @@ fn recv(fd: RawFd, buf: &mut [u8]) -> Option<(usize, Option<Vec<u8>>)> {
         }
         let halen = usize::from(sll.sll_halen).min(8);
         let from = (halen > 0).then(|| sll.sll_addr[..halen].to_vec());
-        return Some((n, from));
+        return Some((n, sll.sll_ifindex, from));
     }
 }
 
@@ -789,6 +835,18 @@ fn random(buf: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_filter_jumps_to_accept_from_every_rail() {
+        let p = ifindex_filter(&[7, 9, 12]);
+        assert_eq!(p.len(), 6);
+        // Instruction 1+i jumps over the rest to the last one: accept.
+        for i in 0..3 {
+            assert_eq!(1 + i + 1 + usize::from(p[1 + i].jt), p.len() - 1);
+            assert_eq!(p[1 + i].jf, 0);
+        }
+        assert_eq!((p[4].k, p[5].k), (0, u32::MAX));
+    }
 
     #[test]
     fn search_rounds_try_common_mtus_and_close_in() {
