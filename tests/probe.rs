@@ -376,3 +376,23 @@ fn an_answer_without_a_reply_is_no_reply() {
         }
     }
 }
+
+/// `check` warns when the rails' MTUs differ, and not when they agree.
+#[test]
+fn check_warns_when_the_rails_mtus_differ() {
+    let tb = common::Testbed::builder().rails(2).build();
+    let cfg = tb.standard_config();
+    tb.apply_ok(&cfg);
+    let mtu_warnings = || -> Vec<String> {
+        let run = tb.rr(&["--json", "check", common::path_str(&cfg)]);
+        let doc = common::json_doc(&run);
+        let warnings = doc["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap().to_string());
+        warnings.filter(|w| w.contains("MTU")).collect()
+    };
+    let same = mtu_warnings();
+    assert!(same.is_empty(), "{same:?}");
+    tb.ip_host("link set rail1 mtu 9000");
+    let differ = mtu_warnings();
+    assert_eq!(differ.len(), 1, "{differ:?}");
+    assert!(differ[0].starts_with("the rails' MTUs differ (1500 on rail0; 9000 on rail1)"), "{differ:?}");
+}

@@ -248,6 +248,37 @@ fn addresses(iface: &config::Interface, live: &[Address]) -> Vec<Prefix> {
     }
 }
 
+/// `check`'s warnings about the rails' MTUs (`probe::mtu`).
+pub async fn mtu_warnings(
+    nl: &Netlink,
+    cfg: &Config,
+    rdma: &crate::rdma_check::Observed,
+    sysfs: &crate::cli::SysfsArg,
+) -> Vec<String> {
+    let mtus = match link_mtus(nl).await {
+        Ok(m) => m,
+        Err(e) => return vec![format!("the rails' MTUs are not checked: {e}")],
+    };
+    let fs = crate::sysfs::Dir::new(&sysfs.sysfs_root);
+    let rails: Vec<crate::probe::mtu::RailMtu> = cfg
+        .interfaces
+        .iter()
+        .filter_map(|i| {
+            let link = nl.links().iter().find(|l| l.name == i.name)?;
+            Some(crate::probe::mtu::RailMtu {
+                name: i.name.clone(),
+                mtu: *mtus.get(&link.index)?,
+                rdma: rdma.rdma.port_of(&i.name).map(|p| RdmaMtu {
+                    port: p.hca(),
+                    roce: p.is_roce(),
+                    active_mtu: read_active_mtu(&fs, &p.device, p.port),
+                }),
+            })
+        })
+        .collect();
+    crate::probe::mtu::warnings(&rails)
+}
+
 /// Every link's MTU (IFLA_MTU), by index.
 async fn link_mtus(nl: &Netlink) -> Result<HashMap<u32, u32>, Error> {
     let msgs = nl
@@ -277,4 +308,19 @@ fn parse_hex(text: &str) -> Option<Vec<u8>> {
 pub fn read_active_mtu(fs: &dyn crate::sysfs::Sysfs, device: &str, port: u32) -> Option<u32> {
     let text = fs.read(&format!("class/infiniband/{device}/ports/{port}/active_mtu")).ok()??;
     text.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_mtu_is_read_when_sysfs_has_it() {
+        let mut fs = crate::sysfs::Memory::default();
+        fs.file("class/infiniband/mlx5_0/ports/1/active_mtu", "4096 (5)");
+        fs.file("class/infiniband/mlx5_1/ports/1/active_mtu", "1024");
+        assert_eq!(read_active_mtu(&fs, "mlx5_0", 1), Some(4096));
+        assert_eq!(read_active_mtu(&fs, "mlx5_1", 1), Some(1024));
+        assert_eq!(read_active_mtu(&fs, "mlx5_2", 1), None, "mainline sysfs has no such file");
+    }
 }

@@ -230,9 +230,9 @@ pub fn parse_ipv6(p: &[u8]) -> Option<V6In> {
     };
     let (src, dst) = (addr(&p[8..24]), addr(&p[24..40]));
     let icmp = &p[40..];
-    match icmp.first()? {
-        &ICMPV6_ECHO_REPLY if icmp.len() >= 16 => Some(V6In::Echo(echo_fields(src.into(), dst.into(), icmp))),
-        &ICMPV6_DEST_UNREACH if icmp.len() >= 8 + 40 + 8 => {
+    match *icmp.first()? {
+        ICMPV6_ECHO_REPLY if icmp.len() >= 16 => Some(V6In::Echo(echo_fields(src.into(), dst.into(), icmp))),
+        ICMPV6_DEST_UNREACH if icmp.len() >= 8 + 40 + 8 => {
             let inner = &icmp[8..];
             if inner[0] >> 4 != 6 || inner[6] != IPPROTO_UDP {
                 return None;
@@ -240,7 +240,7 @@ pub fn parse_ipv6(p: &[u8]) -> Option<V6In> {
             let port = u16::from_be_bytes([inner[42], inner[43]]);
             Some(V6In::Unreachable { inner_src: addr(&inner[8..24]), inner_dst: addr(&inner[24..40]), port })
         }
-        &ND_NEIGHBOR_ADVERT if icmp.len() >= 24 => {
+        ND_NEIGHBOR_ADVERT if icmp.len() >= 24 => {
             let target = addr(&icmp[8..24]);
             let mut hw = None;
             let mut opts = &icmp[24..];
