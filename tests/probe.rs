@@ -89,6 +89,11 @@ fn a_correct_pair_of_hosts_is_right_on_every_pair_ipv4_and_ipv6() {
         sent >= frames && sent <= frames + pairs + 8,
         "A's rails sent {sent} frames for {pairs} pairs: {before:?} -> {after:?}"
     );
+    // Without CONFIG: the rails of the latest apply on A.
+    let run = t.rr(&t.a, &["--json", "probe", "--peer", &t.b_rails[2].v4]).expect_code(EXIT_OK);
+    let latest: Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(latest["rails"], serde_json::json!(["rail0", "rail1", "rail2", "rail3"]), "{latest:#}");
+    assert_eq!(probes(&latest).len(), 4);
     // The matrix: rails down, peers across, "ok" in every cell.
     let cfg = t.a_config().to_string_lossy().into_owned();
     let text = t.rr(&t.a, &["probe", &cfg, "--peers", &peers]).expect_code(EXIT_OK).stdout();

@@ -156,6 +156,11 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         }
     })?;
     let elapsed = started.elapsed();
+    if let Some(signal) = ctx.stop.requested() {
+        return Err(Error::Other(anyhow::anyhow!(
+            "probe: interrupted by signal {signal} before every pair was probed"
+        )));
+    }
 
     let mut words = vec!["apply"];
     words.extend(cfg.files.iter().map(String::as_str));
