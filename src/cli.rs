@@ -98,6 +98,13 @@ pub enum Command {
     /// RoCE device, else NCCL_IB_ADDR_FAMILY and NCCL_IB_ADDR_RANGE).
     #[command(name = "nccl-env", after_help = EXIT_CODES)]
     NcclEnv(NcclEnvArgs),
+    /// Probe the rails on the wire: from every rail of CONFIG (or of the
+    /// latest apply) to every peer address, who answers ARP (flux), where
+    /// the echo reply comes in and from which MAC, the path MTU, this
+    /// host's own route and the RTT; a verdict per pair. Changes nothing;
+    /// needs CAP_NET_RAW. Exit 0: every pair right; 1: problems found.
+    #[command(after_help = EXIT_CODES)]
+    Probe(ProbeArgs),
     /// Print a shell completion script (bash, zsh, fish, ...), generated
     /// from this command line, on stdout.
     Completions(CompletionsArgs),
@@ -231,6 +238,31 @@ pub struct NcclEnvArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct ProbeArgs {
+    /// The TOML configuration (files or directories, as apply takes);
+    /// default: the config of the latest apply in this network namespace.
+    #[arg(num_args = 0..)]
+    pub config: Vec<std::path::PathBuf>,
+    /// A peer address to probe (repeatable, or several after one --peer).
+    #[arg(long, value_name = "ADDR", num_args = 1..)]
+    pub peer: Vec<std::net::IpAddr>,
+    /// A file of peer addresses (one a line, `#` comments) or the JSON
+    /// that `roce-route probe --self --json` printed on the peer host
+    /// (the verdicts then name the peer's NICs).
+    #[arg(long, value_name = "FILE")]
+    pub peers: Vec<std::path::PathBuf>,
+    /// Describe this host's rails (name, addresses, MAC, MTU, RDMA port)
+    /// for a peer's --peers, and probe nothing.
+    #[arg(long = "self", conflicts_with_all = ["peer", "peers"])]
+    pub self_: bool,
+    /// How long to wait for what does not answer (an answer ends the wait).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.5)]
+    pub timeout: f64,
+    #[command(flatten)]
+    pub sysfs: SysfsArg,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct ShowArgs {
     /// Also take routes and rules with this protocol number as roce-route's
     /// (besides 234 and the ones it recorded); 5..=255, not a daemon's.
@@ -289,6 +321,7 @@ impl Command {
             Command::Watch(_) => "watch",
             Command::Discover(_) => "discover",
             Command::NcclEnv(_) => "nccl-env",
+            Command::Probe(_) => "probe",
         }
     }
 
@@ -303,6 +336,7 @@ impl Command {
             | Command::Show(_)
             | Command::Discover(_)
             | Command::NcclEnv(_)
+            | Command::Probe(_)
             | Command::Completions(_)
             | Command::Man => false,
         }

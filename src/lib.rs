@@ -27,6 +27,7 @@ pub mod netlink;
 pub mod netns;
 pub mod packet;
 pub mod plan;
+pub mod probe;
 pub mod rdma;
 pub mod rdma_check;
 pub mod reconcile;

@@ -86,6 +86,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         Command::Check(c) => Some(roce_route::config_files::load(&c.config)?),
         Command::Announce(a) => Some(roce_route::config_files::load(&a.config)?),
         Command::NcclEnv(n) if !n.config.is_empty() => Some(roce_route::config_files::load(&n.config)?),
+        Command::Probe(p) if !p.config.is_empty() => Some(roce_route::config_files::load(&p.config)?),
         _ => None,
     };
     let protocol = match &cli.command {
@@ -137,6 +138,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
             (Command::Check(c), Some(cfg)) => commands::check::run(ctx, cfg, &c.sysfs).await,
             (Command::Discover(d), _) => commands::discover::run(ctx, d).await,
             (Command::NcclEnv(n), cfg) => commands::nccl_env::run(ctx, n, cfg).await,
+            (Command::Probe(p), cfg) => commands::probe::run(ctx, p, cfg).await,
             (Command::Announce(_), Some(cfg)) => commands::announce::run(ctx, cfg).await,
             (Command::Rollback(r), _) => commands::rollback::run(ctx, r.dry_run).await,
             (Command::Remove(r), _) => commands::remove::run(ctx, protocol, r.dry_run).await,

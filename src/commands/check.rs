@@ -68,6 +68,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
     let rdma = read_rdma_lenient(sysfs, nl.links())?;
+    super::probe::mtu_warnings(&nl, &cfg, &rdma, sysfs).await.into_iter().for_each(|w| ctx.warn(w));
     let mut words = vec!["apply"];
     words.extend(cfg.files.iter().map(String::as_str));
     let fix_all = ctx.suggest(&words);

@@ -11,6 +11,7 @@ pub mod confirm;
 pub mod discover;
 pub mod guard;
 pub mod nccl_env;
+pub mod probe;
 pub mod remove;
 pub mod rollback;
 pub mod show;

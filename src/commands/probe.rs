@@ -1,0 +1,331 @@
+//! `roce-route probe [CONFIG...] (--peer ADDR... | --peers FILE | --self)`:
+//! from every rail of CONFIG (or of the latest apply) to every peer
+//! address, on the wire: who answers ARP, where the echo reply comes in
+//! and from which link-layer address, the path MTU, this host's own route
+//! and the RTT; a verdict per pair (see `crate::probe`). Changes nothing;
+//! needs CAP_NET_RAW (except `--self`, which only describes this host's
+//! rails for the peer's `--peers`).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use serde::Serialize;
+
+use super::{Ctx, Done, connect, read_rdma_lenient};
+use crate::announce::{ARPHRD_ETHER, ARPHRD_INFINIBAND};
+use crate::cli::ProbeArgs;
+use crate::config::{self, Config};
+use crate::error::{Error, exit};
+use crate::model::{Address, Prefix, scope};
+use crate::netlink::Netlink;
+use crate::probe::io::{self, Job, RailIo};
+use crate::probe::peers::{self, Peers, SelfDoc, SelfRail};
+use crate::probe::verdict::{self, LocalRail, Observation, ProbeResult, RdmaMtu, Reply};
+use crate::{plan, tell};
+
+/// The fields of `probe --json`.
+#[derive(Debug, Serialize)]
+pub struct ProbeReport {
+    pub rails: Vec<String>,
+    pub peers: Vec<std::net::IpAddr>,
+    pub probes: Vec<ProbeResult>,
+    /// Frames sent by the probe (ARP/NS and echoes), all pairs together.
+    pub frames_sent: u32,
+    pub elapsed_ms: f64,
+}
+
+pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Done, Error> {
+    if !(args.timeout > 0.0 && args.timeout <= 60.0) {
+        return Err(Error::Usage(format!("--timeout {}: give 0 < SECONDS <= 60", args.timeout)));
+    }
+    let timeout = Duration::from_secs_f64(args.timeout);
+    if !args.self_ && args.peer.is_empty() && args.peers.is_empty() {
+        return Err(Error::Usage(
+            "probe: name the peers: --peer ADDR..., --peers FILE, or --self to describe this host for a peer's \
+             --peers"
+                .into(),
+        ));
+    }
+    let mut peers = Peers::of(&args.peer);
+    for file in &args.peers {
+        let name = file.display().to_string();
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| Error::Usage(format!("--peers {name}: cannot read it: {e}")))?;
+        peers.extend(peers::parse(&name, &text).map_err(Error::Usage)?);
+    }
+    let cfg = match cfg {
+        Some(cfg) => cfg,
+        None => latest(ctx)?,
+    };
+    let nl = connect().await?;
+    let live = nl.addresses().await.context("cannot read the interface addresses")?;
+    let mtus = link_mtus(&nl).await?;
+    let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
+    rdma.unreadable.iter().for_each(|w| ctx.warn(w.clone()));
+    let sysfs = crate::sysfs::Dir::new(&args.sysfs.sysfs_root);
+
+    // The rails: those of the config that exist, with their addresses now.
+    let mut rails: Vec<(LocalRail, RailIo, Option<RdmaMtu>)> = Vec::new();
+    for iface in &cfg.interfaces {
+        let Some(link) = nl.links().iter().find(|l| l.name == iface.name) else {
+            ctx.warn(format!("{} is not on this host: not probed", iface.name));
+            continue;
+        };
+        let hw = link.mac.as_deref().and_then(parse_hex);
+        if !matches!(link.link_type, ARPHRD_ETHER | ARPHRD_INFINIBAND) || hw.is_none() {
+            ctx.warn(format!(
+                "{} is neither Ethernet nor IPoIB with a hardware address: not probed",
+                iface.name
+            ));
+            continue;
+        }
+        let port = rdma.rdma.port_of(&iface.name).map(|p| RdmaMtu {
+            port: p.hca(),
+            roce: p.is_roce(),
+            active_mtu: read_active_mtu(&sysfs, &p.device, p.port),
+        });
+        rails.push((
+            LocalRail { name: iface.name.clone(), addresses: addresses(iface, &live) },
+            RailIo {
+                name: iface.name.clone(),
+                ifindex: link.index,
+                link_type: link.link_type,
+                hw: hw.unwrap_or_default(),
+                broadcast: nl.broadcast(link.index).map(<[u8]>::to_vec).unwrap_or_else(|| vec![0xff; 6]),
+                mtu: mtus.get(&link.index).copied().unwrap_or(1500),
+            },
+            port,
+        ));
+    }
+
+    if args.self_ {
+        let doc = SelfDoc {
+            rails: rails
+                .iter()
+                .map(|(l, r, port)| SelfRail {
+                    name: l.name.clone(),
+                    addresses: l.addresses.iter().map(Prefix::to_string).collect(),
+                    mac: Some(crate::probe::frames::hw_text(&r.hw)),
+                    mtu: Some(r.mtu),
+                    rdma: port.as_ref().map(|p| p.port.clone()),
+                })
+                .collect(),
+        };
+        if !ctx.json {
+            for r in &doc.rails {
+                crate::say!(
+                    "{}  {}  mac {}  mtu {}{}",
+                    r.name,
+                    r.addresses.join(" "),
+                    r.mac.as_deref().unwrap_or("-"),
+                    r.mtu.unwrap_or(0),
+                    r.rdma.as_deref().map_or(String::new(), |p| format!("  rdma {p}"))
+                );
+            }
+        }
+        return Ok(Done::new(exit::OK, false, serde_json::json!({ "self": doc })));
+    }
+
+    let local: Vec<LocalRail> = rails.iter().map(|(l, _, _)| l.clone()).collect();
+    let pairs = verdict::pairs(&local, &peers.addresses);
+    if pairs.is_empty() {
+        return Err(Error::Usage(
+            "probe: no rail has an address of the peers' family: nothing to probe".into(),
+        ));
+    }
+    // This host's own route for each pair (step 4), all at once.
+    let lookups = futures::future::join_all(pairs.iter().map(|p| nl.route_get(p.source, p.peer))).await;
+    let jobs: Vec<Job> = pairs
+        .iter()
+        .map(|p| Job {
+            rail: rails.iter().position(|(l, _, _)| l.name == p.rail).unwrap_or(0),
+            source: p.source,
+            peer: p.peer,
+        })
+        .collect();
+    let rail_io: Vec<RailIo> = rails.iter().map(|(_, r, _)| r.clone()).collect();
+    let started = Instant::now();
+    let seen = io::run(&rail_io, &jobs, timeout, &ctx.stop).map_err(|e| {
+        if e.not_permitted() {
+            Error::NotPermitted(format!("probe needs CAP_NET_RAW: run it as root ({e})"))
+        } else {
+            Error::Other(anyhow::anyhow!("{e}"))
+        }
+    })?;
+    let elapsed = started.elapsed();
+    if let Some(signal) = ctx.stop.requested() {
+        return Err(Error::Other(anyhow::anyhow!(
+            "probe: interrupted by signal {signal} before every pair was probed"
+        )));
+    }
+
+    let mut words = vec!["apply"];
+    words.extend(cfg.files.iter().map(String::as_str));
+    let apply = ctx.suggest(&words);
+    let replies = |seen: &[(usize, Option<Vec<u8>>)]| -> Vec<Reply> {
+        seen.iter()
+            .map(|(r, mac)| Reply {
+                interface: rails[*r].1.name.clone(),
+                source_mac: mac.as_deref().map(crate::probe::frames::hw_text),
+            })
+            .collect()
+    };
+    let mut frames_sent = 0;
+    let mut results = Vec::new();
+    for ((pair, job), (s, lookup)) in pairs.iter().zip(&jobs).zip(seen.iter().zip(lookups)) {
+        frames_sent += s.sent;
+        if let Some(e) = &s.send_error {
+            ctx.warn(format!("{} -> {}: {e}", pair.rail, pair.peer));
+        }
+        let (_, rail, port) = &rails[job.rail];
+        let obs = Observation {
+            arp_answers: s.arp_answers.iter().map(|h| crate::probe::frames::hw_text(h)).collect(),
+            replies: replies(&s.replies),
+            routed: replies(&s.routed),
+            rtts: s.rtts.clone(),
+            rail_mtu: rail.mtu,
+            full_size_back: s.full_size_back,
+            largest_back: s.largest_back,
+            route_dev: match lookup {
+                Ok(route) => route.oif.ok_or_else(|| "the kernel's answer names no interface".to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+            rdma: port.clone(),
+        };
+        results.push(verdict::verdict(pair, &obs, &peers, timeout, &apply));
+    }
+    let bad = results.iter().filter(|r| !r.problems.is_empty()).count();
+    let names: Vec<String> = local.iter().map(|l| l.name.clone()).collect();
+    if ctx.chatty() {
+        super::print_text(&verdict::matrix(&names, &peers.addresses, &results));
+        let summary = if bad == 0 {
+            format!(
+                "roce-route probe: all {} pairs right ({:.0} ms)",
+                results.len(),
+                elapsed.as_secs_f64() * 1e3
+            )
+        } else {
+            format!("roce-route probe: {bad} of {} pairs with problems", results.len())
+        };
+        tell!("{summary}");
+    }
+    let report = ProbeReport {
+        rails: names,
+        peers: peers.addresses.clone(),
+        probes: results,
+        frames_sent,
+        elapsed_ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
+    };
+    Ok(Done::new(if bad == 0 { exit::OK } else { exit::FAILED }, false, report))
+}
+
+/// The config of the latest apply in this namespace.
+fn latest(ctx: &Ctx) -> Result<Config, Error> {
+    let record = ctx.readable_record()?;
+    if record.config_files.is_empty() {
+        let why = if crate::netns::can_admin_network() {
+            "no apply is recorded in this network namespace"
+        } else {
+            "the record of the latest apply can only be read as root"
+        };
+        return Err(Error::Usage(format!("probe: {why}; give the config: `roce-route probe CONFIG ...`")));
+    }
+    Ok(config::parse_many(&record.config_files)?)
+}
+
+/// The rail's addresses: the listed ones (a bare one with the prefix
+/// length it has on the host), else the global ones apply would take.
+fn addresses(iface: &config::Interface, live: &[Address]) -> Vec<Prefix> {
+    let on_rail = || live.iter().filter(move |a| a.ifname == iface.name && a.scope == scope::UNIVERSE);
+    match &iface.addresses {
+        Some(listed) => listed
+            .iter()
+            .map(|a| {
+                a.prefix().unwrap_or_else(|| {
+                    on_rail().find(|l| l.addr.addr == a.addr).map_or(Prefix::host(a.addr), |l| l.addr)
+                })
+            })
+            .collect(),
+        None => on_rail().filter(|a| plan::unfit(a).is_none()).map(|a| a.addr).collect(),
+    }
+}
+
+/// `check`'s warnings about the rails' MTUs (`probe::mtu`).
+pub async fn mtu_warnings(
+    nl: &Netlink,
+    cfg: &Config,
+    rdma: &crate::rdma_check::Observed,
+    sysfs: &crate::cli::SysfsArg,
+) -> Vec<String> {
+    let mtus = match link_mtus(nl).await {
+        Ok(m) => m,
+        Err(e) => return vec![format!("the rails' MTUs are not checked: {e}")],
+    };
+    let fs = crate::sysfs::Dir::new(&sysfs.sysfs_root);
+    let rails: Vec<crate::probe::mtu::RailMtu> = cfg
+        .interfaces
+        .iter()
+        .filter_map(|i| {
+            let link = nl.links().iter().find(|l| l.name == i.name)?;
+            Some(crate::probe::mtu::RailMtu {
+                name: i.name.clone(),
+                mtu: *mtus.get(&link.index)?,
+                rdma: rdma.rdma.port_of(&i.name).map(|p| RdmaMtu {
+                    port: p.hca(),
+                    roce: p.is_roce(),
+                    active_mtu: read_active_mtu(&fs, &p.device, p.port),
+                }),
+            })
+        })
+        .collect();
+    crate::probe::mtu::warnings(&rails)
+}
+
+/// Every link's MTU (IFLA_MTU), by index.
+async fn link_mtus(nl: &Netlink) -> Result<HashMap<u32, u32>, Error> {
+    let msgs = nl
+        .dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))
+        .await
+        .context("cannot read the links' MTUs")?;
+    Ok(msgs
+        .into_iter()
+        .filter_map(|m| match m {
+            RouteNetlinkMessage::NewLink(l) => l.attributes.iter().find_map(|a| match a {
+                LinkAttribute::Mtu(mtu) => Some((l.header.index, *mtu)),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Colon-separated hex octets.
+fn parse_hex(text: &str) -> Option<Vec<u8>> {
+    text.split(':').map(|b| (b.len() == 2).then(|| u8::from_str_radix(b, 16).ok()).flatten()).collect()
+}
+
+/// `ports/<p>/active_mtu` when sysfs (or the copy) has it: mainline
+/// kernels do not export it (ibv_query_port does), so usually None.
+/// "4096" or "4096 (5)".
+pub fn read_active_mtu(fs: &dyn crate::sysfs::Sysfs, device: &str, port: u32) -> Option<u32> {
+    let text = fs.read(&format!("class/infiniband/{device}/ports/{port}/active_mtu")).ok()??;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_mtu_is_read_when_sysfs_has_it() {
+        let mut fs = crate::sysfs::Memory::default();
+        fs.file("class/infiniband/mlx5_0/ports/1/active_mtu", "4096 (5)");
+        fs.file("class/infiniband/mlx5_1/ports/1/active_mtu", "1024");
+        assert_eq!(read_active_mtu(&fs, "mlx5_0", 1), Some(4096));
+        assert_eq!(read_active_mtu(&fs, "mlx5_1", 1), Some(1024));
+        assert_eq!(read_active_mtu(&fs, "mlx5_2", 1), None, "mainline sysfs has no such file");
+    }
+}

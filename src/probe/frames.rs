@@ -1,0 +1,363 @@
+//! Pure: the packets `probe` sends and the ones it reads back, byte for
+//! byte. Packet sockets are SOCK_DGRAM (the driver writes the link
+//! header, on Ethernet and IPoIB alike), so ARP and neighbour discovery
+//! go out without one; echo requests go through an ICMP raw socket and
+//! carry only the ICMP message.
+//!
+//! - ARP request (RFC 826) from the rail's own address and hardware
+//!   address, to broadcast.
+//! - Neighbour solicitation (RFC 4861 §4.3) from the rail's address to
+//!   the target's solicited-node group, hop limit 255, with the source
+//!   link-layer address option (so that the answer can be unicast).
+//! - ICMP/ICMPv6 echo (RFC 792, RFC 4443) with a per-run token in the
+//!   payload, padded to the size being tried.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::announce::icmpv6_checksum;
+
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+const ARPOP_REQUEST: u16 = 1;
+const ARPOP_REPLY: u16 = 2;
+const IPPROTO_ICMP: u8 = 1;
+const IPPROTO_ICMPV6: u8 = 58;
+const ICMP_ECHO_REPLY: u8 = 0;
+const ICMP_ECHO: u8 = 8;
+const ICMPV6_ECHO: u8 = 128;
+const ICMPV6_DEST_UNREACH: u8 = 1;
+const IPPROTO_UDP: u8 = 17;
+const ICMPV6_ECHO_REPLY: u8 = 129;
+const ND_NEIGHBOR_SOLICIT: u8 = 135;
+const ND_NEIGHBOR_ADVERT: u8 = 136;
+const ND_OPT_SOURCE_LL_ADDR: u8 = 1;
+const ND_OPT_TARGET_LL_ADDR: u8 = 2;
+/// IPv4 header without options + ICMP echo header.
+pub const V4_OVERHEAD: u32 = 28;
+/// IPv6 header + ICMPv6 echo header.
+pub const V6_OVERHEAD: u32 = 48;
+/// The token (8 bytes) must fit in the payload.
+pub const MIN_ECHO_PAYLOAD: u32 = 8;
+
+/// `aa:bb:...`, lower case.
+pub fn hw_text(hw: &[u8]) -> String {
+    hw.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// An ARP request for `target` from `sender_ip` at `sender_hw`, hardware
+/// type `hardware` (1 Ethernet, 32 IPoIB); the target hardware address
+/// is zero.
+pub fn arp_request(hardware: u16, sender_hw: &[u8], sender_ip: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    let mut a = Vec::with_capacity(8 + 2 * (sender_hw.len() + 4));
+    a.extend_from_slice(&hardware.to_be_bytes());
+    a.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    a.push(sender_hw.len() as u8);
+    a.push(4);
+    a.extend_from_slice(&ARPOP_REQUEST.to_be_bytes());
+    a.extend_from_slice(sender_hw);
+    a.extend_from_slice(&sender_ip.octets());
+    a.resize(a.len() + sender_hw.len(), 0);
+    a.extend_from_slice(&target.octets());
+    a
+}
+
+/// An ARP reply, as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArpReply {
+    pub sender_hw: Vec<u8>,
+    pub sender_ip: Ipv4Addr,
+    pub target_hw: Vec<u8>,
+    pub target_ip: Ipv4Addr,
+}
+
+/// The ARP reply in `p` (an ARP packet without link header), if it is one.
+pub fn parse_arp_reply(p: &[u8]) -> Option<ArpReply> {
+    let hln = usize::from(*p.get(4)?);
+    if p.get(2..4)? != ETHERTYPE_IPV4.to_be_bytes() || *p.get(5)? != 4 {
+        return None;
+    }
+    if u16::from_be_bytes([p[6], p[7]]) != ARPOP_REPLY {
+        return None;
+    }
+    let body = p.get(8..8 + 2 * (hln + 4))?;
+    let ip = |b: &[u8]| Ipv4Addr::new(b[0], b[1], b[2], b[3]);
+    Some(ArpReply {
+        sender_hw: body[..hln].to_vec(),
+        sender_ip: ip(&body[hln..hln + 4]),
+        target_hw: body[hln + 4..2 * hln + 4].to_vec(),
+        target_ip: ip(&body[2 * hln + 4..]),
+    })
+}
+
+/// ff02::1:ffXX:XXXX, the solicited-node group of `target` (RFC 4291 §2.7.1).
+pub fn solicited_node(target: Ipv6Addr) -> Ipv6Addr {
+    let o = target.octets();
+    Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00 | u16::from(o[13]), u16::from_be_bytes([o[14], o[15]]))
+}
+
+/// 33:33 and the group's low 32 bits (RFC 2464 §7).
+pub fn multicast_mac(group: Ipv6Addr) -> [u8; 6] {
+    let o = group.octets();
+    [0x33, 0x33, o[12], o[13], o[14], o[15]]
+}
+
+/// A neighbour solicitation for `target` from `src`, as a whole IPv6
+/// packet to the solicited-node group, with the source link-layer option
+/// carrying `hw` after `pad` zero bytes (IPoIB: 2, RFC 4391 §9.1.2).
+pub fn neighbour_solicitation(src: Ipv6Addr, target: Ipv6Addr, hw: &[u8], pad: usize) -> Vec<u8> {
+    let dst = solicited_node(target);
+    let mut icmp = vec![ND_NEIGHBOR_SOLICIT, 0, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&target.octets());
+    let option_len = (2 + pad + hw.len()).div_ceil(8) * 8;
+    icmp.extend_from_slice(&[ND_OPT_SOURCE_LL_ADDR, (option_len / 8) as u8]);
+    icmp.resize(icmp.len() + pad, 0);
+    icmp.extend_from_slice(hw);
+    icmp.resize(24 + option_len, 0);
+    let sum = icmpv6_checksum(src, dst, &icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let mut p = Vec::with_capacity(40 + icmp.len());
+    p.extend_from_slice(&[0x60, 0, 0, 0]);
+    p.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
+    p.push(IPPROTO_ICMPV6);
+    p.push(255);
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&dst.octets());
+    p.extend_from_slice(&icmp);
+    p
+}
+
+/// An echo request of `size` bytes on the wire (IP packet length), with
+/// identifier `id`, sequence `seq` and `token` first in the payload. For
+/// IPv4 the checksum is filled in; for ICMPv6 the kernel fills it.
+pub fn echo_request(v6: bool, id: u16, seq: u16, token: u64, size: u32) -> Vec<u8> {
+    let overhead = if v6 { V6_OVERHEAD } else { V4_OVERHEAD };
+    let payload = size.saturating_sub(overhead).max(MIN_ECHO_PAYLOAD) as usize;
+    let mut m = vec![if v6 { ICMPV6_ECHO } else { ICMP_ECHO }, 0, 0, 0];
+    m.extend_from_slice(&id.to_be_bytes());
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(&token.to_be_bytes());
+    m.resize(8 + payload, 0xa5);
+    if !v6 {
+        let sum = !ones_complement_sum(&m);
+        m[2..4].copy_from_slice(&sum.to_be_bytes());
+    }
+    m
+}
+
+fn ones_complement_sum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data
+        .chunks(2)
+        .map(|pair| u32::from(u16::from_be_bytes([pair[0], pair.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// An echo reply, as read from an IP packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EchoReply {
+    pub src: std::net::IpAddr,
+    pub dst: std::net::IpAddr,
+    pub id: u16,
+    pub seq: u16,
+    pub token: u64,
+}
+
+/// What an incoming IPv6 packet may be to `probe`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum V6In {
+    Echo(EchoReply),
+    /// A neighbour advertisement: its target, and the target link-layer
+    /// address option's address if it has one.
+    Advert {
+        target: Ipv6Addr,
+        dst: Ipv6Addr,
+        hw: Option<Vec<u8>>,
+    },
+    /// A destination unreachable error about a UDP datagram from
+    /// `inner_src` to `inner_dst` port `port`.
+    Unreachable {
+        inner_src: Ipv6Addr,
+        inner_dst: Ipv6Addr,
+        port: u16,
+    },
+}
+
+/// The echo reply in an IPv4 packet (the first fragment will do: it has
+/// the ICMP header).
+pub fn parse_ipv4(p: &[u8]) -> Option<EchoReply> {
+    if p.len() < 20 || p[0] >> 4 != 4 || p[9] != IPPROTO_ICMP {
+        return None;
+    }
+    let frag_offset = u16::from_be_bytes([p[6], p[7]]) & 0x1fff;
+    if frag_offset != 0 {
+        return None;
+    }
+    let ihl = usize::from(p[0] & 0x0f) * 4;
+    let icmp = p.get(ihl..)?;
+    if icmp.len() < 16 || icmp[0] != ICMP_ECHO_REPLY {
+        return None;
+    }
+    let src = Ipv4Addr::new(p[12], p[13], p[14], p[15]).into();
+    let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]).into();
+    Some(echo_fields(src, dst, icmp))
+}
+
+fn echo_fields(src: std::net::IpAddr, dst: std::net::IpAddr, icmp: &[u8]) -> EchoReply {
+    let mut token = [0u8; 8];
+    token.copy_from_slice(&icmp[8..16]);
+    EchoReply {
+        src,
+        dst,
+        id: u16::from_be_bytes([icmp[4], icmp[5]]),
+        seq: u16::from_be_bytes([icmp[6], icmp[7]]),
+        token: u64::from_be_bytes(token),
+    }
+}
+
+/// An echo reply or a neighbour advertisement in an IPv6 packet (ICMPv6
+/// right after the fixed header: the kernel sends both without extension
+/// headers).
+pub fn parse_ipv6(p: &[u8]) -> Option<V6In> {
+    if p.len() < 40 || p[0] >> 4 != 6 || p[6] != IPPROTO_ICMPV6 {
+        return None;
+    }
+    let addr = |b: &[u8]| {
+        let mut o = [0u8; 16];
+        o.copy_from_slice(b);
+        Ipv6Addr::from(o)
+    };
+    let (src, dst) = (addr(&p[8..24]), addr(&p[24..40]));
+    let icmp = &p[40..];
+    match *icmp.first()? {
+        ICMPV6_ECHO_REPLY if icmp.len() >= 16 => Some(V6In::Echo(echo_fields(src.into(), dst.into(), icmp))),
+        ICMPV6_DEST_UNREACH if icmp.len() >= 8 + 40 + 8 => {
+            let inner = &icmp[8..];
+            if inner[0] >> 4 != 6 || inner[6] != IPPROTO_UDP {
+                return None;
+            }
+            let port = u16::from_be_bytes([inner[42], inner[43]]);
+            Some(V6In::Unreachable { inner_src: addr(&inner[8..24]), inner_dst: addr(&inner[24..40]), port })
+        }
+        ND_NEIGHBOR_ADVERT if icmp.len() >= 24 => {
+            let target = addr(&icmp[8..24]);
+            let mut hw = None;
+            let mut opts = &icmp[24..];
+            while opts.len() >= 8 {
+                let len = usize::from(opts[1]) * 8;
+                if len == 0 || len > opts.len() {
+                    break;
+                }
+                if opts[0] == ND_OPT_TARGET_LL_ADDR {
+                    // Ethernet: 6 bytes after type and length; IPoIB: 20
+                    // after 2 more bytes of padding.
+                    hw = Some(if len == 8 { opts[2..8].to_vec() } else { opts[4..len.min(24)].to_vec() });
+                }
+                opts = &opts[len..];
+            }
+            Some(V6In::Advert { target, dst, hw })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+
+    #[test]
+    fn the_arp_request_is_rfc_826() {
+        let a = arp_request(1, &MAC, "198.51.100.10".parse().unwrap(), "198.51.100.110".parse().unwrap());
+        assert_eq!(
+            a,
+            [
+                0, 1, 8, 0, 6, 4, 0, 1, // header, request
+                2, 0, 0, 0, 0, 10, 198, 51, 100, 10, // sender
+                0, 0, 0, 0, 0, 0, 198, 51, 100, 110, // target
+            ]
+        );
+        // Its reply (as the peer answers): op 2, sender and target swapped.
+        let mut reply = a.clone();
+        reply[7] = 2;
+        let peer = [0x02, 0, 0, 0, 1, 0x6e];
+        reply[8..14].copy_from_slice(&peer);
+        reply[14..18].copy_from_slice(&[198, 51, 100, 110]);
+        reply[18..24].copy_from_slice(&MAC);
+        reply[24..28].copy_from_slice(&[198, 51, 100, 10]);
+        let r = parse_arp_reply(&reply).unwrap();
+        assert_eq!(hw_text(&r.sender_hw), "02:00:00:00:01:6e");
+        assert_eq!(r.sender_ip.to_string(), "198.51.100.110");
+        assert_eq!(r.target_ip.to_string(), "198.51.100.10");
+        assert_eq!(parse_arp_reply(&a), None, "a request is not a reply");
+        assert_eq!(parse_arp_reply(&reply[..20]), None, "a short packet is not one");
+    }
+
+    #[test]
+    fn the_solicitation_goes_to_the_solicited_node_group_and_checks_out() {
+        let src: Ipv6Addr = "2001:db8:1::10".parse().unwrap();
+        let target: Ipv6Addr = "2001:db8:1::1:2:3".parse().unwrap();
+        assert_eq!(solicited_node(target).to_string(), "ff02::1:ff02:3");
+        assert_eq!(multicast_mac(solicited_node(target)), [0x33, 0x33, 0xff, 0x02, 0, 3]);
+        let p = neighbour_solicitation(src, target, &MAC, 0);
+        assert_eq!(p.len(), 40 + 32);
+        assert_eq!(p[7], 255, "hop limit");
+        assert_eq!(&p[40 + 24..40 + 32], &[1, 1, 2, 0, 0, 0, 0, 10]);
+        // A correct checksum sums to zero over the pseudo-header.
+        assert_eq!(icmpv6_checksum(src, solicited_node(target), &p[40..]), 0);
+        let ib = neighbour_solicitation(src, target, &[7u8; 20], 2);
+        assert_eq!(ib.len(), 40 + 24 + 24);
+        assert_eq!(&ib[40 + 24..40 + 28], &[1, 3, 0, 0]);
+    }
+
+    #[test]
+    fn echo_sizes_and_replies_parse_back() {
+        let e = echo_request(false, 0x1234, 7, 0xdead_beef_0102_0304, 9000);
+        assert_eq!(e.len() as u32 + 20, 9000);
+        assert_eq!(!ones_complement_sum(&e), 0, "the checksum checks");
+        let e6 = echo_request(true, 1, 2, 3, 1500);
+        assert_eq!(e6.len() as u32 + 40, 1500);
+        // The reply the peer sends: an IPv4 header, type 0, same fields.
+        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 1, 0, 0, 198, 51, 100, 110, 198, 51, 100, 10];
+        let mut reply = e.clone();
+        reply[0] = 0;
+        ip.extend_from_slice(&reply);
+        let r = parse_ipv4(&ip).unwrap();
+        assert_eq!((r.id, r.seq, r.token), (0x1234, 7, 0xdead_beef_0102_0304));
+        assert_eq!(r.src.to_string(), "198.51.100.110");
+        ip[20] = 8;
+        assert_eq!(parse_ipv4(&ip), None, "a request is not a reply");
+    }
+
+    #[test]
+    fn a_port_unreachable_names_the_datagram_it_is_about() {
+        let (a, b): (Ipv6Addr, Ipv6Addr) =
+            ("2001:db8:1::10".parse().unwrap(), "2001:db8:1::110".parse().unwrap());
+        let mut p = vec![0x60, 0, 0, 0, 0, 56, 58, 64];
+        p.extend_from_slice(&b.octets());
+        p.extend_from_slice(&a.octets());
+        p.extend_from_slice(&[1, 4, 0, 0, 0, 0, 0, 0]);
+        p.extend_from_slice(&[0x60, 0, 0, 0, 0, 16, 17, 64]);
+        p.extend_from_slice(&a.octets());
+        p.extend_from_slice(&b.octets());
+        p.extend_from_slice(&[0x9c, 0x40, 0x82, 0x9a, 0, 16, 0, 0]);
+        assert_eq!(parse_ipv6(&p), Some(V6In::Unreachable { inner_src: a, inner_dst: b, port: 33434 }));
+        p[40 + 8 + 6] = 6;
+        assert_eq!(parse_ipv6(&p), None, "about TCP: not ours");
+    }
+
+    #[test]
+    fn an_advertisement_gives_its_target_and_link_layer_address() {
+        let target: Ipv6Addr = "2001:db8:1::110".parse().unwrap();
+        let dst: Ipv6Addr = "2001:db8:1::10".parse().unwrap();
+        let mut p = vec![0x60, 0, 0, 0, 0, 32, 58, 255];
+        p.extend_from_slice(&target.octets());
+        p.extend_from_slice(&dst.octets());
+        p.extend_from_slice(&[136, 0, 0, 0, 0x60, 0, 0, 0]);
+        p.extend_from_slice(&target.octets());
+        p.extend_from_slice(&[2, 1, 2, 0, 0, 0, 1, 0x10]);
+        assert_eq!(parse_ipv6(&p), Some(V6In::Advert { target, dst, hw: Some(vec![2, 0, 0, 0, 1, 0x10]) }));
+    }
+}

@@ -1,0 +1,648 @@
+//! Pure: which pairs to probe, and the verdict on one pair from what was
+//! observed (no socket, no root): the problems, the sentence that says
+//! what was seen, and what to do about each problem; and the matrix.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::model::Prefix;
+use crate::probe::peers::Peers;
+
+/// The problem kinds, exactly as `--json` names them.
+pub const ARP_NONE: &str = "arp_none";
+pub const ARP_FLUX: &str = "arp_flux";
+pub const WRONG_SOURCE_MAC: &str = "wrong_source_mac";
+pub const WRONG_INTERFACE: &str = "wrong_interface";
+pub const NO_REPLY: &str = "no_reply";
+pub const MTU: &str = "mtu";
+pub const LOCAL_ROUTE: &str = "local_route";
+
+/// A local rail with its addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalRail {
+    pub name: String,
+    pub addresses: Vec<Prefix>,
+}
+
+/// One probe: from `source` on `rail` to `peer`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pair {
+    pub rail: String,
+    pub source: IpAddr,
+    pub peer: IpAddr,
+}
+
+/// The pairs: every peer address with every rail that has an address of
+/// its family. A peer address that is on-link for some rails (inside the
+/// subnet of one of their addresses) is probed from those rails only: on a
+/// rail-optimized fabric each rail is its own subnet and reaches only its
+/// peers' same rail, so probing it from another rail would only report
+/// what the design intends. The source is the rail's address whose subnet
+/// holds the peer, else its first address of that family.
+pub fn pairs(rails: &[LocalRail], peers: &[IpAddr]) -> Vec<Pair> {
+    let mut out = Vec::new();
+    for peer in peers {
+        let on_link: Vec<(&LocalRail, &Prefix)> = rails
+            .iter()
+            .filter_map(|r| r.addresses.iter().find(|a| a.contains(peer)).map(|a| (r, a)))
+            .collect();
+        if on_link.is_empty() {
+            for r in rails {
+                if let Some(a) = r.addresses.iter().find(|a| a.addr.is_ipv4() == peer.is_ipv4()) {
+                    out.push(Pair { rail: r.name.clone(), source: a.addr, peer: *peer });
+                }
+            }
+        } else {
+            out.extend(on_link.into_iter().map(|(r, a)| Pair {
+                rail: r.name.clone(),
+                source: a.addr,
+                peer: *peer,
+            }));
+        }
+    }
+    // Rails down, peers across: group by rail, keeping the peers' order.
+    let order = |name: &str| rails.iter().position(|r| r.name == name).unwrap_or(usize::MAX);
+    out.sort_by_key(|p| order(&p.rail));
+    out
+}
+
+/// One echo reply as captured: the interface it came in on and its
+/// link-layer source (None where the link does not give it: IPoIB).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub interface: String,
+    pub source_mac: Option<String>,
+}
+
+/// The RDMA port of a rail, for the MTU step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RdmaMtu {
+    /// `mlx5_0:1`.
+    pub port: String,
+    pub roce: bool,
+    /// The port's active_mtu, when it could be read (sysfs of mainline
+    /// kernels does not export it: None).
+    pub active_mtu: Option<u32>,
+}
+
+/// What was seen for one pair.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    /// Every distinct link-layer address that answered ARP (or neighbour
+    /// solicitation) on the rail, in the order they came.
+    pub arp_answers: Vec<String>,
+    /// The replies to the small echoes (wherever they came in).
+    pub replies: Vec<Reply>,
+    /// Replies the peer routes whatever the request's interface (IPv6:
+    /// the port unreachable for a UDP datagram; see `probe::io`), checked
+    /// like the echo replies; none is no evidence either way.
+    pub routed: Vec<Reply>,
+    pub rtts: Vec<Duration>,
+    pub rail_mtu: u32,
+    /// Whether the echo of the rail's full MTU with don't-fragment came
+    /// back; None: it was not sent (no small echo came back).
+    pub full_size_back: Option<bool>,
+    /// The largest echo size (IP packet length) that came back.
+    pub largest_back: Option<u32>,
+    /// The interface the kernel's route lookup (source -> peer) leaves
+    /// by, or why there is none.
+    pub route_dev: Result<String, String>,
+    pub rdma: Option<RdmaMtu>,
+}
+
+/// The verdict on one pair: `probes[]` in the JSON document.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProbeResult {
+    pub rail: String,
+    pub source: IpAddr,
+    pub peer: IpAddr,
+    pub peer_rail: Option<String>,
+    pub problems: Vec<&'static str>,
+    pub arp_answers: Vec<String>,
+    pub reply_interface: Option<String>,
+    pub reply_source_mac: Option<String>,
+    pub rtt_ms: Option<f64>,
+    pub rail_mtu: u32,
+    pub path_mtu: Option<u32>,
+    /// The RDMA MTU the rail's netdev MTU carries on RoCE (None: not RoCE).
+    pub rdma_mtu_carried: Option<u32>,
+    pub rdma: Option<RdmaMtu>,
+    pub detail: String,
+    /// What to do, one line per problem.
+    pub fixes: Vec<String>,
+}
+
+/// RoCE v2 headers inside the netdev MTU (the kernel's `iboe_get_mtu()`:
+/// GRH 40, UDP 8, BTH 12, XRC 4, AtomicETH 28, ICRC 4).
+const ROCE_HEADERS: u32 = 96;
+
+/// The largest RDMA MTU (256..4096) a RoCE netdev MTU carries, as the
+/// kernel derives a RoCE port's active_mtu: 9000 -> 4096, 1500 -> 1024.
+pub fn rdma_mtu_carried(netdev_mtu: u32) -> Option<u32> {
+    let room = netdev_mtu.checked_sub(ROCE_HEADERS)?;
+    [4096, 2048, 1024, 512, 256].into_iter().find(|m| *m <= room)
+}
+
+/// The median of the round-trip times, in milliseconds (3 decimals).
+pub fn median_ms(rtts: &[Duration]) -> Option<f64> {
+    let mut v: Vec<Duration> = rtts.to_vec();
+    v.sort();
+    let n = v.len();
+    if n == 0 {
+        return None;
+    }
+    let mid = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2 };
+    Some((mid.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+/// The verdict on `pair` from `obs`. `peers`: what is known of the peer
+/// (its NICs, from `--peers` with the peer's `probe --self --json`);
+/// `timeout`: how long an answer was waited for; `apply`: the command
+/// that fixes this host's own routing.
+pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration, apply: &str) -> ProbeResult {
+    let peer_rail = peers.rail_of(&pair.peer).map(|r| r.name.clone());
+    let expected_mac = peers.rail_of(&pair.peer).and_then(|r| r.mac.clone());
+    let who = |mac: &str| match peers.rail_of_mac(mac) {
+        Some(r) => format!("{mac} = peer {}", r.name),
+        None => mac.to_string(),
+    };
+    let peer_label = match &peer_rail {
+        Some(r) => format!("{} (peer {r})", pair.peer),
+        None => pair.peer.to_string(),
+    };
+    let (rail, peer) = (&pair.rail, pair.peer);
+    let ms = timeout.as_millis();
+    let arp = if peer.is_ipv4() { "ARP" } else { "neighbour solicitation" };
+    let fix_peer =
+        "on the peer, run `roce-route apply` (a source rule and table per NIC, arp_ignore=1, arp_announce=2)";
+    let mut problems = Vec::new();
+    let mut said = Vec::new();
+    let mut fixes = Vec::new();
+    let mut problem = |kind: &'static str, sentence: String, fix: String| {
+        problems.push(kind);
+        said.push(sentence);
+        fixes.push(fix);
+    };
+
+    // 1. Who answers for the address on this rail.
+    match obs.arp_answers.as_slice() {
+        [] => problem(
+            ARP_NONE,
+            format!(
+                "{peer_label} did not answer {arp} on {rail} within {ms} ms: unreachable at layer 2 on this rail"
+            ),
+            format!(
+                "check that {peer} is configured and up on the peer, that {rail}'s link and switch port are up, and \
+                 that {rail} is on the peer's network (on a rail-optimized fabric: the same rail)"
+            ),
+        ),
+        [one] => {
+            if let Some(expected) = expected_mac.as_deref().filter(|e| !e.eq_ignore_ascii_case(one)) {
+                problem(
+                    ARP_FLUX,
+                    format!(
+                        "{peer_label} answered by {} on {rail}, not by its own NIC ({expected})",
+                        who(one)
+                    ),
+                    fix_peer.to_string(),
+                );
+            }
+        }
+        many => problem(
+            ARP_FLUX,
+            format!(
+                "{} link-layer addresses answered {arp} for {peer_label} on {rail} ({}): ARP flux, every NIC of the \
+                 peer answers for every address",
+                many.len(),
+                many.iter().map(|m| who(m)).collect::<Vec<_>>().join(", ")
+            ),
+            fix_peer.to_string(),
+        ),
+    }
+
+    // 2. Where the echo reply comes back.
+    let first = obs.replies.first();
+    if !obs.arp_answers.is_empty() {
+        match first {
+            None => problem(
+                NO_REPLY,
+                format!(
+                    "{peer_label} answered {arp} on {rail} but no echo reply came back within {ms} ms, on any rail: \
+                     the peer's reply path is wrong or the rails are isolated"
+                ),
+                format!("{fix_peer}; check that the peer answers ICMP echo"),
+            ),
+            Some(_) => {
+                let all = || obs.replies.iter().chain(&obs.routed);
+                if let Some(elsewhere) = all().find(|r| r.interface != *rail) {
+                    problem(
+                        WRONG_INTERFACE,
+                        format!(
+                            "the echo reply from {peer_label} came in on {}, not on {rail}: the peer replies through \
+                             another NIC, or the rails are cross-connected",
+                            elsewhere.interface
+                        ),
+                        fix_peer.to_string(),
+                    );
+                } else {
+                    let acceptable = |mac: &str| match &expected_mac {
+                        Some(e) => e.eq_ignore_ascii_case(mac),
+                        None => obs.arp_answers.iter().any(|a| a.eq_ignore_ascii_case(mac)),
+                    };
+                    if let Some(bad) = all().filter_map(|r| r.source_mac.as_deref()).find(|m| !acceptable(m))
+                    {
+                        let wanted = expected_mac.clone().unwrap_or_else(|| obs.arp_answers.join(" or "));
+                        problem(
+                            WRONG_SOURCE_MAC,
+                            format!(
+                                "the echo reply from {peer_label} came from {}, not from {wanted} that answered {arp}: \
+                                 the peer replies through another NIC",
+                                who(bad)
+                            ),
+                            format!(
+                                "{fix_peer}: its replies for {peer} must leave by the NIC that has {peer}"
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    // 3. Path MTU.
+    let path_mtu = match obs.full_size_back {
+        Some(true) => Some(obs.rail_mtu),
+        Some(false) => obs.largest_back,
+        None => None,
+    };
+    if obs.full_size_back == Some(false) {
+        let largest = obs.largest_back.map_or("none".to_string(), |l| format!("{l} bytes"));
+        problem(
+            MTU,
+            format!(
+                "an echo of {rail}'s MTU ({} bytes) with don't-fragment did not come back from {peer_label}; the \
+                 largest that did: {largest}",
+                obs.rail_mtu
+            ),
+            format!(
+                "make the MTU the same on {rail}, every switch port on the way and the peer's NIC for {peer} \
+                 (`ip link show` on each end)"
+            ),
+        );
+    }
+    let carried = obs.rdma.as_ref().filter(|r| r.roce).and_then(|_| rdma_mtu_carried(obs.rail_mtu));
+    if let Some(r) = obs.rdma.as_ref().filter(|r| r.roce)
+        && let Some(active) = r.active_mtu
+        && carried.is_none_or(|c| c < active)
+    {
+        problem(
+            MTU,
+            format!(
+                "{rail}'s MTU {} cannot carry the active_mtu {active} of its RDMA port {}: RoCE needs the netdev MTU \
+                 at least {active} + {ROCE_HEADERS}",
+                obs.rail_mtu, r.port
+            ),
+            format!("raise {rail}'s MTU to at least {} (9000 is usual for 4096)", active + ROCE_HEADERS),
+        );
+    }
+
+    // 4. This host's own path.
+    match &obs.route_dev {
+        Ok(dev) if dev == rail => {}
+        Ok(dev) => problem(
+            LOCAL_ROUTE,
+            format!("this host's route lookup from {} to {peer} leaves by {dev}, not by {rail}", pair.source),
+            format!("run `{apply}` on this host: it gives {} its own source rule and table", pair.source),
+        ),
+        Err(why) => problem(
+            LOCAL_ROUTE,
+            format!("this host has no route from {} to {peer}: {why}", pair.source),
+            format!("run `{apply}` on this host"),
+        ),
+    }
+
+    let rtt_ms = median_ms(&obs.rtts);
+    // The reply shown: one that shows the problem, else the first echo's.
+    let shown = obs
+        .replies
+        .iter()
+        .chain(&obs.routed)
+        .find(|r| {
+            r.interface != *rail
+                || r.source_mac.as_deref().is_some_and(|m| match &expected_mac {
+                    Some(e) => !e.eq_ignore_ascii_case(m),
+                    None => !obs.arp_answers.iter().any(|a| a.eq_ignore_ascii_case(m)),
+                })
+        })
+        .or(first);
+    let detail = if said.is_empty() {
+        let answer = obs.arp_answers.first().map(|m| who(m)).unwrap_or_default();
+        let rtt = rtt_ms.map_or(String::new(), |r| format!(", rtt {r} ms"));
+        let mtu = path_mtu.map_or(String::new(), |m| format!(", path MTU {m}"));
+        format!("{peer_label} answered by {answer} on {rail}, echo back in on {rail}{rtt}{mtu}.")
+    } else {
+        let mut s = said.join("; ");
+        s.push('.');
+        s
+    };
+    ProbeResult {
+        rail: pair.rail.clone(),
+        source: pair.source,
+        peer: pair.peer,
+        peer_rail,
+        problems,
+        arp_answers: obs.arp_answers.clone(),
+        reply_interface: shown.map(|r| r.interface.clone()),
+        reply_source_mac: shown.and_then(|r| r.source_mac.clone()),
+        rtt_ms,
+        rail_mtu: obs.rail_mtu,
+        path_mtu,
+        rdma_mtu_carried: carried,
+        rdma: obs.rdma.clone(),
+        detail,
+        fixes,
+    }
+}
+
+/// The short word for a problem in a matrix cell.
+fn short(kind: &str) -> &'static str {
+    match kind {
+        ARP_NONE => "no-arp",
+        ARP_FLUX => "flux",
+        WRONG_SOURCE_MAC => "mac",
+        WRONG_INTERFACE => "iface",
+        NO_REPLY => "no-reply",
+        MTU => "mtu",
+        LOCAL_ROUTE => "route",
+        _ => "?",
+    }
+}
+
+/// The matrix: rails down, peers across, one short verdict per cell ("-":
+/// not probed, another family or another rail's subnet), then one line
+/// per problem with what to do.
+pub fn matrix(rails: &[String], peers: &[IpAddr], results: &[ProbeResult]) -> String {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut header = vec!["rail".to_string()];
+    header.extend(peers.iter().map(|p| p.to_string()));
+    rows.push(header);
+    for rail in rails {
+        let mut row = vec![rail.clone()];
+        for peer in peers {
+            let cell = match results.iter().find(|r| r.rail == *rail && r.peer == *peer) {
+                None => "-".to_string(),
+                Some(r) if r.problems.is_empty() => "ok".to_string(),
+                Some(r) => {
+                    let mut words: Vec<&str> = r.problems.iter().map(|k| short(k)).collect();
+                    words.dedup();
+                    words.join(",")
+                }
+            };
+            row.push(cell);
+        }
+        rows.push(row);
+    }
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> =
+        (0..columns).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    let bad: Vec<&ProbeResult> = results.iter().filter(|r| !r.problems.is_empty()).collect();
+    if !bad.is_empty() {
+        out.push('\n');
+    }
+    for r in bad {
+        let peer = match &r.peer_rail {
+            Some(pr) => format!("{} (peer {pr})", r.peer),
+            None => r.peer.to_string(),
+        };
+        let kinds = r.problems.join(", ");
+        out.push_str(&format!("{} ({}) -> {peer}: {kinds}: {}\n", r.rail, r.source, r.detail));
+        let mut fixes = r.fixes.clone();
+        fixes.dedup();
+        for f in fixes {
+            out.push_str(&format!("    fix: {f}\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::peers::PeerRail;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+    fn prefix(s: &str) -> Prefix {
+        let (a, l) = s.split_once('/').unwrap();
+        Prefix::new(ip(a), l.parse().unwrap())
+    }
+    fn rail(name: &str, addrs: &[&str]) -> LocalRail {
+        LocalRail { name: name.into(), addresses: addrs.iter().map(|a| prefix(a)).collect() }
+    }
+    const M0: &str = "02:00:00:00:01:00";
+    const M1: &str = "02:00:00:00:01:01";
+
+    fn pair() -> Pair {
+        Pair { rail: "rail1".into(), source: ip("198.51.100.11"), peer: ip("198.51.100.111") }
+    }
+    fn healthy() -> Observation {
+        Observation {
+            arp_answers: vec![M1.into()],
+            replies: vec![Reply { interface: "rail1".into(), source_mac: Some(M1.into()) }; 3],
+            routed: vec![],
+            rtts: vec![Duration::from_micros(80), Duration::from_micros(60), Duration::from_micros(900)],
+            rail_mtu: 9000,
+            full_size_back: Some(true),
+            largest_back: Some(9000),
+            route_dev: Ok("rail1".into()),
+            rdma: None,
+        }
+    }
+    fn peers_json() -> Peers {
+        Peers {
+            addresses: vec![ip("198.51.100.110"), ip("198.51.100.111")],
+            rails: vec![
+                PeerRail {
+                    name: "ib0".into(),
+                    addresses: vec![ip("198.51.100.110")],
+                    mac: Some(M0.into()),
+                    mtu: None,
+                    rdma: None,
+                },
+                PeerRail {
+                    name: "ib1".into(),
+                    addresses: vec![ip("198.51.100.111")],
+                    mac: Some(M1.into()),
+                    mtu: None,
+                    rdma: None,
+                },
+            ],
+        }
+    }
+    fn judge(obs: &Observation, peers: &Peers) -> ProbeResult {
+        verdict(&pair(), obs, peers, Duration::from_millis(500), "roce-route apply c.toml")
+    }
+
+    #[test]
+    fn pairs_are_same_family_and_on_link_rails_only() {
+        let rails = [
+            rail("rail0", &["198.51.100.10/24", "2001:db8:1::10/64"]),
+            rail("rail1", &["198.51.100.11/24"]),
+            rail("r2", &["203.0.113.2/27"]),
+        ];
+        let peers = [ip("198.51.100.110"), ip("2001:db8:1::110"), ip("203.0.113.20"), ip("203.0.113.200")];
+        let got: Vec<(String, String, String)> = pairs(&rails, &peers)
+            .into_iter()
+            .map(|p| (p.rail, p.source.to_string(), p.peer.to_string()))
+            .collect();
+        let want = [
+            ("rail0", "198.51.100.10", "198.51.100.110"),
+            ("rail0", "2001:db8:1::10", "2001:db8:1::110"),
+            // Off-link for every rail: every rail of the family.
+            ("rail0", "198.51.100.10", "203.0.113.200"),
+            ("rail1", "198.51.100.11", "198.51.100.110"),
+            ("rail1", "198.51.100.11", "203.0.113.200"),
+            ("r2", "203.0.113.2", "203.0.113.20"),
+            ("r2", "203.0.113.2", "203.0.113.200"),
+        ];
+        let want: Vec<(String, String, String)> =
+            want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_healthy_pair_has_no_problem_and_the_median_rtt() {
+        let r = judge(&healthy(), &Peers::default());
+        assert!(r.problems.is_empty(), "{r:?}");
+        assert_eq!(r.rtt_ms, Some(0.08));
+        assert_eq!(r.path_mtu, Some(9000));
+        assert_eq!(r.reply_interface.as_deref(), Some("rail1"));
+        assert!(r.detail.contains("answered by 02:00:00:00:01:01 on rail1"), "{}", r.detail);
+    }
+
+    #[test]
+    fn each_fault_is_named_with_its_kind() {
+        let none = Peers::default();
+        let mut o = healthy();
+        o.arp_answers = vec![];
+        o.replies = vec![];
+        o.full_size_back = None;
+        assert_eq!(judge(&o, &none).problems, [ARP_NONE], "no answer is arp_none alone, not also no_reply");
+
+        let mut o = healthy();
+        o.arp_answers = vec![M0.into(), M1.into()];
+        let r = judge(&o, &none);
+        assert_eq!(r.problems, [ARP_FLUX]);
+        assert!(r.detail.contains("2 link-layer addresses"), "{}", r.detail);
+
+        let mut o = healthy();
+        o.replies = vec![Reply { interface: "rail1".into(), source_mac: Some(M0.into()) }];
+        assert_eq!(judge(&o, &none).problems, [WRONG_SOURCE_MAC]);
+
+        let mut o = healthy();
+        o.replies = vec![Reply { interface: "rail0".into(), source_mac: Some(M1.into()) }];
+        assert_eq!(judge(&o, &none).problems, [WRONG_INTERFACE]);
+
+        // IPv6: the echo reply comes back right (Linux sends it out of the
+        // request's interface) but the routed error shows the real NIC.
+        let mut o = healthy();
+        o.routed = vec![Reply { interface: "rail1".into(), source_mac: Some(M0.into()) }];
+        let r = judge(&o, &none);
+        assert_eq!(r.problems, [WRONG_SOURCE_MAC]);
+        assert_eq!(r.reply_source_mac.as_deref(), Some(M0));
+
+        let mut o = healthy();
+        o.replies = vec![];
+        o.rtts = vec![];
+        o.full_size_back = None;
+        let r = judge(&o, &none);
+        assert_eq!(r.problems, [NO_REPLY]);
+        assert_eq!(r.rtt_ms, None);
+
+        let mut o = healthy();
+        o.full_size_back = Some(false);
+        o.largest_back = Some(1500);
+        let r = judge(&o, &none);
+        assert_eq!(r.problems, [MTU]);
+        assert_eq!(r.path_mtu, Some(1500));
+        assert!(r.detail.contains("largest that did: 1500 bytes"), "{}", r.detail);
+
+        let mut o = healthy();
+        o.route_dev = Ok("rail0".into());
+        let r = judge(&o, &none);
+        assert_eq!(r.problems, [LOCAL_ROUTE]);
+        assert!(r.fixes[0].contains("roce-route apply c.toml"), "{:?}", r.fixes);
+    }
+
+    /// With the peer's --self document the verdicts name the peer's NICs,
+    /// and a single answer from the wrong NIC is flux too.
+    #[test]
+    fn the_peers_nics_are_named() {
+        let peers = peers_json();
+        let mut o = healthy();
+        o.arp_answers = vec![M0.into()];
+        o.replies = vec![Reply { interface: "rail1".into(), source_mac: Some(M0.into()) }];
+        let r = judge(&o, &peers);
+        assert_eq!(r.peer_rail.as_deref(), Some("ib1"));
+        assert_eq!(r.problems, [ARP_FLUX, WRONG_SOURCE_MAC]);
+        assert!(
+            r.detail.starts_with("198.51.100.111 (peer ib1) answered by 02:00:00:00:01:00 = peer ib0"),
+            "{}",
+            r.detail
+        );
+        assert!(judge(&healthy(), &peers).problems.is_empty());
+    }
+
+    #[test]
+    fn roce_mtu_mapping_and_the_active_mtu_check() {
+        assert_eq!(rdma_mtu_carried(9000), Some(4096));
+        assert_eq!(rdma_mtu_carried(4200), Some(4096));
+        assert_eq!(rdma_mtu_carried(4191), Some(2048));
+        assert_eq!(rdma_mtu_carried(1500), Some(1024));
+        assert_eq!(rdma_mtu_carried(300), None);
+        let mut o = healthy();
+        o.rail_mtu = 1500;
+        o.rdma = Some(RdmaMtu { port: "mlx5_1:1".into(), roce: true, active_mtu: Some(4096) });
+        let r = judge(&o, &Peers::default());
+        assert_eq!(r.problems, [MTU]);
+        assert_eq!(r.rdma_mtu_carried, Some(1024));
+        o.rail_mtu = 9000;
+        assert!(judge(&o, &Peers::default()).problems.is_empty());
+    }
+
+    #[test]
+    fn the_matrix_has_a_cell_per_pair_and_a_line_per_problem() {
+        let mut bad = healthy();
+        bad.arp_answers = vec![M0.into(), M1.into()];
+        let ok = judge(&healthy(), &Peers::default());
+        let mut other = ok.clone();
+        other.rail = "rail0".into();
+        let flux = judge(&bad, &Peers::default());
+        let mut flux0 = flux.clone();
+        flux0.rail = "rail0".into();
+        flux0.peer = ip("198.51.100.110");
+        let text = matrix(
+            &["rail0".into(), "rail1".into()],
+            &[ip("198.51.100.110"), ip("198.51.100.111"), ip("2001:db8:1::110")],
+            &[flux0, other, ok],
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["rail", "198.51.100.110", "198.51.100.111", "2001:db8:1::110"]
+        );
+        assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["rail0", "flux", "ok", "-"]);
+        assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["rail1", "-", "ok", "-"]);
+        assert!(lines[4].starts_with("rail0 (198.51.100.11) -> 198.51.100.110: arp_flux:"), "{text}");
+        assert!(lines[5].trim_start().starts_with("fix: on the peer"), "{text}");
+    }
+}
