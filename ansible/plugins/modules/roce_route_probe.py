@@ -1,0 +1,1 @@
+../../library/roce_route_probe.py
