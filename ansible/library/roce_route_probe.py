@@ -191,6 +191,7 @@ result:
 import json
 import os
 import shutil
+import sys
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -290,15 +291,20 @@ def main():
         cmd=cmd,
         result=doc,
     )
-    if p["self_only"]:
-        result["self"] = doc.get("self")
-    else:
+    if not p["self_only"]:
         result["probes"] = doc.get("probes") or []
         result["rails"] = doc.get("rails") or []
         result["problems_found"] = any(pr.get("problems") for pr in result["probes"] if isinstance(pr, dict))
 
     # Exit 1 without an error: the probe ran and some pair has a problem.
     if not error and (rc == 0 or (rc == 1 and "probes" in doc)):
+        if p["self_only"]:
+            # `self` cannot be a keyword of exit_json(self, **kwargs): this is
+            # what exit_json does, with the result as a dict.
+            result["self"] = doc.get("self")
+            module.do_cleanup_files()
+            module._return_formatted(result)
+            sys.exit(0)
         module.exit_json(**result)
 
     msg = error.get("message") if isinstance(error, dict) else None
