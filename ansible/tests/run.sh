@@ -20,6 +20,7 @@ RAILS=3
 GW=198.51.100.1
 HOST="rrans-$$-host"
 PEER="rrans-$$-peer"
+HOSTB="rrans-$$-hostb"
 VENV="${ANSIBLE_VENV:-$REPO/target/ansible-venv}"
 WORK=""
 PASSED=0
@@ -28,6 +29,7 @@ FAILED=0
 cleanup() {
     ip netns del "$HOST" 2>/dev/null || true
     ip netns del "$PEER" 2>/dev/null || true
+    ip netns del "$HOSTB" 2>/dev/null || true
     if [[ -n $WORK ]]; then rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -256,6 +258,183 @@ EOF
 check "ansible/ as a role path provides roce_route" bash -c '
     ANSIBLE_LIBRARY= "$1/bin/ansible-playbook" -i "$2/inventory.yml" "$2/role.yml" >"$2/role.log" 2>&1 ||
         { cat "$2/role.log" >&2; exit 1; }' _ "$VENV" "$WORK"
+
+# --- the fleet probe (probe.yml) ------------------------------------------
+# Two "hosts" of the group rdma, both connection: local: A is the host
+# namespace above (rail0..2 = 198.51.100.10..12), B a second one with its
+# own rails (198.51.100.20..22) on the same bridge. Each is applied with
+# the binary (arp_ignore=1, arp_announce=2, source rules), then probe.yml
+# gathers both --self documents, has each probe the other, and writes the
+# report on the "controller" (this machine).
+ip netns add "$HOSTB"
+ip netns exec "$HOSTB" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
+ip -n "$HOSTB" link set lo up
+for ((k = 0; k < RAILS; k++)); do
+    ip -n "$HOSTB" link add "rail$k" type veth peer name "q$k" netns "$PEER"
+    ip -n "$HOSTB" addr add "198.51.100.$((20 + k))/24" dev "rail$k"
+    ip -n "$HOSTB" link set "rail$k" up
+    ip -n "$PEER" link set "q$k" master br0 up
+done
+for _ in $(seq 50); do
+    [[ -z $(ip -n "$HOSTB" -6 addr show tentative) ]] && break
+    sleep 0.1
+done
+sleep 0.5
+# fleet_toml BASE: the config of rails rail0..2 = 198.51.100.BASE+k.
+fleet_toml() {
+    local k
+    for ((k = 0; k < RAILS; k++)); do
+        printf '[[interface]]\nname = "rail%d"\naddresses = ["198.51.100.%d/24"]\n' "$k" "$(($1 + k))"
+        if ((k == 0)); then printf 'gateway = "%s"\n' "$GW"; fi
+        echo
+    done
+}
+fleet_toml 10 >"$WORK/fleet-a.toml"
+fleet_toml 20 >"$WORK/fleet-b.toml"
+{
+    echo "all:"
+    echo "  children:"
+    echo "    rdma:"
+    echo "      vars:"
+    echo "        ansible_connection: local"
+    echo "        ansible_python_interpreter: $PY"
+    echo "        ansible_become: false"
+    echo "        roce_route_binary: $BIN"
+    echo "      hosts:"
+    echo "        host-a:"
+    echo "          roce_route_netns: $HOST"
+    echo "          roce_route_state_dir: $WORK/state-a"
+    echo "          roce_route_config: $WORK/fleet-a.toml"
+    echo "        host-b:"
+    echo "          roce_route_netns: $HOSTB"
+    echo "          roce_route_state_dir: $WORK/state-b"
+    echo "          roce_route_config: $WORK/fleet-b.toml"
+} >"$WORK/fleet.yml"
+# probe.yml, then each host's registered results as JSON for the checks.
+cat >"$WORK/fleet-play.yml" <<EOF
+- import_playbook: $REPO/ansible/probe.yml
+- hosts: rdma
+  gather_facts: false
+  tasks:
+    - ansible.builtin.copy:
+        content: "{{ {'self': roce_route_self, 'matrix': roce_route_matrix} | to_nice_json }}"
+        dest: "$WORK/fleet-{{ inventory_hostname }}.json"
+        mode: "0600"
+      check_mode: false
+      diff: false
+EOF
+fleet_dump() {
+    local ns f k key
+    for ns in "$HOST" "$HOSTB"; do
+        for f in -4 -6; do
+            ip -n "$ns" "$f" rule
+            ip -n "$ns" "$f" route show table all
+        done
+        for ((k = 0; k < RAILS; k++)); do
+            for key in arp_ignore arp_announce; do
+                echo "$ns rail$k $key $(ip netns exec "$ns" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
+            done
+        done
+    done
+}
+REPORT="$WORK/fleet-probe.md"
+# fleet [ansible-playbook options...]: runs probe.yml over host-a and host-b.
+fleet() {
+    RUN=$((RUN + 1))
+    LOG="$WORK/play-$RUN.log"
+    rm -f "$REPORT" "$WORK"/fleet-host-?.json
+    "$VENV/bin/ansible-playbook" -i "$WORK/fleet.yml" "$WORK/fleet-play.yml" \
+        -e "roce_route_probe_report=$REPORT" "$@" >"$LOG" 2>&1 ||
+        { echo "ansible-playbook exited $?:" >&2; cat "$LOG" >&2; return 1; }
+    keep_report
+}
+# fr HOST EXPR: EXPR (Python, over host HOST's results `s` and `m`) is true.
+fr() {
+    "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); s, m = d["self"], d["matrix"]; sys.exit(0 if eval(sys.argv[2]) else 1)' \
+        "$WORK/fleet-$1.json" "$2" || { echo "  not true: $2 in:" >&2; cat "$WORK/fleet-$1.json" >&2; return 1; }
+}
+keep_report() { if [[ -n ${RR_KEEP_REPORTS:-} ]]; then cp "$REPORT" "$RR_KEEP_REPORTS/fleet-probe-$RUN.md"; fi; }
+report_has() { grep -q -- "$1" "$REPORT" || { echo "  not in the report: $1" >&2; cat "$REPORT" >&2; return 1; }; }
+report_lacks() { ! grep -q -- "$1" "$REPORT" || { echo "  in the report: $1" >&2; cat "$REPORT" >&2; return 1; }; }
+
+check "ansible-doc accepts roce_route_probe's documentation" \
+    bash -c '"$1/bin/ansible-doc" -M ansible/library --json roce_route_probe | "$1/bin/python" -c "
+import json, sys
+d = json.load(sys.stdin)[\"roce_route_probe\"]
+assert {\"self_only\", \"peers\", \"config\", \"timeout\", \"netns\", \"binary\"} <= set(d[\"doc\"][\"options\"]), d
+assert \"roce_route_probe:\" in d[\"examples\"]
+assert {\"probes\", \"problems_found\", \"ok\", \"error\", \"self\"} <= set(d[\"return\"])
+"' _ "$VENV"
+check "the collection has roce_route.fleet.roce_route_probe" bash -c '
+    ANSIBLE_COLLECTIONS_PATH="$2/collections" ANSIBLE_LIBRARY= "$1/bin/ansible-doc" roce_route.fleet.roce_route_probe >"$2/doc-probe.txt" &&
+    grep -q self_only "$2/doc-probe.txt"' _ "$VENV" "$WORK"
+check "probe.yml passes ansible-playbook --syntax-check" bash -c '
+    "$1/bin/ansible-playbook" --syntax-check -i "$2/fleet.yml" ansible/probe.yml >"$2/syntax-probe.log" 2>&1 ||
+        { cat "$2/syntax-probe.log" >&2; exit 1; }' _ "$VENV" "$WORK"
+
+"$BIN" --netns "$HOST" --state-dir "$WORK/state-a" apply "$WORK/fleet-a.toml" >/dev/null &&
+    "$BIN" --netns "$HOSTB" --state-dir "$WORK/state-b" apply "$WORK/fleet-b.toml" >/dev/null ||
+    fail "apply host-a and host-b for the fleet probe"
+
+before="$(fleet_dump)"
+fleet --check &&
+    check "fleet, check mode: the report is written and says no faults" report_has "Result: no faults" &&
+    check "fleet, check mode: the module ran, not changed" \
+        fr host-a 'm["changed"] is False and m["problems_found"] is False and len(m["probes"]) == 9' \
+    || fail "fleet probe in check mode"
+check "fleet, check mode changed nothing on either host (full dumps equal)" same "$before" "$(fleet_dump)"
+
+fleet &&
+    check "fleet, both applied: host-a's --self has its 3 rails" \
+        fr host-a '[r["name"] for r in s["self"]["rails"]] == ["rail0", "rail1", "rail2"] and s["self"]["rails"][2]["addresses"] == ["198.51.100.12/24"] and s["changed"] is False' &&
+    check "fleet, both applied: every host probed the other's 3 rails, problems_found false" \
+        bash -c 'fr() { "$1" -c "import json,sys; m=json.load(open(sys.argv[1]))[\"matrix\"]; sys.exit(0 if m[\"problems_found\"] is False and m[\"ok\"] and len(m[\"probes\"]) == 9 and not any(p[\"problems\"] for p in m[\"probes\"]) else 1)" "$2"; }
+                 fr "$1" "$2/fleet-host-a.json" && fr "$1" "$2/fleet-host-b.json"' _ "$PY" "$WORK" &&
+    check "fleet, both applied: host-a probed host-b's addresses, naming its rails" \
+        fr host-a 'sorted({(p["peer"], p["peer_rail"]) for p in m["probes"]}) == [("198.51.100.20", "rail0"), ("198.51.100.21", "rail1"), ("198.51.100.22", "rail2")]' &&
+    check "fleet, both applied: the report says no faults and lists hosts x rails" \
+        bash -c 'report_has() { grep -q -- "$2" "$1"; }; report_has "$1" "Result: no faults" && report_has "$1" "| host-a | rail0 | 198.51.100.10/24 |" &&
+                 report_has "$1" "| host-b | rail2 | 198.51.100.22/24 |" && ! grep -q -- "->" "$1"' _ "$REPORT" \
+    || { fail "fleet probe, both applied"; [[ -f $REPORT ]] && cat "$REPORT" >&2; }
+
+# A fault on host-b: arp_ignore back to 0 on its rails (every rail answers
+# ARP for every address of the host).
+for ((k = 0; k < RAILS; k++)); do
+    ip netns exec "$HOSTB" sysctl -q -w "net.ipv4.conf.rail$k.arp_ignore=0"
+done
+fleet &&
+    check "fleet, arp_ignore=0 on host-b: host-a's module returns problems_found true (not a failure)" \
+        fr host-a 'm["problems_found"] is True and not m.get("failed") and m["ok"] is False and m["exit_code"] == 1 and any("arp_flux" in p["problems"] for p in m["probes"])' &&
+    check "fleet, arp_ignore=0 on host-b: the report names host-b as the peer of the faults" report_has "Peers of the faulty pairs: host-b\." &&
+    check "fleet, arp_ignore=0 on host-b: a fault line names host-b and arp_flux" \
+        bash -c 'grep -E -q -- "^- host-a rail[0-2] \(198\.51\.100\.1[0-2]\) -> host-b rail[0-2] \(198\.51\.100\.2[0-2]\): .*arp_flux" "$1" || { cat "$1" >&2; exit 1; }' _ "$REPORT" &&
+    check "fleet, arp_ignore=0 on host-b: the fault's detail and fix are in the report" \
+        report_has "fix: on the peer, run \`roce-route apply\`" \
+    || fail "fleet probe with a fault on host-b"
+
+# Bad input is a module failure with the tool's message: a peer document
+# with an address that is none.
+cat >"$WORK/probe-bad.yml" <<EOF
+- hosts: host-a
+  gather_facts: false
+  tasks:
+    - roce_route_probe:
+        peers: [{rails: [{name: rail0, addresses: [x/24]}]}]
+        config: [$WORK/fleet-a.toml]
+        netns: $HOST
+        binary: $BIN
+      register: bad
+      ignore_errors: true
+    - ansible.builtin.copy:
+        content: "{{ bad | to_nice_json }}"
+        dest: "$WORK/probe-bad.json"
+        mode: "0600"
+EOF
+RESULT="$WORK/probe-bad.json"
+check "probe with a bad peer document: the play runs (ignore_errors)" bash -c '
+    "$1/bin/ansible-playbook" -i "$2/fleet.yml" "$2/probe-bad.yml" >"$2/probe-bad.log" 2>&1 || { cat "$2/probe-bad.log" >&2; exit 1; }' _ "$VENV" "$WORK" &&
+    check "probe with a bad peer document: the task fails with exit 2 and the tool's message" r 'r.get("failed") is True and r["rc"] == 2 and "is not an IP address" in r["msg"] and r["error"] == r["msg"] and r["changed"] is False' \
+    || fail "bad peer document"
 
 echo "$PASSED passed, $FAILED failed"
 ((FAILED == 0))
