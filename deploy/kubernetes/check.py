@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the Kubernetes manifests: valid YAML, and the fields a DaemonSet
-needs and that roce-route relies on. Prints the command lines of the init
+needs and that roce-route relies on; probe-job.yaml's Jobs likewise. Prints the command lines of the init
 container and the main container as JSON (for tests/deploy.rs to run them
 outside a container). Exit 1 with a message on the first problem."""
 
@@ -64,7 +64,61 @@ def main() -> None:
         fail("the ConfigMap and the DaemonSet must be in one namespace")
     if not any(k.endswith(".toml") for k in cm["data"]):
         fail("the ConfigMap holds no *.toml file")
+    check_probe_jobs(ds)
     print(json.dumps(commands))
+
+
+def check_probe_jobs(ds: dict) -> None:
+    """probe-job.yaml: Jobs of roce-route probe on chosen nodes, with the
+    DaemonSet's image and namespace, and the ConfigMaps they mount."""
+    name = "probe-job.yaml"
+    try:
+        docs = [d for d in yaml.safe_load_all((HERE / name).read_text()) if d]
+    except yaml.YAMLError as e:
+        fail(f"{name} is not valid YAML: {e}")
+    maps = {d["metadata"]["name"] for d in docs if d.get("kind") == "ConfigMap"}
+    maps.add("roce-route-config")
+    jobs = [d for d in docs if d.get("kind") == "Job"]
+    if not jobs:
+        fail(f"{name} holds no Job")
+    image = ds["spec"]["template"]["spec"]["containers"][0]["image"]
+    namespace = ds["metadata"].get("namespace")
+    for job in jobs:
+        where = f"{name}: Job {job['metadata']['name']}"
+        if job.get("apiVersion") != "batch/v1":
+            fail(f"{where}: apiVersion must be batch/v1")
+        if job["metadata"].get("namespace") != namespace:
+            fail(f"{where}: must be in the DaemonSet's namespace {namespace}")
+        pod = job["spec"]["template"]["spec"]
+        if pod.get("hostNetwork") is not True:
+            fail(f"{where}: hostNetwork must be true: probe works on the node's own rails")
+        if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+            fail(f"{where}: restartPolicy must be Never or OnFailure")
+        if not pod.get("nodeSelector") and not pod.get("affinity", {}).get("nodeAffinity"):
+            fail(f"{where}: a nodeSelector or a nodeAffinity chooses the nodes")
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        for v in volumes.values():
+            if "configMap" in v and v["configMap"]["name"] not in maps:
+                fail(f"{where}: volume {v['name']} is a ConfigMap that is not defined")
+        for c in pod["containers"]:
+            sc = c.get("securityContext", {})
+            caps = set(sc.get("capabilities", {}).get("add", []))
+            if not sc.get("privileged") and not {"NET_RAW", "NET_ADMIN"} <= caps:
+                fail(f"{where}: container {c['name']} must be privileged or add NET_RAW and NET_ADMIN")
+            if c.get("image") != image:
+                fail(f"{where}: container {c['name']} must run the DaemonSet's image {image}")
+            cmd = c.get("command", [])
+            if cmd[:1] != ["/usr/sbin/roce-route"] or "probe" not in cmd:
+                fail(f"{where}: container {c['name']} must run /usr/sbin/roce-route ... probe")
+            if "--self" not in cmd and "--peers" not in cmd and "--peer" not in cmd:
+                fail(f"{where}: container {c['name']} names no peers (--peers, --peer) and is not --self")
+            mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+            for path, vol in mounts.items():
+                if vol not in volumes:
+                    fail(f"{where}: container {c['name']} mounts an unknown volume {vol}")
+            for i, word in enumerate(cmd):
+                if word == "--peers" and not any(cmd[i + 1].startswith(p.rstrip("/") + "/") for p in mounts):
+                    fail(f"{where}: --peers {cmd[i + 1]} is on no mounted volume")
 
 
 if __name__ == "__main__":
