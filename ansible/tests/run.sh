@@ -412,6 +412,37 @@ fleet &&
         report_has "fix: on the peer, run \`roce-route apply\`" \
     || fail "fleet probe with a fault on host-b"
 
+check "fleet, arp_ignore=0 on host-b, roce_route_probe_fail=true: the play fails host-a" bash -c '
+    ! "$1/bin/ansible-playbook" -i "$2/fleet.yml" ansible/probe.yml -e "roce_route_probe_report=$2/fail.md roce_route_probe_fail=true" >"$2/fail.log" 2>&1 &&
+    grep -q "host-a *: .*failed=1" "$2/fail.log" && grep -q "host-b *: .*failed=0" "$2/fail.log" || { cat "$2/fail.log" >&2; exit 1; }' _ "$VENV" "$WORK"
+for ((k = 0; k < RAILS; k++)); do
+    ip netns exec "$HOSTB" sysctl -q -w "net.ipv4.conf.rail$k.arp_ignore=1"
+done
+
+# Peers as bare addresses (strings), mixed with nothing else: probed alike.
+cat >"$WORK/probe-addr.yml" <<EOF
+- hosts: host-a
+  gather_facts: false
+  tasks:
+    - roce_route_probe:
+        peers: [198.51.100.20, 198.51.100.22]
+        config: [$WORK/fleet-a.toml]
+        netns: $HOST
+        timeout: 1
+        binary: $BIN
+      register: addr
+    - ansible.builtin.copy:
+        content: "{{ addr | to_nice_json }}"
+        dest: "$WORK/probe-addr.json"
+        mode: "0600"
+EOF
+RESULT="$WORK/probe-addr.json"
+check "probe with bare addresses as peers: runs" bash -c '
+    "$1/bin/ansible-playbook" -i "$2/fleet.yml" "$2/probe-addr.yml" >"$2/probe-addr.log" 2>&1 || { cat "$2/probe-addr.log" >&2; exit 1; }' _ "$VENV" "$WORK" &&
+    check "probe with bare addresses as peers: 6 pairs, all right, --timeout passed" \
+        r 'r["problems_found"] is False and len(r["probes"]) == 6 and {p["peer"] for p in r["probes"]} == {"198.51.100.20", "198.51.100.22"} and "--timeout" in r["cmd"]' \
+    || fail "bare addresses as peers"
+
 # Bad input is a module failure with the tool's message: a peer document
 # with an address that is none.
 cat >"$WORK/probe-bad.yml" <<EOF
