@@ -9,7 +9,10 @@
 # with rails rail0..rail2 = 198.51.100.10..12/24, veths bridged in a peer
 # namespace, as tests/common does) and runs ansible/tests/module.yml with
 # connection: local against them, with netns: and state_dir: (a temp dir).
-# Both namespaces and the temp dir are deleted on exit, also on failure.
+# Then a second host namespace (rails 198.51.100.20..22 on the same bridge)
+# and an inventory of two local hosts for ansible/probe.yml (the fleet probe
+# and its report); RR_KEEP_REPORTS=DIR keeps a copy of each report there.
+# Every namespace and the temp dir are deleted on exit, also on failure.
 # The host's own network namespace is never touched.
 #
 # One PASS/FAIL line per check, then "N passed, M failed"; exit 1 on any failure.
