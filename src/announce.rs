@@ -254,7 +254,7 @@ pub fn icmpv6_checksum(src: Ipv6Addr, dst: Ipv6Addr, message: &[u8]) -> u16 {
 
 /// The 16-bit ones' complement sum of `data` (an odd last byte padded
 /// with zero), carries folded back in.
-fn ones_complement_sum(data: &[u8]) -> u16 {
+pub fn ones_complement_sum(data: &[u8]) -> u16 {
     let mut sum: u32 = data
         .chunks(2)
         .map(|pair| u32::from(u16::from_be_bytes([pair[0], pair.get(1).copied().unwrap_or(0)])))
@@ -266,7 +266,7 @@ fn ones_complement_sum(data: &[u8]) -> u16 {
 }
 
 /// 33:33 and the low 32 bits of an IPv6 multicast group (RFC 2464 §7).
-fn multicast_mac(group: Ipv6Addr) -> Mac {
+pub fn multicast_mac(group: Ipv6Addr) -> Mac {
     let o = group.octets();
     [0x33, 0x33, o[12], o[13], o[14], o[15]]
 }

@@ -580,3 +580,40 @@ pub fn print_text(text: &str) {
     use std::io::Write as _;
     let _ = std::io::stdout().write_all(text.as_bytes());
 }
+
+/// The config of the latest apply in this namespace, for a command that
+/// takes CONFIG or falls back to it (`nccl-env`, `probe`); `usage` is how
+/// to give the config instead.
+pub fn latest_config(ctx: &Ctx, command: &str, usage: &str) -> Result<crate::config::Config, Error> {
+    let record = ctx.readable_record()?;
+    if record.config_files.is_empty() {
+        let why = if crate::netns::can_admin_network() {
+            "no apply is recorded in this network namespace"
+        } else {
+            "the record of the latest apply can only be read as root"
+        };
+        return Err(Error::Usage(format!("{command}: {why}; give the config: `{usage}`")));
+    }
+    Ok(crate::config::parse_many(&record.config_files)?)
+}
+
+/// A rail's addresses: the listed ones (a bare one with the prefix length
+/// it has on the host), else the global ones apply would take.
+pub fn rail_addresses(
+    iface: &crate::config::Interface,
+    live: &[crate::model::Address],
+) -> Vec<crate::model::Prefix> {
+    use crate::model::{Prefix, scope};
+    let on_rail = || live.iter().filter(move |a| a.ifname == iface.name && a.scope == scope::UNIVERSE);
+    match &iface.addresses {
+        Some(listed) => listed
+            .iter()
+            .map(|a| {
+                a.prefix().unwrap_or_else(|| {
+                    on_rail().find(|l| l.addr.addr == a.addr).map_or(Prefix::host(a.addr), |l| l.addr)
+                })
+            })
+            .collect(),
+        None => on_rail().filter(|a| crate::plan::unfit(a).is_none()).map(|a| a.addr).collect(),
+    }
+}

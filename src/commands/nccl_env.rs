@@ -6,17 +6,15 @@ use anyhow::Context as _;
 
 use super::{Ctx, Done, connect, print_text, read_rdma};
 use crate::cli::{NcclEnvArgs, NcclFormat};
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::error::{Error, exit};
-use crate::model::{Address, Prefix, scope};
 use crate::nccl::{self, RailAddrs};
-use crate::plan;
 
 /// `cfg`: the config given on the command line, if any.
 pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<Done, Error> {
     let cfg = match cfg {
         Some(cfg) => cfg,
-        None => latest(ctx)?,
+        None => super::latest_config(ctx, "nccl-env", "roce-route nccl-env CONFIG")?,
     };
     let nl = connect().await?;
     let rdma = read_rdma(&args.sysfs, nl.links())?;
@@ -24,7 +22,7 @@ pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<D
     let rails: Vec<RailAddrs> = cfg
         .interfaces
         .iter()
-        .map(|i| RailAddrs { name: i.name.clone(), addresses: addresses(i, &live) })
+        .map(|i| RailAddrs { name: i.name.clone(), addresses: super::rail_addresses(i, &live) })
         .collect();
     // Every port's pkey table (NCCL_IB_PKEY is an index into it); one that
     // cannot be read is a warning about the rails on that port.
@@ -51,36 +49,4 @@ pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<D
         }
     }
     Ok(Done::new(exit::OK, false, env))
-}
-
-/// The config of the latest apply in this namespace.
-fn latest(ctx: &Ctx) -> Result<Config, Error> {
-    let record = ctx.readable_record()?;
-    if record.config_files.is_empty() {
-        let why = if crate::netns::can_admin_network() {
-            "no apply is recorded in this network namespace"
-        } else {
-            "the record of the latest apply can only be read as root"
-        };
-        return Err(Error::Usage(format!("nccl-env: {why}; give the config: `roce-route nccl-env CONFIG`")));
-    }
-    Ok(config::parse_many(&record.config_files)?)
-}
-
-/// The rail's addresses: the listed ones (a bare one with the prefix
-/// length it has on the host), else its global addresses now.
-fn addresses(iface: &config::Interface, live: &[Address]) -> Vec<Prefix> {
-    let on_rail = || live.iter().filter(move |a| a.ifname == iface.name && a.scope == scope::UNIVERSE);
-    match &iface.addresses {
-        Some(listed) => listed
-            .iter()
-            .map(|a| {
-                a.prefix().unwrap_or_else(|| {
-                    on_rail().find(|l| l.addr.addr == a.addr).map_or(Prefix::host(a.addr), |l| l.addr)
-                })
-            })
-            .collect(),
-        // The addresses apply would take for a rail without `addresses`.
-        None => on_rail().filter(|a| plan::unfit(a).is_none()).map(|a| a.addr).collect(),
-    }
 }

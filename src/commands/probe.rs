@@ -17,14 +17,14 @@ use serde::Serialize;
 use super::{Ctx, Done, connect, read_rdma_lenient};
 use crate::announce::{ARPHRD_ETHER, ARPHRD_INFINIBAND};
 use crate::cli::ProbeArgs;
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::error::{Error, exit};
-use crate::model::{Address, Prefix, scope};
+use crate::model::Prefix;
 use crate::netlink::Netlink;
 use crate::probe::io::{self, Job, RailIo};
 use crate::probe::peers::{self, Peers, SelfDoc, SelfRail};
 use crate::probe::verdict::{self, LocalRail, Observation, ProbeResult, RdmaMtu, Reply};
-use crate::{plan, tell};
+use crate::tell;
 
 /// The fields of `probe --json`.
 #[derive(Debug, Serialize)]
@@ -58,7 +58,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     }
     let cfg = match cfg {
         Some(cfg) => cfg,
-        None => latest(ctx)?,
+        None => super::latest_config(ctx, "probe", "roce-route probe CONFIG ...")?,
     };
     let nl = connect().await?;
     let live = nl.addresses().await.context("cannot read the interface addresses")?;
@@ -88,7 +88,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             active_mtu: read_active_mtu(&sysfs, &p.device, p.port),
         });
         rails.push((
-            LocalRail { name: iface.name.clone(), addresses: addresses(iface, &live) },
+            LocalRail { name: iface.name.clone(), addresses: super::rail_addresses(iface, &live) },
             RailIo {
                 name: iface.name.clone(),
                 ifindex: link.index,
@@ -220,37 +220,6 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         elapsed_ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
     };
     Ok(Done::new(if bad == 0 { exit::OK } else { exit::FAILED }, false, report))
-}
-
-/// The config of the latest apply in this namespace.
-fn latest(ctx: &Ctx) -> Result<Config, Error> {
-    let record = ctx.readable_record()?;
-    if record.config_files.is_empty() {
-        let why = if crate::netns::can_admin_network() {
-            "no apply is recorded in this network namespace"
-        } else {
-            "the record of the latest apply can only be read as root"
-        };
-        return Err(Error::Usage(format!("probe: {why}; give the config: `roce-route probe CONFIG ...`")));
-    }
-    Ok(config::parse_many(&record.config_files)?)
-}
-
-/// The rail's addresses: the listed ones (a bare one with the prefix
-/// length it has on the host), else the global ones apply would take.
-fn addresses(iface: &config::Interface, live: &[Address]) -> Vec<Prefix> {
-    let on_rail = || live.iter().filter(move |a| a.ifname == iface.name && a.scope == scope::UNIVERSE);
-    match &iface.addresses {
-        Some(listed) => listed
-            .iter()
-            .map(|a| {
-                a.prefix().unwrap_or_else(|| {
-                    on_rail().find(|l| l.addr.addr == a.addr).map_or(Prefix::host(a.addr), |l| l.addr)
-                })
-            })
-            .collect(),
-        None => on_rail().filter(|a| plan::unfit(a).is_none()).map(|a| a.addr).collect(),
-    }
 }
 
 /// `check`'s warnings about the rails' MTUs (`probe::mtu`).

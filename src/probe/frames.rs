@@ -14,7 +14,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::announce::icmpv6_checksum;
+pub use crate::announce::multicast_mac;
+use crate::announce::{icmpv6_checksum, ones_complement_sum};
 
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 const ARPOP_REQUEST: u16 = 1;
@@ -94,12 +95,6 @@ pub fn solicited_node(target: Ipv6Addr) -> Ipv6Addr {
     Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00 | u16::from(o[13]), u16::from_be_bytes([o[14], o[15]]))
 }
 
-/// 33:33 and the group's low 32 bits (RFC 2464 §7).
-pub fn multicast_mac(group: Ipv6Addr) -> [u8; 6] {
-    let o = group.octets();
-    [0x33, 0x33, o[12], o[13], o[14], o[15]]
-}
-
 /// A neighbour solicitation for `target` from `src`, as a whole IPv6
 /// packet to the solicited-node group, with the source link-layer option
 /// carrying `hw` after `pad` zero bytes (IPoIB: 2, RFC 4391 §9.1.2).
@@ -141,17 +136,6 @@ pub fn echo_request(v6: bool, id: u16, seq: u16, token: u64, size: u32) -> Vec<u
         m[2..4].copy_from_slice(&sum.to_be_bytes());
     }
     m
-}
-
-fn ones_complement_sum(data: &[u8]) -> u16 {
-    let mut sum: u32 = data
-        .chunks(2)
-        .map(|pair| u32::from(u16::from_be_bytes([pair[0], pair.get(1).copied().unwrap_or(0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
 }
 
 /// An echo reply, as read from an IP packet.
