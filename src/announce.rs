@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use crate::model::{Address, Link, Op, Route, Rule};
+use crate::model::{ARPHRD_ETHER, ARPHRD_INFINIBAND, Address, HwAddr, Link, LinkType, Op, Route, Rule};
 use crate::plan::{Desired, PlannedInterface};
 
 /// Pause between two rounds of announcements. Short enough that the
@@ -43,10 +43,6 @@ pub const BROADCAST: Mac = [0xff; 6];
 pub const ETHERTYPE_ARP: u16 = 0x0806;
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 const ETHERTYPE_IPV4: u16 = 0x0800;
-/// ARPHRD_ETHER: the link type (and ARP hardware type) of Ethernet.
-pub const ARPHRD_ETHER: u16 = 1;
-/// ARPHRD_INFINIBAND: IPoIB, link type and ARP hardware type alike.
-pub const ARPHRD_INFINIBAND: u16 = 32;
 const ARPOP_REQUEST: u16 = 1;
 const IPPROTO_ICMPV6: u8 = 58;
 const ND_NEIGHBOR_ADVERT: u8 = 136;
@@ -59,21 +55,6 @@ const NA_FLAG_OVERRIDE: u8 = 0x20;
 const ND_HOP_LIMIT: u8 = 255;
 /// ff02::1, all nodes on the link.
 pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
-
-/// `aa:bb:cc:dd:ee:ff` (as `Link::mac` holds it) as bytes; None for any
-/// other length (an InfiniBand address has 20 bytes: `parse_hw`).
-pub fn parse_mac(text: &str) -> Option<Mac> {
-    parse_hw(text)
-}
-
-/// Colon-separated hex octets, exactly N of them.
-pub fn parse_hw<const N: usize>(text: &str) -> Option<[u8; N]> {
-    let bytes: Vec<u8> = text
-        .split(':')
-        .map(|b| (b.len() == 2).then(|| u8::from_str_radix(b, 16).ok()).flatten())
-        .collect::<Option<_>>()?;
-    bytes.try_into().ok()
-}
 
 /// A rail's link layer, with what an announcement on it needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -396,16 +377,14 @@ pub fn select(
 
 /// How `link` announces, or why it cannot (a phrase after its name).
 fn medium(link: &Link, broadcast: &impl Fn(u32) -> Option<Vec<u8>>) -> Result<Medium, String> {
+    let hw = link.mac.as_ref().filter(|m| !m.is_zero());
     match link.link_type {
-        ARPHRD_ETHER => link
-            .mac
-            .as_deref()
-            .and_then(parse_mac)
-            .filter(|m| *m != [0; 6])
+        LinkType::Ether => hw
+            .and_then(HwAddr::mac)
             .map(|mac| Medium::Ethernet { mac })
             .ok_or_else(|| "has no MAC address".to_string()),
-        ARPHRD_INFINIBAND => {
-            let addr = link.mac.as_deref().and_then(parse_hw::<20>).filter(|a| *a != [0; 20]);
+        LinkType::Infiniband => {
+            let addr = hw.and_then(HwAddr::ipoib);
             let Some(addr) = addr else {
                 return Err("is IPoIB without a 20-byte hardware address".into());
             };
@@ -415,7 +394,7 @@ fn medium(link: &Link, broadcast: &impl Fn(u32) -> Option<Vec<u8>>) -> Result<Me
             };
             Ok(Medium::Infiniband { addr, broadcast })
         }
-        other => Err(format!(
+        LinkType::Other(other) => Err(format!(
             "is neither Ethernet nor IPoIB (link type {other}; roce-route announces on ARPHRD_ETHER and \
              ARPHRD_INFINIBAND links only)"
         )),
@@ -621,15 +600,18 @@ mod tests {
 
     #[test]
     fn macs_parse_only_as_six_octets() {
-        assert_eq!(parse_mac("00:00:5e:00:53:0a"), Some(MAC_A));
-        assert_eq!(parse_mac("00:00:5E:00:53:0A"), Some(MAC_A));
-        assert_eq!(parse_mac("00:00:5e:00:53"), None);
-        assert_eq!(parse_mac("00:00:5e:00:53:0a:01"), None);
-        assert_eq!(parse_mac("0:00:5e:00:53:0a"), None);
-        assert_eq!(parse_mac("zz:00:5e:00:53:0a"), None);
-        assert_eq!(parse_mac(""), None);
+        let mac = |t: &str| t.parse::<HwAddr>().ok().and_then(|h| h.mac());
+        assert_eq!(mac("00:00:5e:00:53:0a"), Some(MAC_A));
+        assert_eq!(mac("00:00:5E:00:53:0A"), Some(MAC_A));
+        assert_eq!(mac("00:00:5e:00:53"), None);
+        assert_eq!(mac("00:00:5e:00:53:0a:01"), None);
+        assert_eq!(mac("0:00:5e:00:53:0a"), None);
+        assert_eq!(mac("zz:00:5e:00:53:0a"), None);
+        assert_eq!(mac(""), None);
         let ib = vec!["80"; 20].join(":");
-        assert_eq!(parse_mac(&ib), None);
+        assert_eq!(mac(&ib), None);
+        assert_eq!(ib.parse::<HwAddr>().unwrap().ipoib(), Some([0x80; 20]));
+        assert_eq!("00:00:5E:00:53:0A".parse::<HwAddr>().unwrap().to_string(), "00:00:5e:00:53:0a");
     }
 
     // --- selection ---
@@ -660,7 +642,8 @@ mod tests {
     }
 
     fn link(index: u32, name: &str, mac: &str, link_type: u16) -> Link {
-        Link { index, name: name.into(), admin_up: true, lower_up: true, mac: Some(mac.into()), link_type }
+        let mac = Some(mac.parse().unwrap());
+        Link { index, name: name.into(), admin_up: true, lower_up: true, mac, link_type: link_type.into() }
     }
 
     fn addr(ifname: &str, p: &str) -> Address {

@@ -606,7 +606,7 @@ pub fn assign_tables(
         cfg.interfaces.iter().filter(|i| i.table_explicit).map(|i| i.table).collect();
     let mut unassigned = Vec::new();
     for (k, iface) in cfg.interfaces.iter_mut().enumerate().filter(|(_, i)| !i.table_explicit) {
-        match kept.get(&iface.name).filter(|t| !taken.contains(t) && reserved_table(**t).is_none()) {
+        match kept.get(&iface.name).filter(|t| !taken.contains(t) && model::reserved_table(**t).is_none()) {
             Some(t) => {
                 iface.table = *t;
                 taken.insert(*t);
@@ -617,7 +617,7 @@ pub fn assign_tables(
     let mut next = cfg.defaults.table_base;
     for k in unassigned {
         let name = cfg.interfaces[k].name.clone();
-        while taken.contains(&next) || occupied(next, &name) || reserved_table(next).is_some() {
+        while taken.contains(&next) || occupied(next, &name) || model::reserved_table(next).is_some() {
             next = next.checked_add(1).ok_or_else(|| {
                 let iface = &cfg.interfaces[k];
                 ConfigError::at(
@@ -863,7 +863,7 @@ impl Ctx<'_> {
 
     fn explicit_table(&self, v: &Int, who: &str) -> Res<u32> {
         let t = self.table_number(v, who, "table")?;
-        match reserved_table(t) {
+        match model::reserved_table(t) {
             Some(kind) => Err(self.err(
                 self.loc(v),
                 format!("{who}: table = {t} is reserved by the kernel ({kind})"),
@@ -923,7 +923,7 @@ impl Ctx<'_> {
             Some(n) => Err(self.err(
                 loc,
                 format!("{who}: prefix length {n} in \"{text}\" is longer than {max} bits"),
-                format!("{} prefix lengths are 0..={max}", family_name(addr)),
+                format!("{} prefix lengths are 0..={max}", Family::of(&addr).name()),
             )),
             None => Err(self.err(
                 loc,
@@ -945,7 +945,7 @@ impl Ctx<'_> {
                     gw.loc,
                     format!(
                         "{who}: second {} gateway {} (the first is {} at {})",
-                        family_name(gw.addr),
+                        Family::of(&gw.addr).name(),
                         gw.addr,
                         first.addr,
                         first.loc
@@ -990,14 +990,14 @@ impl Ctx<'_> {
                 format!(
                     "{who}: gateway {} is {} but `addresses` lists no {} address",
                     gw.addr,
-                    family_name(gw.addr),
-                    family_name(gw.addr)
+                    Family::of(&gw.addr).name(),
+                    Family::of(&gw.addr).name()
                 ),
                 "add an address of that family, remove the gateway, or omit `addresses` \
                  to take every global address of the interface",
             ));
         }
-        if is_v6_link_local(gw.addr) {
+        if model::is_v6_link_local(gw.addr) {
             return Ok(());
         }
         let Some(prefixes) = same.iter().map(|a| a.prefix()).collect::<Option<Vec<_>>>() else {
@@ -1258,29 +1258,6 @@ fn ifname_problem(n: &str) -> Option<(String, &'static str)> {
         ),
     };
     Some((what, hint))
-}
-
-fn reserved_table(t: u32) -> Option<&'static str> {
-    if !model::RESERVED_TABLES.contains(&t) {
-        return None;
-    }
-    Some(match t {
-        0 => "0 means unspecified",
-        253 => "the `default` table",
-        254 => "the `main` table",
-        _ => "the `local` table",
-    })
-}
-
-pub(crate) fn family_name(ip: IpAddr) -> &'static str {
-    match Family::of(&ip) {
-        Family::V4 => "IPv4",
-        Family::V6 => "IPv6",
-    }
-}
-
-pub(crate) fn is_v6_link_local(ip: IpAddr) -> bool {
-    matches!(ip, IpAddr::V6(a) if a.is_unicast_link_local())
 }
 
 /// Why no host may use `ip` as its own address or as a gateway.

@@ -394,7 +394,14 @@ mod tests {
     }
 
     fn link(name: &str) -> Link {
-        Link { index: 2, name: name.into(), admin_up: true, lower_up: true, mac: None, link_type: 1 }
+        Link {
+            index: 2,
+            name: name.into(),
+            admin_up: true,
+            lower_up: true,
+            mac: None,
+            link_type: crate::model::LinkType::Ether,
+        }
     }
 
     fn addr(ifname: &str, a: &str) -> Address {

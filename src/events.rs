@@ -157,9 +157,7 @@ fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
                 })
             })?;
             // A link-local address is never a rail's source address.
-            if let IpAddr::V6(v6) = ip
-                && v6.is_unicast_link_local()
-            {
+            if crate::model::is_v6_link_local(ip) {
                 return None;
             }
             let verb = if matches!(msg, M::DelAddress(_)) { "removed" } else { "added" };

@@ -44,6 +44,26 @@ impl Family {
             Family::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         }
     }
+    /// "IPv4" or "IPv6", as messages say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+    /// `AF_INET` or `AF_INET6`, as NCCL's variables say it.
+    pub fn af_name(self) -> &'static str {
+        match self {
+            Family::V4 => "AF_INET",
+            Family::V6 => "AF_INET6",
+        }
+    }
+}
+
+/// An IPv6 link-local unicast address (fe80::/10): never a rail's source
+/// address, never announced, never in a plan.
+pub fn is_v6_link_local(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(a) if a.is_unicast_link_local())
 }
 
 /// An address with a prefix length. `addr` is kept as given: for a route
@@ -136,6 +156,17 @@ pub mod fr_act {
 
 /// Tables the kernel reserves: unspec, default, main, local.
 pub const RESERVED_TABLES: [u32; 4] = [0, 253, 254, 255];
+
+/// What a reserved table is, for messages; None for any other id.
+pub fn reserved_table(t: u32) -> Option<&'static str> {
+    match t {
+        0 => Some("0 means unspecified"),
+        253 => Some("the `default` table"),
+        254 => Some("the `main` table"),
+        255 => Some("the `local` table"),
+        _ => None,
+    }
+}
 
 /// One route, in the kernel's terms. The identity of a route in the kernel
 /// (what NLM_F_REPLACE matches on) is `key()`; the rest are its attributes.
@@ -398,11 +429,128 @@ pub struct Link {
     pub admin_up: bool,
     /// IFF_LOWER_UP: carrier.
     pub lower_up: bool,
-    pub mac: Option<String>,
+    /// IFLA_ADDRESS, when the link has a non-empty one.
+    pub mac: Option<HwAddr>,
     /// The link layer type (`ARPHRD_*`, `ip link`'s `link/ether`,
-    /// `link/infiniband`): 1 for Ethernet, 32 for IPoIB.
+    /// `link/infiniband`).
     #[serde(default)]
-    pub link_type: u16,
+    pub link_type: LinkType,
+}
+
+/// ARPHRD_ETHER: the link type (and ARP hardware type) of Ethernet.
+pub const ARPHRD_ETHER: u16 = 1;
+/// ARPHRD_INFINIBAND: IPoIB, link type and ARP hardware type alike.
+pub const ARPHRD_INFINIBAND: u16 = 32;
+
+/// A link's layer (`ARPHRD_*`): the two a rail can be, and any other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "u16", into = "u16")]
+pub enum LinkType {
+    /// ARPHRD_ETHER (1): Ethernet, RoCE.
+    Ether,
+    /// ARPHRD_INFINIBAND (32): IPoIB.
+    Infiniband,
+    /// Any other ARPHRD_* number (tun is 65534, loopback 772).
+    Other(u16),
+}
+
+impl Default for LinkType {
+    /// A link whose type was not recorded (older state files): 0, NET/ROM.
+    fn default() -> LinkType {
+        LinkType::Other(0)
+    }
+}
+
+impl From<u16> for LinkType {
+    fn from(n: u16) -> LinkType {
+        match n {
+            ARPHRD_ETHER => LinkType::Ether,
+            ARPHRD_INFINIBAND => LinkType::Infiniband,
+            other => LinkType::Other(other),
+        }
+    }
+}
+
+impl From<LinkType> for u16 {
+    fn from(t: LinkType) -> u16 {
+        match t {
+            LinkType::Ether => ARPHRD_ETHER,
+            LinkType::Infiniband => ARPHRD_INFINIBAND,
+            LinkType::Other(n) => n,
+        }
+    }
+}
+
+/// A link-layer address as the kernel holds it (IFLA_ADDRESS): 6 bytes
+/// on Ethernet, 20 on IPoIB. Parsed once, from netlink or from text
+/// (`aa:bb:cc:dd:ee:ff`, two hex digits per octet), and printed as
+/// `ip link` prints it (lowercase).
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HwAddr(Vec<u8>);
+
+impl HwAddr {
+    pub fn new(bytes: &[u8]) -> HwAddr {
+        HwAddr(bytes.to_vec())
+    }
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    pub fn is_zero(&self) -> bool {
+        self.0.iter().all(|b| *b == 0)
+    }
+    /// The six bytes of an Ethernet MAC; None for any other length.
+    pub fn mac(&self) -> Option<[u8; 6]> {
+        self.0.as_slice().try_into().ok()
+    }
+    /// The twenty bytes of an IPoIB address; None for any other length.
+    pub fn ipoib(&self) -> Option<[u8; 20]> {
+        self.0.as_slice().try_into().ok()
+    }
+}
+
+impl std::str::FromStr for HwAddr {
+    type Err = String;
+    fn from_str(text: &str) -> Result<HwAddr, String> {
+        let bytes: Option<Vec<u8>> = text
+            .split(':')
+            .map(|b| (b.len() == 2).then(|| u8::from_str_radix(b, 16).ok()).flatten())
+            .collect();
+        match bytes {
+            Some(b) if !b.is_empty() && b.len() <= 32 => Ok(HwAddr(b)),
+            _ => Err(format!("{text:?} is not a hardware address (hex octets separated by colons)")),
+        }
+    }
+}
+
+impl fmt::Display for HwAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(":")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for HwAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HwAddr({self})")
+    }
+}
+
+impl Serialize for HwAddr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HwAddr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<HwAddr, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// An address configured on an interface.

@@ -27,7 +27,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::model::Prefix;
+use crate::model::{self, Family, Prefix};
 use crate::rdma::{GidKind, PkeyEntry, Port, Rdma, find_pkey, parse_pkey};
 
 /// The pkey table of each port (by `Port::hca`), or why it could not be
@@ -310,14 +310,6 @@ fn pkey_selection(
     }
 }
 
-fn link_local(ip: &IpAddr) -> bool {
-    matches!(ip, IpAddr::V6(a) if a.is_unicast_link_local())
-}
-
-fn family_name(ip: &IpAddr) -> &'static str {
-    if ip.is_ipv4() { "AF_INET" } else { "AF_INET6" }
-}
-
 fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
     if intended.is_empty() {
         if env.rails.iter().any(|r| r.link_layer.as_deref() == Some("InfiniBand")) {
@@ -370,7 +362,7 @@ fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
     }
     // One family for all HCAs: IPv4 where any rail has it.
     let family = if found.iter().any(|(i, _)| i.addr.addr.is_ipv4()) { "AF_INET" } else { "AF_INET6" };
-    let in_family = |(i, _): &&(&Intended, u32)| family_name(&i.addr.addr) == family;
+    let in_family = |(i, _): &&(&Intended, u32)| Family::of(&i.addr.addr).af_name() == family;
     let chosen: Vec<&(&Intended, u32)> = found.iter().filter(in_family).collect();
     let other: Vec<&(&Intended, u32)> = found.iter().filter(|f| !in_family(f)).collect();
     if !other.is_empty() {
@@ -398,7 +390,11 @@ fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
             .gids
             .iter()
             // NCCL skips link-local GIDs (the default fe80:: ones).
-            .filter(|g| g.kind == Some(GidKind::V2) && family_name(&g.ip()) == family && !link_local(&g.ip()))
+            .filter(|g| {
+                g.kind == Some(GidKind::V2)
+                    && Family::of(&g.ip()).af_name() == family
+                    && !model::is_v6_link_local(g.ip())
+            })
             .find(|g| range.is_none_or(|r| r.contains(&g.ip())));
         if let Some(g) = lowest.filter(|g| g.index != *index) {
             env.warnings.push(format!(

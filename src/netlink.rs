@@ -29,7 +29,7 @@ use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMe
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::sys::AsyncSocket;
 
-use crate::model::{Address, Family, Link, Live, Op, Prefix, RawBytes, Route, Rule};
+use crate::model::{Address, Family, HwAddr, Link, LinkType, Live, Op, Prefix, RawBytes, Route, Rule};
 
 /// An error the kernel returned for a request: errno and, when the kernel
 /// gave one, its extended-ack message.
@@ -642,9 +642,7 @@ fn link_from(l: &LinkMessage) -> Link {
     for a in &l.attributes {
         match a {
             LinkAttribute::IfName(n) => name = n.clone(),
-            LinkAttribute::Address(bytes) if !bytes.is_empty() => {
-                mac = Some(bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"))
-            }
+            LinkAttribute::Address(bytes) if !bytes.is_empty() => mac = Some(HwAddr::new(bytes)),
             _ => {}
         }
     }
@@ -654,7 +652,7 @@ fn link_from(l: &LinkMessage) -> Link {
         admin_up: l.header.flags.contains(LinkFlags::Up),
         lower_up: l.header.flags.contains(LinkFlags::LowerUp),
         mac,
-        link_type: u16::from(l.header.link_layer_type),
+        link_type: LinkType::from(u16::from(l.header.link_layer_type)),
     }
 }
 

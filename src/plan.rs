@@ -21,10 +21,10 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::config::{
-    AddrOrigin, AddrUse, Config, ConfigError, Interface, Loc, check_unique_addresses, family_name,
-    is_v6_link_local, off_link_hint, unusable_address, v4_subnet_role,
+    AddrOrigin, AddrUse, Config, ConfigError, Interface, Loc, check_unique_addresses, off_link_hint,
+    unusable_address, v4_subnet_role,
 };
-use crate::model::{Address, Family, Link, Prefix, Route, Rule, Sysctl, scope};
+use crate::model::{self, Address, Family, Link, Prefix, Route, Rule, Sysctl, scope};
 
 pub use crate::model::IPV6_DEFAULT_METRIC;
 
@@ -669,12 +669,12 @@ fn check_gateways(
     let mut waiting = Vec::new();
     for gw in &iface.gateways {
         let fail = |what: String, hint: String| Err(err(iface, gw.loc, what, hint));
-        let family = family_name(gw.addr);
+        let family = Family::of(&gw.addr).name();
         let missing_here: Vec<String> =
             missing.iter().filter(|m| Family::of(m) == Family::of(&gw.addr)).map(|m| m.to_string()).collect();
         let inside = subnets.iter().find(|s| s.contains(&gw.addr));
         let has_family = subnets.iter().any(|s| s.family() == Family::of(&gw.addr));
-        let off_link = inside.is_none() && !gw.onlink && !is_v6_link_local(gw.addr);
+        let off_link = inside.is_none() && !gw.onlink && !model::is_v6_link_local(gw.addr);
         if !missing_here.is_empty() && (!has_family || off_link) {
             waiting.push((
                 gw.addr,
@@ -698,7 +698,7 @@ fn check_gateways(
                 ),
             );
         }
-        if inside.is_none() && !gw.onlink && !is_v6_link_local(gw.addr) {
+        if inside.is_none() && !gw.onlink && !model::is_v6_link_local(gw.addr) {
             let subnets: Vec<String> = subnets.iter().map(|a| a.network().to_string()).collect();
             return fail(
                 format!(
@@ -760,7 +760,7 @@ fn unrouted_host_addresses(i: &PlannedInterface) -> Vec<String> {
                  traffic leaves by the main table (add a gateway, or a peer: `ip addr add {} peer PEER dev {}`)",
                 i.name,
                 i.name,
-                family_name(a.addr),
+                Family::of(&a.addr).name(),
                 i.table,
                 a.addr,
                 i.name
@@ -796,7 +796,14 @@ mod tests {
     use crate::model::{Family, SysctlKey, fr_act};
 
     fn link(index: u32, name: &str) -> Link {
-        Link { index, name: name.into(), admin_up: true, lower_up: true, mac: None, link_type: 1 }
+        Link {
+            index,
+            name: name.into(),
+            admin_up: true,
+            lower_up: true,
+            mac: None,
+            link_type: crate::model::LinkType::Ether,
+        }
     }
     fn addr(ifname: &str, a: &str) -> Address {
         let (ip, len) = a.split_once('/').unwrap();

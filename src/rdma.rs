@@ -19,7 +19,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use serde::Serialize;
 
-use crate::model::Link;
+use crate::model::{HwAddr, Link, LinkType};
 use crate::sysfs::{Sysfs, SysfsError};
 #[cfg(test)]
 use nix::libc;
@@ -274,7 +274,7 @@ fn device(fs: &dyn Sysfs, dev: &str, ipoib: &[Ipoib]) -> Result<Vec<Port>, RdmaE
                 }
             }
         } else if let Some(guid) = gids.iter().find(|g| g.index == 0).map(|g| g.gid.octets()[8..].to_vec()) {
-            netdevs.extend(ipoib.iter().filter(|i| i.hw.ends_with(&guid)).map(|i| Netdev {
+            netdevs.extend(ipoib.iter().filter(|i| i.hw.bytes().ends_with(&guid)).map(|i| Netdev {
                 name: i.name.clone(),
                 via: Via::PortGuid,
                 pkey: i.pkey.clone(),
@@ -383,13 +383,9 @@ fn read_gids(fs: &dyn Sysfs, dir: &str) -> Result<Vec<Gid>, RdmaError> {
 /// prefix, port GUID).
 struct Ipoib {
     name: String,
-    hw: Vec<u8>,
+    hw: HwAddr,
     pkey: Option<String>,
     parent: Option<String>,
-}
-
-fn parse_hw(text: &str) -> Option<Vec<u8>> {
-    text.split(':').map(|b| u8::from_str_radix(b, 16).ok()).collect()
 }
 
 /// The IPoIB netdevs sysfs lists and the ones rtnetlink shows; a netdev
@@ -403,20 +399,19 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
     // and, on the live /sys, is IPoIB at all. (A sysfs copy's class/net
     // stands for its host: its netdevs may be stand-ins.)
     let link = |name: &str| links.iter().find(|l| l.name == name);
-    let rtnl_hw =
-        |name: &str| link(name).and_then(|l| l.mac.as_deref()).and_then(parse_hw).filter(|h| h.len() == 20);
+    let rtnl_hw = |name: &str| link(name).and_then(|l| l.mac.as_ref()).filter(|h| h.bytes().len() == 20);
     for name in fs.list("class/net")?.unwrap_or_default() {
         let read = |attr: &str| fs.read(&format!("class/net/{name}/{attr}"));
         let hw = match read("address") {
-            Ok(a) => a.and_then(|a| parse_hw(&a)),
+            Ok(a) => a.and_then(|a| a.parse::<HwAddr>().ok()),
             Err(e) => {
                 problem(Some(format!("netdev {name}")), e.into(), NOT_MATCHED)?;
                 continue;
             }
         };
-        let Some(hw) = hw.filter(|h| h.len() == 20) else { continue };
-        if rtnl_hw(&name).is_some_and(|h| h != hw)
-            || (fs.live() && link(&name).is_some_and(|l| l.link_type != ARPHRD_INFINIBAND))
+        let Some(hw) = hw.filter(|h| h.bytes().len() == 20) else { continue };
+        if rtnl_hw(&name).is_some_and(|h| *h != hw)
+            || (fs.live() && link(&name).is_some_and(|l| l.link_type != LinkType::Infiniband))
         {
             continue;
         }
@@ -432,8 +427,8 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
         out.push(Ipoib { name, hw, pkey, parent });
     }
     for l in links {
-        if let Some(hw) = l.mac.as_deref().and_then(parse_hw)
-            && hw.len() == 20
+        if let Some(hw) = l.mac.clone()
+            && hw.bytes().len() == 20
             && !out.iter().any(|i| i.name == l.name)
         {
             out.push(Ipoib { name: l.name.clone(), hw, pkey: None, parent: None });
@@ -443,9 +438,6 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
 }
 
 const NOT_MATCHED: &str = "it is not matched to an InfiniBand port";
-
-/// `ip link`'s `link/infiniband`.
-const ARPHRD_INFINIBAND: u16 = 32;
 
 /// One used slot of a port's partition key table (`ports/<p>/pkeys/<i>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -599,8 +591,8 @@ mod tests {
             name: "ib0".into(),
             admin_up: true,
             lower_up: true,
-            mac: Some(addr.into()),
-            link_type: 32,
+            mac: Some(addr.parse().unwrap()),
+            link_type: crate::model::LinkType::Infiniband,
         };
         let r = scan(&m2, std::slice::from_ref(&link)).unwrap();
         assert!(r.ports[0].serves("ib0"));

@@ -663,7 +663,7 @@ impl HostSpec {
                 admin_up: true,
                 lower_up: true,
                 mac: None,
-                link_type: 1,
+                link_type: roce_route::model::LinkType::Ether,
             })
             .collect();
         let addrs = (0..self.rails.len())
@@ -1118,7 +1118,7 @@ fn two_rail_kernel() -> Kernel {
             admin_up: true,
             lower_up: true,
             mac: None,
-            link_type: 1,
+            link_type: roce_route::model::LinkType::Ether,
         })
         .collect();
     let addrs: Vec<Address> = (0..2)

@@ -116,7 +116,7 @@ fn point_to_point_and_onlink_routes_are_accepted_and_probed() {
             admin_up: true,
             lower_up: true,
             mac: None,
-            link_type: 1,
+            link_type: roce_route::model::LinkType::Ether,
         })
         .collect();
     let addrs: Vec<Address> = ["rail0", "rail1"].iter().flat_map(|n| addresses(&ns, n)).collect();

@@ -320,7 +320,7 @@ mod tests {
                 admin_up: true,
                 lower_up: false,
                 mac: None,
-                link_type: 1,
+                link_type: crate::model::LinkType::Ether,
             }],
             addresses: vec![Address {
                 ifname: "rail4".into(),

@@ -15,11 +15,10 @@ use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use serde::Serialize;
 
 use super::{Ctx, Done, connect, read_rdma_lenient};
-use crate::announce::{ARPHRD_ETHER, ARPHRD_INFINIBAND};
 use crate::cli::ProbeArgs;
 use crate::config::Config;
 use crate::error::{Error, exit};
-use crate::model::Prefix;
+use crate::model::{HwAddr, LinkType, Prefix};
 use crate::netlink::Netlink;
 use crate::probe::io::{self, Job, RailIo};
 use crate::probe::peers::{self, Peers, SelfDoc, SelfRail};
@@ -74,8 +73,8 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             ctx.warn(format!("{} is not on this host: not probed", iface.name));
             continue;
         };
-        let hw = link.mac.as_deref().and_then(parse_hex);
-        if !matches!(link.link_type, ARPHRD_ETHER | ARPHRD_INFINIBAND) || hw.is_none() {
+        let hw = link.mac.as_ref().map(|m| m.bytes().to_vec());
+        if !matches!(link.link_type, LinkType::Ether | LinkType::Infiniband) || hw.is_none() {
             ctx.warn(format!(
                 "{} is neither Ethernet nor IPoIB with a hardware address: not probed",
                 iface.name
@@ -92,7 +91,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             RailIo {
                 name: iface.name.clone(),
                 ifindex: link.index,
-                link_type: link.link_type,
+                link_type: link.link_type.into(),
                 hw: hw.unwrap_or_default(),
                 broadcast: nl.broadcast(link.index).map(<[u8]>::to_vec).unwrap_or_else(|| vec![0xff; 6]),
                 mtu: mtus.get(&link.index).copied().unwrap_or(1500),
@@ -108,7 +107,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
                 .map(|(l, r, port)| SelfRail {
                     name: l.name.clone(),
                     addresses: l.addresses.iter().map(Prefix::to_string).collect(),
-                    mac: Some(crate::probe::frames::hw_text(&r.hw)),
+                    mac: Some(HwAddr::new(&r.hw).to_string()),
                     mtu: Some(r.mtu),
                     rdma: port.as_ref().map(|p| p.port.clone()),
                 })
@@ -169,7 +168,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         seen.iter()
             .map(|(r, mac)| Reply {
                 interface: rails[*r].1.name.clone(),
-                source_mac: mac.as_deref().map(crate::probe::frames::hw_text),
+                source_mac: mac.as_deref().map(|m| HwAddr::new(m).to_string()),
             })
             .collect()
     };
@@ -182,7 +181,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         }
         let (_, rail, port) = &rails[job.rail];
         let obs = Observation {
-            arp_answers: s.arp_answers.iter().map(|h| crate::probe::frames::hw_text(h)).collect(),
+            arp_answers: s.arp_answers.iter().map(|h| HwAddr::new(h).to_string()).collect(),
             replies: replies(&s.replies),
             routed: replies(&s.routed),
             rtts: s.rtts.clone(),
@@ -269,11 +268,6 @@ async fn link_mtus(nl: &Netlink) -> Result<HashMap<u32, u32>, Error> {
             _ => None,
         })
         .collect())
-}
-
-/// Colon-separated hex octets.
-fn parse_hex(text: &str) -> Option<Vec<u8>> {
-    text.split(':').map(|b| (b.len() == 2).then(|| u8::from_str_radix(b, 16).ok()).flatten()).collect()
 }
 
 /// `ports/<p>/active_mtu` when sysfs (or the copy) has it: mainline

@@ -349,7 +349,7 @@ mod tests {
             admin_up,
             lower_up,
             mac: None,
-            link_type: 1,
+            link_type: crate::model::LinkType::Ether,
         };
         assert_eq!(LinkState::of(&link(true, true)).describe(), "up, carrier");
         assert!(LinkState::of(&link(true, false)).describe().starts_with("up, NO-CARRIER"));

@@ -39,11 +39,6 @@ pub const V6_OVERHEAD: u32 = 48;
 /// The token (8 bytes) must fit in the payload.
 pub const MIN_ECHO_PAYLOAD: u32 = 8;
 
-/// `aa:bb:...`, lower case.
-pub fn hw_text(hw: &[u8]) -> String {
-    hw.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}
-
 /// An ARP request for `target` from `sender_ip` at `sender_hw`, hardware
 /// type `hardware` (1 Ethernet, 32 IPoIB); the target hardware address
 /// is zero.
@@ -272,7 +267,7 @@ mod tests {
         reply[18..24].copy_from_slice(&MAC);
         reply[24..28].copy_from_slice(&[198, 51, 100, 10]);
         let r = parse_arp_reply(&reply).unwrap();
-        assert_eq!(hw_text(&r.sender_hw), "02:00:00:00:01:6e");
+        assert_eq!(crate::model::HwAddr::new(&r.sender_hw).to_string(), "02:00:00:00:01:6e");
         assert_eq!(r.sender_ip.to_string(), "198.51.100.110");
         assert_eq!(r.target_ip.to_string(), "198.51.100.10");
         assert_eq!(parse_arp_reply(&a), None, "a request is not a reply");

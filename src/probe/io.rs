@@ -43,7 +43,8 @@ use std::time::{Duration, Instant};
 
 use nix::libc;
 
-use crate::announce::{ARPHRD_INFINIBAND, ETHERTYPE_ARP, ETHERTYPE_IPV6, ipoib_multicast};
+use crate::announce::{ETHERTYPE_ARP, ETHERTYPE_IPV6, ipoib_multicast};
+use crate::model::ARPHRD_INFINIBAND;
 use crate::probe::frames::{self, V4_OVERHEAD, V6_OVERHEAD, V6In};
 use crate::signals::StopFlag;
 
