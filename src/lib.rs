@@ -28,6 +28,7 @@ pub mod netns;
 pub mod packet;
 pub mod plan;
 pub mod probe;
+pub mod profile;
 pub mod rdma;
 pub mod rdma_check;
 pub mod reconcile;
