@@ -3,7 +3,9 @@
 //! A transcript is a ```` ```console ```` block in README.md or docs/*.md.
 //! Its lines that start with `$ ` are commands run on the host (`peer$ `:
 //! on the peer), as root: a leading `sudo ` is shown to the reader and
-//! dropped when run. The lines after a command, up to the next one,
+//! dropped when run, and a `sudo` further on (`a; sudo b`, `| sudo tee`)
+//! is a shim that runs its arguments as they are (keeping the test's
+//! environment, which a real sudo would reset). The lines after a command, up to the next one,
 //! are what it prints (stdout and stderr, as a terminal shows them). A
 //! command that exits non-zero ends with a line `[exit N]`. In expected
 //! output, `[..]` matches any text within a line and a line `...` any
@@ -19,7 +21,15 @@
 //!   directory. `rails=4` names them rail0..rail3.
 //! - `<!-- file: /etc/roce-route/rails.toml -->` before a fenced block
 //!   writes that block to the path (under the test's own directory: every
-//!   `/etc/roce-route` in a command means the test's copy).
+//!   `/etc/roce-route` in a command means the test's copy). A file stays
+//!   written for the rest of the doc: a later testbed gets it too, so a
+//!   section can start afresh without showing the same config again.
+//! - `<!-- sysfs: mixed at bundle/sys -->` copies the sysfs fixture
+//!   `tests/fixtures/rdma/mixed/sysfs` to `bundle/sys` in the commands'
+//!   working directory (a support bundle, for `--sysfs-root bundle/sys`)
+//!   and gives the host the fixture's netdevs with their addresses (its
+//!   `netdevs` file): a rail of the testbed by that name is re-addressed,
+//!   any other is created as a veth.
 //!
 //! Commands run inside the host namespace (so no `--netns` shows), with
 //! `roce-route` on PATH being the binary under test and
@@ -80,6 +90,7 @@ struct Step {
 #[derive(Debug)]
 enum Item {
     Testbed { rails: Vec<String>, ipv6: bool },
+    Sysfs { case: String, at: String },
     File { path: String, content: String },
     Transcript(Vec<Step>),
 }
@@ -108,6 +119,13 @@ fn testbed_directive(args: &str, line: usize) -> Result<Item, String> {
         return Err(format!("line {}: a transcript directive needs rails=N or rails=a,b", line + 1));
     }
     Ok(Item::Testbed { rails, ipv6 })
+}
+
+fn sysfs_directive(args: &str, line: usize) -> Result<Item, String> {
+    match args.split_whitespace().collect::<Vec<_>>()[..] {
+        [case, "at", at] if !at.starts_with('/') => Ok(Item::Sysfs { case: case.into(), at: at.into() }),
+        _ => Err(format!("line {}: want `<!-- sysfs: CASE at RELATIVE/PATH -->`", line + 1)),
+    }
 }
 
 fn steps(lines: &[&str], first: usize) -> Result<Vec<Step>, String> {
@@ -154,6 +172,8 @@ fn parse(text: &str) -> Result<Vec<Item>, String> {
         let l = lines[i];
         if let Some(args) = directive(l, "transcript") {
             items.push(testbed_directive(args, i)?);
+        } else if let Some(args) = directive(l, "sysfs") {
+            items.push(sysfs_directive(args, i)?);
         } else if let Some(path) = directive(l, "file") {
             pending_file = Some(path.to_string());
         } else if let Some(info) = l.strip_prefix("```") {
@@ -222,6 +242,10 @@ impl Scene {
         }
         std::fs::create_dir_all(root.join("etc/roce-route")).unwrap();
         std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_roce-route"), bin_dir.join("roce-route")).unwrap();
+        let sudo = bin_dir.join("sudo");
+        std::fs::write(&sudo, "#!/bin/sh\nexec \"$@\"\n").unwrap();
+        let mode = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+        std::fs::set_permissions(&sudo, mode).unwrap();
         Scene { testbed, root, bin_dir }
     }
 
@@ -240,6 +264,34 @@ impl Scene {
         let target = PathBuf::from(format!("{}{rest}", self.config_dir()));
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         std::fs::write(&target, content).map_err(|e| format!("{}: {e}", target.display()))
+    }
+
+    /// The fixture's sysfs copy in the working directory, its netdevs on the host.
+    fn sysfs(&self, case: &str, at: &str) -> Result<(), String> {
+        let fixture = repo().join("tests/fixtures/rdma").join(case);
+        let target = self.root.join("cwd").join(at);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        let cp = Command::new("cp").arg("-a").arg(fixture.join("sysfs")).arg(&target).status().unwrap();
+        if !cp.success() {
+            return Err(format!("cannot copy the sysfs of {case}"));
+        }
+        let netdevs = std::fs::read_to_string(fixture.join("netdevs")).map_err(|e| format!("{case}: {e}"))?;
+        let host = self.testbed.host();
+        for (k, line) in netdevs.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).enumerate() {
+            let mut words = line.split_whitespace();
+            let name = words.next().unwrap();
+            if host.try_ip(&format!("link show {name}")).is_ok() {
+                host.ip(&format!("addr flush dev {name} scope global"));
+            } else {
+                host.ip(&format!("link add {name} type veth peer name x{k}"));
+                host.ip(&format!("link set x{k} up"));
+                host.ip(&format!("link set {name} up"));
+            }
+            for addr in words {
+                host.ip(&format!("addr add {addr} dev {name} nodad"));
+            }
+        }
+        Ok(())
     }
 
     /// What the command prints, with the test's paths as the docs say them.
@@ -295,15 +347,33 @@ fn check_doc(path: &Path) -> (Vec<String>, String) {
     };
     let mut failures = Vec::new();
     let mut scene: Option<Scene> = None;
+    let mut files: Vec<(&str, &str)> = Vec::new();
     let mut replacements: Vec<(usize, usize, Vec<String>)> = Vec::new();
     for item in &items {
         match item {
-            Item::Testbed { rails, ipv6 } => scene = Some(Scene::new(rails, *ipv6)),
+            Item::Testbed { rails, ipv6 } => {
+                let s = Scene::new(rails, *ipv6);
+                for (file, content) in &files {
+                    if let Err(e) = s.write(file, content) {
+                        failures.push(format!("{name}: {e}"));
+                    }
+                }
+                scene = Some(s);
+            }
+            Item::Sysfs { case, at } => match &scene {
+                Some(s) => {
+                    if let Err(e) = s.sysfs(case, at) {
+                        failures.push(format!("{name}: {e}"));
+                    }
+                }
+                None => failures.push(format!("{name}: <!-- sysfs: {case} --> before any <!-- transcript -->")),
+            },
             Item::File { path: file, content } => match &scene {
                 Some(s) => {
                     if let Err(e) = s.write(file, content) {
                         failures.push(format!("{name}: {e}"));
                     }
+                    files.push((file, content));
                 }
                 None => {
                     failures.push(format!("{name}: <!-- file: {file} --> before any <!-- transcript -->"))
@@ -406,6 +476,10 @@ fn the_parser_reads_directives_steps_and_exit_codes() {
     assert_eq!((steps[0].exit, steps[0].expected.clone()), (3, vec!["line one".to_string()]));
     assert_eq!((steps[1].at.clone(), steps[1].command.as_str()), (Where::Peer, "ip -br link"));
     assert!(parse("```console\noutput first\n```\n").is_err());
+    let sysfs = parse("<!-- sysfs: mixed at bundle/sys -->\n").unwrap();
+    assert!(matches!(&sysfs[0], Item::Sysfs { case, at } if case == "mixed" && at == "bundle/sys"));
+    assert!(parse("<!-- sysfs: mixed at /sys -->\n").is_err(), "an absolute path would be the host's");
+    assert!(parse("<!-- sysfs: mixed -->\n").is_err());
     assert!(parse("```console\n$ a\n[exit 2]\nmore\n```\n").is_err());
 }
 
