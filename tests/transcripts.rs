@@ -34,7 +34,9 @@
 //! Commands run inside the host namespace (so no `--netns` shows), with
 //! `roce-route` on PATH being the binary under test and
 //! `ROCE_ROUTE_STATE_DIR` pointing at the test's state directory; in
-//! output, the test's paths read as the real ones again.
+//! output, the test's paths read as the real ones again (the state
+//! directory as the default `/run/roce-route`, so the `--state-dir` that
+//! suggested commands carry for it is dropped, as for the default).
 //!
 //! `ROCE_ROUTE_BLESS=1` writes what the binary printed into the docs for
 //! every step that differs (then review the diff, and put `[..]` back
@@ -47,8 +49,9 @@ use std::process::Command;
 
 use common::{Netns, Testbed, require_root};
 
-/// What stands for the test's state directory in the docs.
-const STATE_DIR: &str = "/var/lib/roce-route";
+/// What stands for the test's state directory in the docs: the default,
+/// which the commands roce-route suggests do not name.
+const STATE_DIR: &str = "/run/roce-route";
 const CONFIG_DIR: &str = "/etc/roce-route";
 
 fn repo() -> PathBuf {
@@ -304,6 +307,7 @@ impl Scene {
         let command = command.replace(CONFIG_DIR, &self.config_dir());
         let out = self.exec(ns, &command);
         let text = String::from_utf8_lossy(&out.stdout)
+            .replace(&format!("--state-dir {} ", self.state_dir()), "")
             .replace(&self.config_dir(), CONFIG_DIR)
             .replace(&self.state_dir(), STATE_DIR);
         // Trailing blanks (ip prints some) do not survive editors.
@@ -366,7 +370,9 @@ fn check_doc(path: &Path) -> (Vec<String>, String) {
                         failures.push(format!("{name}: {e}"));
                     }
                 }
-                None => failures.push(format!("{name}: <!-- sysfs: {case} --> before any <!-- transcript -->")),
+                None => {
+                    failures.push(format!("{name}: <!-- sysfs: {case} --> before any <!-- transcript -->"))
+                }
             },
             Item::File { path: file, content } => match &scene {
                 Some(s) => {
