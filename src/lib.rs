@@ -21,6 +21,7 @@ pub mod events;
 pub mod executor;
 pub mod glob;
 pub mod managers;
+pub mod metrics;
 pub mod model;
 pub mod nccl;
 pub mod netlink;
