@@ -23,6 +23,7 @@ pub mod exit_codes;
 pub mod glob;
 pub mod man;
 pub mod managers;
+pub mod metrics;
 pub mod model;
 pub mod nccl;
 pub mod netlink;
