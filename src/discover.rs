@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::glob;
 use crate::model::{Address, Family, Link, Prefix, Route, scope};
 use crate::plan;
-use crate::rdma::{Port, Rdma};
+use crate::rdma::{Port, Rdma, Summary};
 use crate::sysfs;
 
 /// Which netdevs are candidates.
@@ -66,17 +66,14 @@ pub struct Rail {
 pub struct RailRdma {
     pub device: String,
     pub port: u32,
-    pub link_layer: String,
-    pub rate: Option<String>,
-    pub state: String,
-    pub phys_state: String,
+    /// link_layer, rate, state, phys_state.
+    #[serde(flatten)]
+    pub summary: Summary,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pkey: Option<String>,
     /// The parent netdev of an IPoIB pkey child.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
-    #[serde(skip)]
-    summary: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -170,8 +167,8 @@ pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<
                 Some(p) if !p.active() => format!(
                     "the netdev of {} has no global address, and the port is {} ({})",
                     p.label(),
-                    p.state.name,
-                    p.phys_state.name
+                    p.state,
+                    p.phys_state
                 ),
                 Some(p) => format!("the netdev of {} has no global address", p.label()),
                 None => "has no global address".to_string(),
@@ -232,13 +229,9 @@ fn rail(host: &Host, name: &str, port: Option<&Port>) -> Rail {
         rdma: port.map(|p| RailRdma {
             device: p.device.clone(),
             port: p.port,
-            link_layer: p.link_layer.clone(),
-            rate: p.rate.clone(),
-            state: p.state.name.clone(),
-            phys_state: p.phys_state.name.clone(),
+            summary: p.summary(),
             pkey: p.netdevs.iter().find(|n| n.name == name).and_then(|n| n.pkey.clone()),
             parent: p.netdevs.iter().find(|n| n.name == name).and_then(|n| n.parent.clone()),
-            summary: p.summary(),
         }),
         unfit,
         admin_up: link.is_some_and(|l| l.admin_up),
@@ -366,23 +359,15 @@ pub fn render(d: &Discovered) -> String {
 mod tests {
     use super::*;
     use crate::model::prefix;
-    use crate::rdma::{Netdev, State, Via};
+    use crate::rdma::{LinkLayer, Netdev, PhysState, PortState, Via};
 
     fn port(device: &str, netdev: &str, active: bool) -> Port {
         Port {
             device: device.into(),
             port: 1,
-            link_layer: "Ethernet".into(),
-            state: if active {
-                State { code: 4, name: "ACTIVE".into() }
-            } else {
-                State { code: 1, name: "DOWN".into() }
-            },
-            phys_state: if active {
-                State { code: 5, name: "LinkUp".into() }
-            } else {
-                State { code: 3, name: "Disabled".into() }
-            },
+            link_layer: LinkLayer::Ethernet,
+            state: if active { PortState::Active } else { PortState::Down },
+            phys_state: if active { PhysState::LinkUp } else { PhysState::Disabled },
             rate: Some("200 Gb/sec (4X HDR)".into()),
             gids: vec![],
             netdevs: if netdev.is_empty() {
@@ -449,6 +434,13 @@ mod tests {
         let names: Vec<&str> = cfg.interfaces.iter().map(|i| i.name.as_str()).collect();
         assert_eq!(names, ["ens2np0", "ens10np0"]);
         assert_eq!(cfg.arp_only[0].name, "eno1");
+        // --json: the port's facts as fields, the names as sysfs writes them.
+        assert_eq!(
+            serde_json::to_string(&d.rails[0].rdma).unwrap(),
+            r#"{"device":"mlx5_2","port":1,"link_layer":"Ethernet","rate":"200 Gb/sec (4X HDR)","state":"ACTIVE","phys_state":"LinkUp"}"#
+        );
+        let inactive = serde_json::to_value(&d.inactive[0].rdma).unwrap();
+        assert_eq!((&inactive["state"], &inactive["phys_state"]), (&"DOWN".into(), &"Disabled".into()));
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::model::{self, Family, Prefix};
-use crate::rdma::{GidKind, PkeyEntry, Port, Rdma, find_pkey, parse_pkey};
+use crate::rdma::{GidKind, LinkLayer, PkeyEntry, Port, Rdma, find_pkey, parse_pkey};
 
 /// The pkey table of each port (by `Port::hca`), or why it could not be
 /// read; a port not in it was not read.
@@ -63,7 +63,7 @@ pub struct NcclRail {
     pub name: String,
     /// `mlx5_0:1`; None: no RDMA device.
     pub hca: Option<String>,
-    pub link_layer: Option<String>,
+    pub link_layer: Option<LinkLayer>,
     /// The configured IPv4 address NCCL should use (RoCE), and its RoCE v2
     /// GID index now.
     pub address: Option<IpAddr>,
@@ -126,7 +126,7 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma, pkeys: &PkeyTables) -> Result<
         let mut shown = NcclRail {
             name: rail.name.clone(),
             hca: Some(port.hca()),
-            link_layer: Some(port.link_layer.clone()),
+            link_layer: Some(port.link_layer),
             address: None,
             gid_index: None,
             pkey: None,
@@ -179,8 +179,8 @@ pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma, pkeys: &PkeyTables) -> Result<
                 "{} (rail {}) is {} ({}): NCCL skips ports that are not ACTIVE, silently",
                 port.label(),
                 rail.name,
-                port.state.name,
-                port.phys_state.name
+                port.state,
+                port.phys_state
             ));
         }
         if port.is_roce() {
@@ -312,7 +312,7 @@ fn pkey_selection(
 
 fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
     if intended.is_empty() {
-        if env.rails.iter().any(|r| r.link_layer.as_deref() == Some("InfiniBand")) {
+        if env.rails.iter().any(|r| r.link_layer == Some(LinkLayer::InfiniBand)) {
             env.notes.push(
                 "no RoCE rail: InfiniBand ports use GID index 0, and NCCL ignores NCCL_IB_GID_INDEX for them"
                     .into(),
@@ -481,7 +481,7 @@ pub fn nccl_conf(env: &NcclEnv) -> String {
 mod tests {
     use super::*;
     use crate::model::prefix;
-    use crate::rdma::{Gid, Netdev, State, Via};
+    use crate::rdma::{Gid, Netdev, PhysState, PortState, Via};
 
     fn gid(index: u32, ip: &str, kind: GidKind, ndev: &str) -> Gid {
         let gid = match ip.parse::<IpAddr>().unwrap() {
@@ -500,9 +500,9 @@ mod tests {
         Port {
             device: device.into(),
             port: 1,
-            link_layer: "Ethernet".into(),
-            state: State { code: 4, name: "ACTIVE".into() },
-            phys_state: State { code: 5, name: "LinkUp".into() },
+            link_layer: LinkLayer::Ethernet,
+            state: PortState::Active,
+            phys_state: PhysState::LinkUp,
             rate: None,
             gids,
             netdevs: vec![Netdev { name: netdev.into(), via: Via::GidTable, pkey: None, parent: None }],
@@ -527,9 +527,9 @@ mod tests {
         Port {
             device: device.into(),
             port: 1,
-            link_layer: "InfiniBand".into(),
-            state: State { code: 4, name: "ACTIVE".into() },
-            phys_state: State { code: 5, name: "LinkUp".into() },
+            link_layer: LinkLayer::InfiniBand,
+            state: PortState::Active,
+            phys_state: PhysState::LinkUp,
             rate: None,
             gids: vec![gid0],
             netdevs: vec![Netdev {

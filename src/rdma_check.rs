@@ -48,8 +48,8 @@ pub fn drift(rdma: &Rdma, rails: &[PlannedInterface], sysfs_root: &str) -> Vec<R
                      silently",
                     port.label(),
                     rail.name,
-                    port.state.name,
-                    port.phys_state.name
+                    port.state,
+                    port.phys_state
                 ),
                 fix: format!(
                     "bring the port up: the netdev must be up (`ip link set dev {} up`), then check the cable, the \
@@ -146,21 +146,15 @@ pub fn unreadable(why: &[String]) -> Vec<RdmaDrift> {
 mod tests {
     use super::*;
     use crate::model::prefix;
-    use crate::rdma::{Gid, Netdev, Port, State, Via};
+    use crate::rdma::{Gid, LinkLayer, Netdev, PhysState, Port, PortState, Via};
 
     fn port(active: bool, gids: Vec<Gid>) -> Port {
         Port {
             device: "rocep193s0f0".into(),
             port: 1,
-            link_layer: "Ethernet".into(),
-            state: State {
-                code: if active { 4 } else { 1 },
-                name: if active { "ACTIVE" } else { "DOWN" }.into(),
-            },
-            phys_state: State {
-                code: if active { 5 } else { 3 },
-                name: if active { "LinkUp" } else { "Disabled" }.into(),
-            },
+            link_layer: LinkLayer::Ethernet,
+            state: if active { PortState::Active } else { PortState::Down },
+            phys_state: if active { PhysState::LinkUp } else { PhysState::Disabled },
             rate: None,
             gids,
             netdevs: vec![Netdev { name: "ens3f0np0".into(), via: Via::GidTable, pkey: None, parent: None }],

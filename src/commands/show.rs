@@ -107,9 +107,9 @@ impl ShownRdma {
         ShownRdma {
             device: p.device.clone(),
             port: p.port,
-            link_layer: p.link_layer.clone(),
-            state: p.state.name.clone(),
-            phys_state: p.phys_state.name.clone(),
+            link_layer: p.link_layer.to_string(),
+            state: p.state.to_string(),
+            phys_state: p.phys_state.to_string(),
             rate: p.rate.clone(),
             gids,
             summary: format!("{}, {}", p.label(), p.summary()),
