@@ -150,60 +150,69 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
 }
 
-/// A sysfs in memory, for tests: files with contents, files whose read
-/// fails with an errno (EINVAL as sysfs does, EACCES), directories implied
-/// by the paths.
-#[derive(Clone, Debug, Default)]
-pub struct Memory {
-    files: std::collections::BTreeMap<String, Result<String, i32>>,
-}
+/// Tests only: the product reads sysfs through `Dir`.
+#[cfg(test)]
+pub use memory::Memory;
 
-impl Memory {
-    pub fn file(&mut self, rel: &str, text: &str) -> &mut Memory {
-        self.files.insert(rel.to_string(), Ok(format!("{text}\n")));
-        self
-    }
-    pub fn failing(&mut self, rel: &str, errno: i32) -> &mut Memory {
-        self.files.insert(rel.to_string(), Err(errno));
-        self
-    }
-    pub fn remove(&mut self, rel: &str) -> &mut Memory {
-        self.files.remove(rel);
-        self
-    }
-}
+#[cfg(test)]
+mod memory {
+    use super::*;
 
-impl Sysfs for Memory {
-    fn read(&self, rel: &str) -> Result<Option<String>, SysfsError> {
-        match self.files.get(rel) {
-            None => Ok(None),
-            Some(Ok(text)) => Ok(Some(text.trim_end_matches('\n').to_string())),
-            Some(Err(errno)) => {
-                let e = io::Error::from_raw_os_error(*errno);
-                if absent(&e) { Ok(None) } else { Err(SysfsError { path: self.path(rel), source: e }) }
+    /// A sysfs in memory, for tests: files with contents, files whose read
+    /// fails with an errno (EINVAL as sysfs does, EACCES), directories implied
+    /// by the paths.
+    #[derive(Clone, Debug, Default)]
+    pub struct Memory {
+        files: std::collections::BTreeMap<String, Result<String, i32>>,
+    }
+
+    impl Memory {
+        pub fn file(&mut self, rel: &str, text: &str) -> &mut Memory {
+            self.files.insert(rel.to_string(), Ok(format!("{text}\n")));
+            self
+        }
+        pub fn failing(&mut self, rel: &str, errno: i32) -> &mut Memory {
+            self.files.insert(rel.to_string(), Err(errno));
+            self
+        }
+        pub fn remove(&mut self, rel: &str) -> &mut Memory {
+            self.files.remove(rel);
+            self
+        }
+    }
+
+    impl Sysfs for Memory {
+        fn read(&self, rel: &str) -> Result<Option<String>, SysfsError> {
+            match self.files.get(rel) {
+                None => Ok(None),
+                Some(Ok(text)) => Ok(Some(text.trim_end_matches('\n').to_string())),
+                Some(Err(errno)) => {
+                    let e = io::Error::from_raw_os_error(*errno);
+                    if absent(&e) { Ok(None) } else { Err(SysfsError { path: self.path(rel), source: e }) }
+                }
             }
         }
-    }
 
-    fn list(&self, rel: &str) -> Result<Option<Vec<String>>, SysfsError> {
-        let dir = format!("{}/", rel.trim_end_matches('/'));
-        let mut names: Vec<String> = self
-            .files
-            .keys()
-            .filter_map(|k| k.strip_prefix(&dir))
-            .map(|rest| rest.split('/').next().unwrap_or(rest).to_string())
-            .collect();
-        names.dedup();
-        if names.is_empty() {
-            return Ok(None);
+        fn list(&self, rel: &str) -> Result<Option<Vec<String>>, SysfsError> {
+            let dir = format!("{}/", rel.trim_end_matches('/'));
+            let mut names: Vec<String> = self
+                .files
+                .keys()
+                .filter_map(|k| k.strip_prefix(&dir))
+                .map(|rest| rest.split('/').next().unwrap_or(rest).to_string())
+                .collect();
+            names.dedup();
+            if names.is_empty() {
+                return Ok(None);
+            }
+            names.sort_by(|a, b| natural_cmp(a, b));
+            names.dedup();
+            Ok(Some(names))
         }
-        names.sort_by(|a, b| natural_cmp(a, b));
-        names.dedup();
-        Ok(Some(names))
-    }
 
-    fn path(&self, rel: &str) -> PathBuf {
-        Path::new("/sys").join(rel)
+        fn path(&self, rel: &str) -> PathBuf {
+            Path::new("/sys").join(rel)
+        }
     }
 }
 
