@@ -104,79 +104,25 @@ pub enum DiscoverError {
     NoRail(String),
 }
 
+/// A netdev taken as a candidate rail, with its port (None: taken by
+/// name, no RDMA device).
+type Taken<'a> = (String, Option<&'a Port>);
+
 pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<Discovered, DiscoverError> {
     let mut out = Discovered::default();
-    let mut taken: Vec<(String, Option<&Port>)> = Vec::new();
-    match selection {
+    let taken = match selection {
         Selection::Rdma => {
             if host.rdma.ports.is_empty() {
                 return Err(DiscoverError::NoRdma(sysfs_root.trim_end_matches('/').to_string()));
             }
-            let mut ports: Vec<&Port> = host.rdma.ports.iter().collect();
-            ports.sort_by(|a, b| sysfs::natural_cmp(&a.device, &b.device).then(a.port.cmp(&b.port)));
-            for port in ports {
-                if port.netdevs.is_empty() {
-                    out.left_out.push(LeftOut {
-                        what: port.label(),
-                        reason: format!(
-                            "{}; no netdev found for it (none in its GID table, no IPoIB netdev with its port \
-                             GUID, none under its PCI function)",
-                            port.summary()
-                        ),
-                    });
-                }
-                for n in &port.netdevs {
-                    // Two ports can name one netdev (a PCI function without
-                    // dev_port): one [[interface]], of the first port.
-                    if taken.iter().any(|(name, _)| *name == n.name) {
-                        continue;
-                    }
-                    if !host.links.iter().any(|l| l.name == n.name) {
-                        out.left_out.push(LeftOut {
-                            what: n.name.clone(),
-                            reason: format!(
-                                "the netdev of {} is not in this network namespace (give --netns NAME for \
-                                 another one)",
-                                port.label()
-                            ),
-                        });
-                        continue;
-                    }
-                    taken.push((n.name.clone(), Some(port)));
-                }
-            }
+            port_netdevs(host, &mut out.left_out)
         }
-        Selection::Globs(globs) => {
-            let mut links: Vec<&Link> = host.links.iter().filter(|l| l.name != "lo").collect();
-            links.sort_by(|a, b| sysfs::natural_cmp(&a.name, &b.name));
-            for g in globs {
-                if !links.iter().any(|l| glob::matches(g, &l.name)) {
-                    let have: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
-                    return Err(DiscoverError::NoMatch { pattern: g.clone(), have: have.join(", ") });
-                }
-            }
-            for l in links.iter().filter(|l| globs.iter().any(|g| glob::matches(g, &l.name))) {
-                taken.push((l.name.clone(), host.rdma.port_of(&l.name)));
-            }
-        }
-    }
+        Selection::Globs(globs) => named_netdevs(host, globs)?,
+    };
     for (name, port) in &taken {
         let rail = rail(host, name, *port);
         if rail.addresses.is_empty() {
-            let mut reason = match port {
-                Some(p) if !p.active() => format!(
-                    "the netdev of {} has no global address, and the port is {} ({})",
-                    p.label(),
-                    p.state,
-                    p.phys_state
-                ),
-                Some(p) => format!("the netdev of {} has no global address", p.label()),
-                None => "has no global address".to_string(),
-            };
-            if !rail.unfit.is_empty() {
-                reason.push_str(&format!(" fit to be a source (left out: {})", rail.unfit.join(", ")));
-            }
-            out.left_out.push(LeftOut { what: name.clone(), reason });
+            out.left_out.push(LeftOut { what: name.clone(), reason: no_address(*port, &rail.unfit) });
         } else if port.is_some_and(|p| !p.active()) {
             out.inactive.push(rail);
         } else {
@@ -190,6 +136,81 @@ pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<
     }
     out.arp_only = arp_only(host, &out);
     Ok(out)
+}
+
+/// The netdevs of the RDMA ports in this namespace, in natural device
+/// order; a port without netdev and a netdev elsewhere go to `left_out`.
+fn port_netdevs<'a>(host: &Host<'a>, left_out: &mut Vec<LeftOut>) -> Vec<Taken<'a>> {
+    let mut taken: Vec<Taken> = Vec::new();
+    let mut ports: Vec<&Port> = host.rdma.ports.iter().collect();
+    ports.sort_by(|a, b| sysfs::natural_cmp(&a.device, &b.device).then(a.port.cmp(&b.port)));
+    for port in ports {
+        if port.netdevs.is_empty() {
+            left_out.push(LeftOut {
+                what: port.label(),
+                reason: format!(
+                    "{}; no netdev found for it (none in its GID table, no IPoIB netdev with its port GUID, none \
+                     under its PCI function)",
+                    port.summary()
+                ),
+            });
+        }
+        for n in &port.netdevs {
+            // Two ports can name one netdev (a PCI function without
+            // dev_port): one [[interface]], of the first port.
+            if taken.iter().any(|(name, _)| *name == n.name) {
+                continue;
+            }
+            if !host.links.iter().any(|l| l.name == n.name) {
+                left_out.push(LeftOut {
+                    what: n.name.clone(),
+                    reason: format!(
+                        "the netdev of {} is not in this network namespace (give --netns NAME for another one)",
+                        port.label()
+                    ),
+                });
+                continue;
+            }
+            taken.push((n.name.clone(), Some(port)));
+        }
+    }
+    taken
+}
+
+/// The netdevs whose names match a glob, in natural order; a glob that
+/// matches none is an error.
+fn named_netdevs<'a>(host: &Host<'a>, globs: &[String]) -> Result<Vec<Taken<'a>>, DiscoverError> {
+    let mut links: Vec<&Link> = host.links.iter().filter(|l| l.name != "lo").collect();
+    links.sort_by(|a, b| sysfs::natural_cmp(&a.name, &b.name));
+    for g in globs {
+        if !links.iter().any(|l| glob::matches(g, &l.name)) {
+            let have: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+            return Err(DiscoverError::NoMatch { pattern: g.clone(), have: have.join(", ") });
+        }
+    }
+    Ok(links
+        .iter()
+        .filter(|l| globs.iter().any(|g| glob::matches(g, &l.name)))
+        .map(|l| (l.name.clone(), host.rdma.port_of(&l.name)))
+        .collect())
+}
+
+/// Why a taken netdev without a usable address is left out.
+fn no_address(port: Option<&Port>, unfit: &[String]) -> String {
+    let mut reason = match port {
+        Some(p) if !p.active() => format!(
+            "the netdev of {} has no global address, and the port is {} ({})",
+            p.label(),
+            p.state,
+            p.phys_state
+        ),
+        Some(p) => format!("the netdev of {} has no global address", p.label()),
+        None => "has no global address".to_string(),
+    };
+    if !unfit.is_empty() {
+        reason.push_str(&format!(" fit to be a source (left out: {})", unfit.join(", ")));
+    }
+    reason
 }
 
 fn rail(host: &Host, name: &str, port: Option<&Port>) -> Rail {
