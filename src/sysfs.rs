@@ -240,6 +240,27 @@ mod tests {
         let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_1", "ibp12s0", "ibp138s0", "ibp42s0"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["ibp12s0", "ibp42s0", "ibp138s0", "mlx5_1", "mlx5_2", "mlx5_10"]);
+        let mut rails: Vec<String> = (0..16).rev().map(|i| format!("rail{i}")).collect();
+        rails.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(rails, (0..16).map(|i| format!("rail{i}")).collect::<Vec<_>>());
+        let mut v = vec!["ens10f0np0", "ens2f0np0", "ens1f1np1", "ens1f0np0", "rocep193s0f0", "rocep65s0f1"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["ens1f0np0", "ens1f1np1", "ens2f0np0", "ens10f0np0", "rocep65s0f1", "rocep193s0f0"]);
+    }
+
+    /// A run of digits compares by its value, leading zeros or not
+    /// (strnatcmp, and so the natord crate, compares a run that starts
+    /// with 0 digit by digit: eth09 before eth1); equal values fall back
+    /// to the bytes, so that different names never compare equal.
+    #[test]
+    fn natural_order_is_by_value_and_total() {
+        let mut v = vec!["eth10", "eth09", "eth1", "eth001"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["eth001", "eth1", "eth09", "eth10"]);
+        assert_eq!(natural_cmp("mlx5_01", "mlx5_1"), Ordering::Less);
+        assert_eq!(natural_cmp("mlx5_1", "mlx5_01"), Ordering::Greater);
+        assert_eq!(natural_cmp("a b", "ab"), Ordering::Less, "spaces count");
+        assert_eq!(natural_cmp("mlx5_1", "mlx5_1"), Ordering::Equal);
     }
 
     #[test]
