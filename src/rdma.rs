@@ -318,44 +318,63 @@ impl Rdma {
 /// netdev there is matched by its hardware address like the ones sysfs
 /// lists, since `class/net` shows the namespace that mounted sysfs.
 pub fn scan(fs: &dyn Sysfs, links: &[Link]) -> Result<Rdma, RdmaError> {
-    scan_with(fs, links, &mut |_, e, _| Err(e))
+    scan_with(fs, links, &mut |u| Err(u.error))
 }
 
 /// `scan` for the commands that must go on when part of sysfs cannot be
 /// read (check, show and apply still handle the routing): what could be
-/// read, and for each part that could not, a sentence naming the file and
-/// what is left out because of it.
-pub fn scan_lenient(fs: &dyn Sysfs, links: &[Link]) -> (Rdma, Vec<String>) {
+/// read, and each part that could not.
+pub fn scan_lenient(fs: &dyn Sysfs, links: &[Link]) -> (Rdma, Vec<Unreadable>) {
     let mut unreadable = Vec::new();
-    let rdma = scan_with(fs, links, &mut |part, e, left_out| {
-        unreadable.push(match part {
-            Some(part) => format!("{part}: {e}; {left_out}"),
-            None => format!("{e}; {left_out}"),
-        });
+    let rdma = scan_with(fs, links, &mut |u| {
+        unreadable.push(u);
         Ok(())
     });
     // It only fails when `problem` does, which this one never does.
     (rdma.unwrap_or_default(), unreadable)
 }
 
-/// A part of sysfs that could not be read: which part (None: a listing,
-/// the path in the error says which), the error, and what is left out
-/// because of it. Returning the error stops the scan; Ok goes on without
-/// that part.
-type Problem<'a> = dyn FnMut(Option<String>, RdmaError, &str) -> Result<(), RdmaError> + 'a;
+/// A part of sysfs that could not be read; rendered (naming the file and
+/// what is left out) where it is printed.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// "RDMA device mlx5_0", "netdev ib0"; None: a listing (the path in
+    /// the error says which).
+    pub part: Option<String>,
+    pub error: RdmaError,
+    /// What is left out because of it.
+    pub left_out: &'static str,
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(part) = &self.part {
+            write!(f, "{part}: ")?;
+        }
+        write!(f, "{}; {}", self.error, self.left_out)
+    }
+}
+
+/// What the scan does with an unreadable part: returning the error stops
+/// it; Ok goes on without that part.
+type Problem<'a> = dyn FnMut(Unreadable) -> Result<(), RdmaError> + 'a;
+
+fn unreadable(part: Option<String>, error: impl Into<RdmaError>, left_out: &'static str) -> Unreadable {
+    Unreadable { part, error: error.into(), left_out }
+}
 
 fn scan_with(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Rdma, RdmaError> {
     let ipoib = match ipoib_netdevs(fs, links, problem) {
         Ok(ipoib) => ipoib,
         Err(e) => {
-            problem(None, e, "no netdev is matched to an InfiniBand port")?;
+            problem(unreadable(None, e, "no netdev is matched to an InfiniBand port"))?;
             Vec::new()
         }
     };
     let devices = match fs.list("class/infiniband") {
         Ok(devices) => devices.unwrap_or_default(),
         Err(e) => {
-            problem(None, e.into(), "no RDMA device is read")?;
+            problem(unreadable(None, e, "no RDMA device is read"))?;
             Vec::new()
         }
     };
@@ -363,7 +382,9 @@ fn scan_with(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Rd
     for dev in devices {
         match device(fs, &dev, &ipoib) {
             Ok(p) => ports.extend(p),
-            Err(e) => problem(Some(format!("RDMA device {dev}")), e, "its ports and GIDs are not read")?,
+            Err(e) => {
+                problem(unreadable(Some(format!("RDMA device {dev}")), e, "its ports and GIDs are not read"))?
+            }
         }
     }
     Ok(Rdma { ports })
@@ -517,17 +538,17 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
     // and, on the live /sys, is IPoIB at all. (A sysfs copy's class/net
     // stands for its host: its netdevs may be stand-ins.)
     let link = |name: &str| links.iter().find(|l| l.name == name);
-    let rtnl_hw = |name: &str| link(name).and_then(|l| l.mac.as_ref()).filter(|h| h.bytes().len() == 20);
+    let rtnl_hw = |name: &str| link(name).and_then(|l| l.mac.as_ref()).filter(|h| h.ipoib().is_some());
     for name in fs.list("class/net")?.unwrap_or_default() {
         let read = |attr: &str| fs.read(&format!("class/net/{name}/{attr}"));
         let hw = match read("address") {
             Ok(a) => a.and_then(|a| a.parse::<HwAddr>().ok()),
             Err(e) => {
-                problem(Some(format!("netdev {name}")), e.into(), NOT_MATCHED)?;
+                problem(unreadable(Some(format!("netdev {name}")), e, NOT_MATCHED))?;
                 continue;
             }
         };
-        let Some(hw) = hw.filter(|h| h.bytes().len() == 20) else { continue };
+        let Some(hw) = hw.filter(|h| h.ipoib().is_some()) else { continue };
         if rtnl_hw(&name).is_some_and(|h| *h != hw)
             || (fs.live() && link(&name).is_some_and(|l| l.link_type != LinkType::Infiniband))
         {
@@ -536,7 +557,7 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
         let (pkey, parent) = match (read("pkey"), read("parent")) {
             (Ok(pkey), Ok(parent)) => (pkey, parent),
             (Err(e), _) | (_, Err(e)) => {
-                problem(Some(format!("netdev {name}")), e.into(), NOT_MATCHED)?;
+                problem(unreadable(Some(format!("netdev {name}")), e, NOT_MATCHED))?;
                 continue;
             }
         };
@@ -546,7 +567,7 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
     }
     for l in links {
         if let Some(hw) = l.mac.clone()
-            && hw.bytes().len() == 20
+            && hw.ipoib().is_some()
             && !out.iter().any(|i| i.name == l.name)
         {
             out.push(Ipoib { name: l.name.clone(), hw, pkey: None, parent: None });
@@ -835,6 +856,32 @@ mod tests {
         s.state = PortState::Down;
         s.phys_state = PhysState::Polling;
         assert_eq!(s.to_string(), "InfiniBand, DOWN, Polling");
+    }
+
+    /// The lenient scan goes on past a device it cannot read, and says
+    /// which part, the error and what is left out, in that order.
+    #[test]
+    fn an_unreadable_part_is_kept_as_facts_and_rendered_as_a_sentence() {
+        let mut m = Memory::default();
+        roce_port(&mut m, "mlx5_0", "ens1f0np0");
+        roce_port(&mut m, "mlx5_1", "ens2f0np0");
+        m.failing("class/infiniband/mlx5_0/ports/1/rate", libc::EACCES);
+        m.failing("class/net/ib0/address", libc::EIO);
+        let (rdma, unreadable) = scan_lenient(&m, &[]);
+        assert_eq!(rdma.ports.len(), 1, "mlx5_1 is read");
+        let parts: Vec<Option<&str>> = unreadable.iter().map(|u| u.part.as_deref()).collect();
+        assert_eq!(parts, [Some("netdev ib0"), Some("RDMA device mlx5_0")]);
+        assert_eq!(unreadable[1].left_out, "its ports and GIDs are not read");
+        assert!(matches!(unreadable[1].error, RdmaError::Read(_)));
+        assert_eq!(
+            unreadable[1].to_string(),
+            format!(
+                "RDMA device mlx5_0: cannot read /sys/class/infiniband/mlx5_0/ports/1/rate: {}; its ports and GIDs \
+                 are not read",
+                std::io::Error::from_raw_os_error(libc::EACCES)
+            )
+        );
+        assert!(scan(&m, &[]).is_err(), "the strict scan stops at the first");
     }
 
     /// A link layer the kernel does not write is a damaged copy; no file

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::model::Prefix;
 use crate::plan::PlannedInterface;
-use crate::rdma::{GidKind, Port, Rdma};
+use crate::rdma::{GidKind, Port, Rdma, Unreadable};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RdmaDrift {
@@ -23,7 +23,7 @@ pub struct RdmaDrift {
 /// name.
 pub struct Observed {
     pub rdma: Rdma,
-    pub unreadable: Vec<String>,
+    pub unreadable: Vec<Unreadable>,
     pub root: String,
 }
 
@@ -137,11 +137,11 @@ fn no_v2_gid(rdma: &Rdma, port: &Port, rail: &str, a: &Prefix, root: &str) -> Rd
 
 /// A device check could not read: its rails are not checked, which is
 /// drift too (never a silent pass).
-pub fn unreadable(why: &[String]) -> Vec<RdmaDrift> {
+pub fn unreadable(why: &[Unreadable]) -> Vec<RdmaDrift> {
     why.iter()
         .map(|w| RdmaDrift {
             kind: "rdma_unreadable",
-            description: w.clone(),
+            description: w.to_string(),
             fix: "read the file named: in a sysfs copy it is damaged (copy it again); on a live host the device \
                   fails to answer (see `dmesg` and the driver's logs)"
                 .to_string(),

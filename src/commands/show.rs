@@ -185,7 +185,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
     let observed = read_rdma_lenient(sysfs, nl.links())?;
-    observed.unreadable.iter().for_each(|u| ctx.warn(u.clone()));
+    observed.unreadable.iter().for_each(|u| ctx.warn(u.to_string()));
     let rdma = observed.rdma;
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
     let rules: Vec<Rule> = nl
