@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::glob;
 use crate::model::{Address, Family, Link, Prefix, Route, scope};
 use crate::plan;
-use crate::rdma::{Port, Rdma};
+use crate::rdma::{Port, Rdma, Summary};
 use crate::sysfs;
 
 /// Which netdevs are candidates.
@@ -66,17 +66,14 @@ pub struct Rail {
 pub struct RailRdma {
     pub device: String,
     pub port: u32,
-    pub link_layer: String,
-    pub rate: Option<String>,
-    pub state: String,
-    pub phys_state: String,
+    /// link_layer, rate, state, phys_state.
+    #[serde(flatten)]
+    pub summary: Summary,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pkey: Option<String>,
     /// The parent netdev of an IPoIB pkey child.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
-    #[serde(skip)]
-    summary: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -107,79 +104,25 @@ pub enum DiscoverError {
     NoRail(String),
 }
 
+/// A netdev taken as a candidate rail, with its port (None: taken by
+/// name, no RDMA device).
+type Taken<'a> = (String, Option<&'a Port>);
+
 pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<Discovered, DiscoverError> {
     let mut out = Discovered::default();
-    let mut taken: Vec<(String, Option<&Port>)> = Vec::new();
-    match selection {
+    let taken = match selection {
         Selection::Rdma => {
             if host.rdma.ports.is_empty() {
                 return Err(DiscoverError::NoRdma(sysfs_root.trim_end_matches('/').to_string()));
             }
-            let mut ports: Vec<&Port> = host.rdma.ports.iter().collect();
-            ports.sort_by(|a, b| sysfs::natural_cmp(&a.device, &b.device).then(a.port.cmp(&b.port)));
-            for port in ports {
-                if port.netdevs.is_empty() {
-                    out.left_out.push(LeftOut {
-                        what: port.label(),
-                        reason: format!(
-                            "{}; no netdev found for it (none in its GID table, no IPoIB netdev with its port \
-                             GUID, none under its PCI function)",
-                            port.summary()
-                        ),
-                    });
-                }
-                for n in &port.netdevs {
-                    // Two ports can name one netdev (a PCI function without
-                    // dev_port): one [[interface]], of the first port.
-                    if taken.iter().any(|(name, _)| *name == n.name) {
-                        continue;
-                    }
-                    if !host.links.iter().any(|l| l.name == n.name) {
-                        out.left_out.push(LeftOut {
-                            what: n.name.clone(),
-                            reason: format!(
-                                "the netdev of {} is not in this network namespace (give --netns NAME for \
-                                 another one)",
-                                port.label()
-                            ),
-                        });
-                        continue;
-                    }
-                    taken.push((n.name.clone(), Some(port)));
-                }
-            }
+            port_netdevs(host, &mut out.left_out)
         }
-        Selection::Globs(globs) => {
-            let mut links: Vec<&Link> = host.links.iter().filter(|l| l.name != "lo").collect();
-            links.sort_by(|a, b| sysfs::natural_cmp(&a.name, &b.name));
-            for g in globs {
-                if !links.iter().any(|l| glob::matches(g, &l.name)) {
-                    let have: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
-                    return Err(DiscoverError::NoMatch { pattern: g.clone(), have: have.join(", ") });
-                }
-            }
-            for l in links.iter().filter(|l| globs.iter().any(|g| glob::matches(g, &l.name))) {
-                taken.push((l.name.clone(), host.rdma.port_of(&l.name)));
-            }
-        }
-    }
+        Selection::Globs(globs) => named_netdevs(host, globs)?,
+    };
     for (name, port) in &taken {
         let rail = rail(host, name, *port);
         if rail.addresses.is_empty() {
-            let mut reason = match port {
-                Some(p) if !p.active() => format!(
-                    "the netdev of {} has no global address, and the port is {} ({})",
-                    p.label(),
-                    p.state.name,
-                    p.phys_state.name
-                ),
-                Some(p) => format!("the netdev of {} has no global address", p.label()),
-                None => "has no global address".to_string(),
-            };
-            if !rail.unfit.is_empty() {
-                reason.push_str(&format!(" fit to be a source (left out: {})", rail.unfit.join(", ")));
-            }
-            out.left_out.push(LeftOut { what: name.clone(), reason });
+            out.left_out.push(LeftOut { what: name.clone(), reason: no_address(*port, &rail.unfit) });
         } else if port.is_some_and(|p| !p.active()) {
             out.inactive.push(rail);
         } else {
@@ -193,6 +136,81 @@ pub fn discover(host: &Host, selection: &Selection, sysfs_root: &str) -> Result<
     }
     out.arp_only = arp_only(host, &out);
     Ok(out)
+}
+
+/// The netdevs of the RDMA ports in this namespace, in natural device
+/// order; a port without netdev and a netdev elsewhere go to `left_out`.
+fn port_netdevs<'a>(host: &Host<'a>, left_out: &mut Vec<LeftOut>) -> Vec<Taken<'a>> {
+    let mut taken: Vec<Taken> = Vec::new();
+    let mut ports: Vec<&Port> = host.rdma.ports.iter().collect();
+    ports.sort_by(|a, b| sysfs::natural_cmp(&a.device, &b.device).then(a.port.cmp(&b.port)));
+    for port in ports {
+        if port.netdevs.is_empty() {
+            left_out.push(LeftOut {
+                what: port.label(),
+                reason: format!(
+                    "{}; no netdev found for it (none in its GID table, no IPoIB netdev with its port GUID, none \
+                     under its PCI function)",
+                    port.summary()
+                ),
+            });
+        }
+        for n in &port.netdevs {
+            // Two ports can name one netdev (a PCI function without
+            // dev_port): one [[interface]], of the first port.
+            if taken.iter().any(|(name, _)| *name == n.name) {
+                continue;
+            }
+            if !host.links.iter().any(|l| l.name == n.name) {
+                left_out.push(LeftOut {
+                    what: n.name.clone(),
+                    reason: format!(
+                        "the netdev of {} is not in this network namespace (give --netns NAME for another one)",
+                        port.label()
+                    ),
+                });
+                continue;
+            }
+            taken.push((n.name.clone(), Some(port)));
+        }
+    }
+    taken
+}
+
+/// The netdevs whose names match a glob, in natural order; a glob that
+/// matches none is an error.
+fn named_netdevs<'a>(host: &Host<'a>, globs: &[String]) -> Result<Vec<Taken<'a>>, DiscoverError> {
+    let mut links: Vec<&Link> = host.links.iter().filter(|l| l.name != "lo").collect();
+    links.sort_by(|a, b| sysfs::natural_cmp(&a.name, &b.name));
+    for g in globs {
+        if !links.iter().any(|l| glob::matches(g, &l.name)) {
+            let have: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+            return Err(DiscoverError::NoMatch { pattern: g.clone(), have: have.join(", ") });
+        }
+    }
+    Ok(links
+        .iter()
+        .filter(|l| globs.iter().any(|g| glob::matches(g, &l.name)))
+        .map(|l| (l.name.clone(), host.rdma.port_of(&l.name)))
+        .collect())
+}
+
+/// Why a taken netdev without a usable address is left out.
+fn no_address(port: Option<&Port>, unfit: &[String]) -> String {
+    let mut reason = match port {
+        Some(p) if !p.active() => format!(
+            "the netdev of {} has no global address, and the port is {} ({})",
+            p.label(),
+            p.state,
+            p.phys_state
+        ),
+        Some(p) => format!("the netdev of {} has no global address", p.label()),
+        None => "has no global address".to_string(),
+    };
+    if !unfit.is_empty() {
+        reason.push_str(&format!(" fit to be a source (left out: {})", unfit.join(", ")));
+    }
+    reason
 }
 
 fn rail(host: &Host, name: &str, port: Option<&Port>) -> Rail {
@@ -232,13 +250,9 @@ fn rail(host: &Host, name: &str, port: Option<&Port>) -> Rail {
         rdma: port.map(|p| RailRdma {
             device: p.device.clone(),
             port: p.port,
-            link_layer: p.link_layer.clone(),
-            rate: p.rate.clone(),
-            state: p.state.name.clone(),
-            phys_state: p.phys_state.name.clone(),
+            summary: p.summary(),
             pkey: p.netdevs.iter().find(|n| n.name == name).and_then(|n| n.pkey.clone()),
             parent: p.netdevs.iter().find(|n| n.name == name).and_then(|n| n.parent.clone()),
-            summary: p.summary(),
         }),
         unfit,
         admin_up: link.is_some_and(|l| l.admin_up),
@@ -366,23 +380,15 @@ pub fn render(d: &Discovered) -> String {
 mod tests {
     use super::*;
     use crate::model::prefix;
-    use crate::rdma::{Netdev, State, Via};
+    use crate::rdma::{LinkLayer, Netdev, PhysState, PortState, Via};
 
     fn port(device: &str, netdev: &str, active: bool) -> Port {
         Port {
             device: device.into(),
             port: 1,
-            link_layer: "Ethernet".into(),
-            state: if active {
-                State { code: 4, name: "ACTIVE".into() }
-            } else {
-                State { code: 1, name: "DOWN".into() }
-            },
-            phys_state: if active {
-                State { code: 5, name: "LinkUp".into() }
-            } else {
-                State { code: 3, name: "Disabled".into() }
-            },
+            link_layer: LinkLayer::Ethernet,
+            state: if active { PortState::Active } else { PortState::Down },
+            phys_state: if active { PhysState::LinkUp } else { PhysState::Disabled },
             rate: Some("200 Gb/sec (4X HDR)".into()),
             gids: vec![],
             netdevs: if netdev.is_empty() {
@@ -449,6 +455,13 @@ mod tests {
         let names: Vec<&str> = cfg.interfaces.iter().map(|i| i.name.as_str()).collect();
         assert_eq!(names, ["ens2np0", "ens10np0"]);
         assert_eq!(cfg.arp_only[0].name, "eno1");
+        // --json: the port's facts as fields, the names as sysfs writes them.
+        assert_eq!(
+            serde_json::to_string(&d.rails[0].rdma).unwrap(),
+            r#"{"device":"mlx5_2","port":1,"link_layer":"Ethernet","rate":"200 Gb/sec (4X HDR)","state":"ACTIVE","phys_state":"LinkUp"}"#
+        );
+        let inactive = serde_json::to_value(&d.inactive[0].rdma).unwrap();
+        assert_eq!((&inactive["state"], &inactive["phys_state"]), (&"DOWN".into(), &"Disabled".into()));
     }
 
     #[test]

@@ -71,4 +71,21 @@ mod tests {
         assert!(validate("ib[0-3").is_err());
         assert!(validate("rail*").is_ok());
     }
+
+    /// The forms `--interfaces` documents (`rail*`, `ens?f0np0`, sets and
+    /// ranges), and what is not a pattern: braces, backslashes and `/` are
+    /// characters of the name like any other (a netdev name may hold `{`),
+    /// so `ib{0,1}` is no alternation, as globset would make it.
+    #[test]
+    fn only_the_shell_forms_are_special() {
+        assert!(matches("ens*np*", "ens1f0np0") && matches("*", "ib0.8001") && matches("**", "a"));
+        assert!(matches("ens?f?np?", "ens3f1np1") && !matches("ib?", "ib"));
+        assert!(matches("ib[0-37]", "ib7") && !matches("ib[0-37]", "ib5"));
+        assert!(matches("ib[!0-3]", "ibx") && !matches("ib[!0-3]", "ib0"));
+        assert!(matches("ib[-.]8001", "ib.8001"), "a leading - is itself");
+        assert!(matches("ib{0,1}", "ib{0,1}") && !matches("ib{0,1}", "ib0"));
+        assert!(matches("a\\b", "a\\b") && !matches("a\\b", "ab"));
+        assert!(matches("a*c", "a/b/c"), "names have no path separator");
+        assert!(validate("ib{0").is_ok() && validate("[a-]").is_ok());
+    }
 }

@@ -28,7 +28,7 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::model::{self, Family, Prefix};
-use crate::rdma::{GidKind, PkeyEntry, Port, Rdma, find_pkey, parse_pkey};
+use crate::rdma::{GidKind, LinkLayer, PkeyEntry, Port, Rdma, find_pkey, parse_pkey};
 
 /// The pkey table of each port (by `Port::hca`), or why it could not be
 /// read; a port not in it was not read.
@@ -63,7 +63,7 @@ pub struct NcclRail {
     pub name: String,
     /// `mlx5_0:1`; None: no RDMA device.
     pub hca: Option<String>,
-    pub link_layer: Option<String>,
+    pub link_layer: Option<LinkLayer>,
     /// The configured IPv4 address NCCL should use (RoCE), and its RoCE v2
     /// GID index now.
     pub address: Option<IpAddr>,
@@ -101,129 +101,155 @@ struct Partition<'a> {
     index: u32,
 }
 
+/// What the rails with an RDMA port select, gathered rail by rail.
+#[derive(Default)]
+struct Gathered<'a> {
+    /// NCCL_IB_HCA, in the rails' order.
+    hcas: Vec<String>,
+    intended: Vec<Intended<'a>>,
+    partitions: Vec<Partition<'a>>,
+}
+
 pub fn nccl_env(rails: &[RailAddrs], rdma: &Rdma, pkeys: &PkeyTables) -> Result<NcclEnv, NoRdmaRail> {
     let mut env = NcclEnv::default();
-    let mut hcas: Vec<String> = Vec::new();
-    let mut intended: Vec<Intended> = Vec::new();
-    let mut partitions: Vec<Partition> = Vec::new();
+    let mut gathered = Gathered::default();
     for rail in rails {
-        let Some(port) = rdma.port_of(&rail.name) else {
-            env.warnings.push(format!(
-                "rail {} has no RDMA device: it is not in NCCL_IB_HCA, and NCCL does no RDMA over it",
-                rail.name
-            ));
-            env.rails.push(NcclRail {
-                name: rail.name.clone(),
-                hca: None,
-                link_layer: None,
-                address: None,
-                gid_index: None,
-                pkey: None,
-                pkey_index: None,
-            });
-            continue;
-        };
-        let mut shown = NcclRail {
-            name: rail.name.clone(),
-            hca: Some(port.hca()),
-            link_layer: Some(port.link_layer.clone()),
-            address: None,
-            gid_index: None,
-            pkey: None,
-            pkey_index: None,
-        };
-        let pkey = (!port.is_roce())
-            .then(|| port.netdevs.iter().find(|n| n.name == rail.name))
-            .flatten()
-            .and_then(|n| n.pkey.as_deref())
-            .and_then(parse_pkey);
-        shown.pkey = pkey.map(|p| format!("{p:#06x}"));
-        if hcas.contains(&port.hca()) {
-            // A VLAN beside its parent, a pkey child beside its parent.
-            let first_rail = env.rails.iter().find(|r| r.hca.as_deref() == Some(&port.hca()));
-            let first = first_rail.map(|r| r.name.clone());
-            // A pkey child beside its parent (or a sibling) on another
-            // partition: the port's QPs are in one partition only.
-            let partition = match (first_rail.and_then(|r| r.pkey.clone()), &shown.pkey) {
-                (Some(theirs), Some(ours)) if theirs != *ours => format!(
-                    ", and in one partition: NCCL_IB_PKEY follows {}'s ({theirs}), so NCCL's traffic does not \
-                     stay in {}'s partition {ours}",
-                    first.as_deref().unwrap_or("?"),
+        let shown = match rdma.port_of(&rail.name) {
+            Some(port) => take_rail(&mut env, &mut gathered, rail, port, pkeys),
+            None => {
+                env.warnings.push(format!(
+                    "rail {} has no RDMA device: it is not in NCCL_IB_HCA, and NCCL does no RDMA over it",
                     rail.name
-                ),
-                _ => String::new(),
-            };
-            env.warnings.push(format!(
-                "rails {} and {} share {}: NCCL uses the port once, not once per netdev, with one GID{}{partition}",
-                first.as_deref().unwrap_or("?"),
-                rail.name,
-                port.label(),
-                if port.is_roce() {
-                    format!(" (the one of {}'s address)", first.as_deref().unwrap_or("?"))
-                } else {
-                    String::new()
-                }
-            ));
-            env.rails.push(shown);
-            continue;
-        }
-        hcas.push(port.hca());
-        if let Some(pkey) = pkey {
-            shown.pkey_index = partition_of(&mut env, port, &rail.name, pkey, pkeys);
-            if let Some(index) = shown.pkey_index {
-                partitions.push(Partition { port, rail: &rail.name, pkey, index });
+                ));
+                NcclRail::named(&rail.name)
             }
-        }
-        if !port.active() {
-            env.warnings.push(format!(
-                "{} (rail {}) is {} ({}): NCCL skips ports that are not ACTIVE, silently",
-                port.label(),
-                rail.name,
-                port.state.name,
-                port.phys_state.name
-            ));
-        }
-        if port.is_roce() {
-            let addr = rail
-                .addresses
-                .iter()
-                .find(|a| a.addr.is_ipv4())
-                .or_else(|| rail.addresses.iter().find(|a| a.addr.is_ipv6()));
-            match addr {
-                None => env.warnings.push(format!(
-                    "rail {} ({}) has no address: RoCE needs a GID of an address of the rail",
-                    rail.name,
-                    port.label()
-                )),
-                Some(a) => {
-                    let index = port.v2_gids_of(&a.addr, &rail.name).next().map(|g| g.index);
-                    if index.is_none() {
-                        env.warnings.push(format!(
-                            "{} on {} has no RoCE v2 GID on {}: RDMA cannot use this address (`roce-route \
-                             check` says more)",
-                            a.addr,
-                            rail.name,
-                            port.label()
-                        ));
-                    }
-                    shown.address = Some(a.addr);
-                    shown.gid_index = index;
-                    intended.push(Intended { port, rail: &rail.name, addr: *a, index });
-                }
-            }
-        }
+        };
         env.rails.push(shown);
     }
+    let Gathered { hcas, intended, partitions } = gathered;
+    let names: Vec<&str> = rails.iter().map(|r| r.name.as_str()).collect();
     if hcas.is_empty() {
-        let names: Vec<&str> = rails.iter().map(|r| r.name.as_str()).collect();
         return Err(NoRdmaRail(names.join(", ")));
     }
     env.variables.push(Variable { name: "NCCL_IB_HCA", value: format!("={}", hcas.join(",")) });
-    let names: Vec<&str> = rails.iter().map(|r| r.name.as_str()).collect();
     env.variables.push(Variable { name: "NCCL_SOCKET_IFNAME", value: format!("={}", names.join(",")) });
     gid_selection(&mut env, &intended);
     pkey_selection(&mut env, &partitions, rdma, &hcas, pkeys);
     Ok(env)
+}
+
+impl NcclRail {
+    /// A rail without RDMA device (and the start of one with).
+    fn named(name: &str) -> NcclRail {
+        NcclRail {
+            name: name.to_string(),
+            hca: None,
+            link_layer: None,
+            address: None,
+            gid_index: None,
+            pkey: None,
+            pkey_index: None,
+        }
+    }
+}
+
+/// A rail whose netdev is `port`'s: what it shows, and what it adds to
+/// NCCL's selection (a port already taken by an earlier rail adds nothing).
+fn take_rail<'a>(
+    env: &mut NcclEnv,
+    gathered: &mut Gathered<'a>,
+    rail: &'a RailAddrs,
+    port: &'a Port,
+    pkeys: &PkeyTables,
+) -> NcclRail {
+    let mut shown =
+        NcclRail { hca: Some(port.hca()), link_layer: Some(port.link_layer), ..NcclRail::named(&rail.name) };
+    let pkey = (!port.is_roce())
+        .then(|| port.netdevs.iter().find(|n| n.name == rail.name))
+        .flatten()
+        .and_then(|n| n.pkey.as_deref())
+        .and_then(parse_pkey);
+    shown.pkey = pkey.map(|p| format!("{p:#06x}"));
+    if gathered.hcas.contains(&port.hca()) {
+        // A VLAN beside its parent, a pkey child beside its parent.
+        let warning = shared_port(&env.rails, rail, port, shown.pkey.as_deref());
+        env.warnings.push(warning);
+        return shown;
+    }
+    gathered.hcas.push(port.hca());
+    if let Some(pkey) = pkey {
+        shown.pkey_index = partition_of(env, port, &rail.name, pkey, pkeys);
+        if let Some(index) = shown.pkey_index {
+            gathered.partitions.push(Partition { port, rail: &rail.name, pkey, index });
+        }
+    }
+    if !port.active() {
+        env.warnings.push(format!(
+            "{} (rail {}) is {} ({}): NCCL skips ports that are not ACTIVE, silently",
+            port.label(),
+            rail.name,
+            port.state,
+            port.phys_state
+        ));
+    }
+    if port.is_roce()
+        && let Some(intended) = roce_gid(env, rail, port)
+    {
+        shown.address = Some(intended.addr.addr);
+        shown.gid_index = intended.index;
+        gathered.intended.push(intended);
+    }
+    shown
+}
+
+/// The warning about `rail` on a port an earlier rail (of `shown`) has:
+/// NCCL uses a port once.
+fn shared_port(shown: &[NcclRail], rail: &RailAddrs, port: &Port, pkey: Option<&str>) -> String {
+    let first_rail = shown.iter().find(|r| r.hca.as_deref() == Some(&port.hca()));
+    let first = first_rail.map_or("?", |r| r.name.as_str());
+    // A pkey child beside its parent (or a sibling) on another
+    // partition: the port's QPs are in one partition only.
+    let partition = match (first_rail.and_then(|r| r.pkey.as_deref()), pkey) {
+        (Some(theirs), Some(ours)) if theirs != ours => format!(
+            ", and in one partition: NCCL_IB_PKEY follows {first}'s ({theirs}), so NCCL's traffic does not stay \
+             in {}'s partition {ours}",
+            rail.name
+        ),
+        _ => String::new(),
+    };
+    let gid = if port.is_roce() { format!(" (the one of {first}'s address)") } else { String::new() };
+    format!(
+        "rails {first} and {} share {}: NCCL uses the port once, not once per netdev, with one GID{gid}{partition}",
+        rail.name,
+        port.label()
+    )
+}
+
+/// The GID a RoCE rail should be used with, or a warning why it has none.
+fn roce_gid<'a>(env: &mut NcclEnv, rail: &'a RailAddrs, port: &'a Port) -> Option<Intended<'a>> {
+    let addr = rail
+        .addresses
+        .iter()
+        .find(|a| a.addr.is_ipv4())
+        .or_else(|| rail.addresses.iter().find(|a| a.addr.is_ipv6()));
+    let Some(a) = addr else {
+        env.warnings.push(format!(
+            "rail {} ({}) has no address: RoCE needs a GID of an address of the rail",
+            rail.name,
+            port.label()
+        ));
+        return None;
+    };
+    let index = port.v2_gids_of(&a.addr, &rail.name).next().map(|g| g.index);
+    if index.is_none() {
+        env.warnings.push(format!(
+            "{} on {} has no RoCE v2 GID on {}: RDMA cannot use this address (`roce-route check` says more)",
+            a.addr,
+            rail.name,
+            port.label()
+        ));
+    }
+    Some(Intended { port, rail: &rail.name, addr: *a, index })
 }
 
 /// The index of `pkey` in `port`'s table, or a warning why there is none.
@@ -312,7 +338,7 @@ fn pkey_selection(
 
 fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
     if intended.is_empty() {
-        if env.rails.iter().any(|r| r.link_layer.as_deref() == Some("InfiniBand")) {
+        if env.rails.iter().any(|r| r.link_layer == Some(LinkLayer::InfiniBand)) {
             env.notes.push(
                 "no RoCE rail: InfiniBand ports use GID index 0, and NCCL ignores NCCL_IB_GID_INDEX for them"
                     .into(),
@@ -337,7 +363,19 @@ fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
         }
         return;
     }
-    let why = if missing.is_empty() {
+    let why = no_single_index(&missing, &found);
+    env.notes.push(format!(
+        "no single NCCL_IB_GID_INDEX fits: {why}; so NCCL (2.21 or later) selects per device by address family \
+         and range instead"
+    ));
+    if !found.is_empty() {
+        by_family(env, &found);
+    }
+}
+
+/// Why the rails' GIDs have no one index: some have none, or they differ.
+fn no_single_index(missing: &[&Intended], found: &[(&Intended, u32)]) -> String {
+    if missing.is_empty() {
         let per_device: Vec<String> =
             found.iter().map(|(i, x)| format!("{} {} at {x}", i.port.hca(), i.addr.addr)).collect();
         format!(
@@ -352,14 +390,12 @@ fn gid_selection(env: &mut NcclEnv, intended: &[Intended]) {
             lacking.join(", "),
             if lacking.len() == 1 { "has" } else { "have" }
         )
-    };
-    env.notes.push(format!(
-        "no single NCCL_IB_GID_INDEX fits: {why}; so NCCL (2.21 or later) selects per device by address family \
-         and range instead"
-    ));
-    if found.is_empty() {
-        return;
     }
+}
+
+/// NCCL_IB_ADDR_FAMILY and NCCL_IB_ADDR_RANGE for the rails whose GID was
+/// `found`, and where NCCL's choice differs from the config.
+fn by_family(env: &mut NcclEnv, found: &[(&Intended, u32)]) {
     // One family for all HCAs: IPv4 where any rail has it.
     let family = if found.iter().any(|(i, _)| i.addr.addr.is_ipv4()) { "AF_INET" } else { "AF_INET6" };
     let in_family = |(i, _): &&(&Intended, u32)| Family::of(&i.addr.addr).af_name() == family;
@@ -481,7 +517,7 @@ pub fn nccl_conf(env: &NcclEnv) -> String {
 mod tests {
     use super::*;
     use crate::model::prefix;
-    use crate::rdma::{Gid, Netdev, State, Via};
+    use crate::rdma::{Gid, Netdev, PhysState, PortState, Via};
 
     fn gid(index: u32, ip: &str, kind: GidKind, ndev: &str) -> Gid {
         let gid = match ip.parse::<IpAddr>().unwrap() {
@@ -500,9 +536,9 @@ mod tests {
         Port {
             device: device.into(),
             port: 1,
-            link_layer: "Ethernet".into(),
-            state: State { code: 4, name: "ACTIVE".into() },
-            phys_state: State { code: 5, name: "LinkUp".into() },
+            link_layer: LinkLayer::Ethernet,
+            state: PortState::Active,
+            phys_state: PhysState::LinkUp,
             rate: None,
             gids,
             netdevs: vec![Netdev { name: netdev.into(), via: Via::GidTable, pkey: None, parent: None }],
@@ -527,9 +563,9 @@ mod tests {
         Port {
             device: device.into(),
             port: 1,
-            link_layer: "InfiniBand".into(),
-            state: State { code: 4, name: "ACTIVE".into() },
-            phys_state: State { code: 5, name: "LinkUp".into() },
+            link_layer: LinkLayer::InfiniBand,
+            state: PortState::Active,
+            phys_state: PhysState::LinkUp,
             rate: None,
             gids: vec![gid0],
             netdevs: vec![Netdev {

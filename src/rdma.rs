@@ -33,30 +33,153 @@ pub enum RdmaError {
     Malformed { path: String, what: String },
 }
 
-/// ib_port_state_to_str (drivers/infiniband/core/sysfs.c).
-const PORT_STATES: [&str; 6] = ["NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"];
-/// phys_state_to_str.
-const PHYS_STATES: [&str; 8] = [
-    "<unknown>",
-    "Sleep",
-    "Polling",
-    "Disabled",
-    "PortConfigurationTraining",
-    "LinkUp",
-    "LinkErrorRecovery",
-    "Phy Test",
-];
-
-/// `4: ACTIVE`, `5: LinkUp`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct State {
-    pub code: u32,
-    pub name: String,
+/// A port's `link_layer`, as link_layer_show() (drivers/infiniband/core/
+/// sysfs.c) writes it; a port without the file is InfiniBand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum LinkLayer {
+    InfiniBand,
+    /// RoCE.
+    Ethernet,
+    /// IB_LINK_LAYER_UNSPECIFIED.
+    Unknown,
 }
 
-impl fmt::Display for State {
+impl LinkLayer {
+    /// The text sysfs holds.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkLayer::InfiniBand => "InfiniBand",
+            LinkLayer::Ethernet => "Ethernet",
+            LinkLayer::Unknown => "Unknown",
+        }
+    }
+    pub fn parse(text: &str) -> Option<LinkLayer> {
+        [LinkLayer::InfiniBand, LinkLayer::Ethernet, LinkLayer::Unknown]
+            .into_iter()
+            .find(|l| l.as_str() == text)
+    }
+}
+
+impl fmt::Display for LinkLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.name)
+        f.write_str(self.as_str())
+    }
+}
+
+/// A port state as sysfs writes it (`N: NAME`): one variant per code the
+/// kernel names, `Other` for a code it has no name for (printed `UNKNOWN`
+/// or `<unknown>`). Never build `Other` of a named code: `from_code` does
+/// the mapping. Serialized as the name.
+macro_rules! kernel_state {
+    ($(#[$doc:meta])* $name:ident, unnamed: $unnamed:literal, $($code:literal => $variant:ident $text:literal),+ $(,)?) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $name {
+            $($variant,)+
+            /// A code the kernel has no name for.
+            Other(u32),
+        }
+
+        impl $name {
+            pub fn from_code(code: u32) -> $name {
+                match code {
+                    $($code => $name::$variant,)+
+                    c => $name::Other(c),
+                }
+            }
+            pub fn code(self) -> u32 {
+                match self {
+                    $($name::$variant => $code,)+
+                    $name::Other(c) => c,
+                }
+            }
+            /// The kernel's name (`ACTIVE`, `LinkUp`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                    $name::Other(_) => $unnamed,
+                }
+            }
+            /// `N: NAME` where NAME is the kernel's name of N; a code the
+            /// kernel has no name for reads `N: UNKNOWN` or `N: <unknown>`.
+            pub fn parse(text: &str) -> Option<$name> {
+                let (code, name) = text.split_once(": ")?;
+                let state = $name::from_code(code.trim().parse().ok()?);
+                let name = name.trim();
+                let ok = match state {
+                    $name::Other(_) => matches!(name, "UNKNOWN" | "<unknown>"),
+                    known => known.name() == name,
+                };
+                ok.then_some(state)
+            }
+            /// The kernel's table, by code, as messages list it.
+            fn names() -> String {
+                let max = [$($code),+].into_iter().max().unwrap_or(0);
+                let names: Vec<&str> = (0..=max).map(|c| $name::from_code(c).name()).collect();
+                names.join(", ")
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+    };
+}
+
+kernel_state! {
+    /// `ports/<p>/state`: ib_port_state_to_str().
+    PortState, unnamed: "UNKNOWN",
+    0 => Nop "NOP",
+    1 => Down "DOWN",
+    2 => Init "INIT",
+    3 => Armed "ARMED",
+    4 => Active "ACTIVE",
+    5 => ActiveDefer "ACTIVE_DEFER",
+}
+
+kernel_state! {
+    /// `ports/<p>/phys_state`: phys_state_to_str() (code 0, "no state
+    /// change", is `<unknown>` there too).
+    PhysState, unnamed: "<unknown>",
+    1 => Sleep "Sleep",
+    2 => Polling "Polling",
+    3 => Disabled "Disabled",
+    4 => PortConfigurationTraining "PortConfigurationTraining",
+    5 => LinkUp "LinkUp",
+    6 => LinkErrorRecovery "LinkErrorRecovery",
+    7 => PhyTest "Phy Test",
+}
+
+/// What a port is, in one line: "InfiniBand, 400 Gb/sec (4X NDR), ACTIVE,
+/// LinkUp". Carried as these facts and rendered where it is printed
+/// (discover's comments, show); discover's JSON has them as fields.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub link_layer: LinkLayer,
+    /// `400 Gb/sec (4X NDR)`.
+    pub rate: Option<String>,
+    pub state: PortState,
+    pub phys_state: PhysState,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.link_layer {
+            LinkLayer::Ethernet => f.write_str("RoCE (Ethernet)")?,
+            other => write!(f, "{other}")?,
+        }
+        if let Some(rate) = &self.rate {
+            write!(f, ", {rate}")?;
+        }
+        write!(f, ", {}, {}", self.state, self.phys_state)
     }
 }
 
@@ -114,14 +237,13 @@ pub struct Netdev {
     pub parent: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Port {
     pub device: String,
     pub port: u32,
-    /// `InfiniBand` or `Ethernet` (RoCE).
-    pub link_layer: String,
-    pub state: State,
-    pub phys_state: State,
+    pub link_layer: LinkLayer,
+    pub state: PortState,
+    pub phys_state: PhysState,
     /// `400 Gb/sec (4X NDR)`.
     pub rate: Option<String>,
     pub gids: Vec<Gid>,
@@ -130,15 +252,15 @@ pub struct Port {
 
 impl Port {
     pub fn is_roce(&self) -> bool {
-        self.link_layer == "Ethernet"
+        self.link_layer == LinkLayer::Ethernet
     }
     /// `4: ACTIVE`: NCCL uses only active ports.
     pub fn active(&self) -> bool {
-        self.state.code == 4
+        self.state == PortState::Active
     }
     /// `5: LinkUp`.
     pub fn link_up(&self) -> bool {
-        self.phys_state.code == 5
+        self.phys_state == PhysState::LinkUp
     }
     /// `mlx5_0:1`, as NCCL_IB_HCA names it.
     pub fn hca(&self) -> String {
@@ -149,13 +271,13 @@ impl Port {
         format!("{} port {}", self.device, self.port)
     }
     /// "InfiniBand, 400 Gb/sec (4X NDR), ACTIVE, LinkUp".
-    pub fn summary(&self) -> String {
-        let mut parts =
-            vec![if self.is_roce() { "RoCE (Ethernet)".to_string() } else { self.link_layer.clone() }];
-        parts.extend(self.rate.clone());
-        parts.push(self.state.name.clone());
-        parts.push(self.phys_state.name.clone());
-        parts.join(", ")
+    pub fn summary(&self) -> Summary {
+        Summary {
+            link_layer: self.link_layer,
+            rate: self.rate.clone(),
+            state: self.state,
+            phys_state: self.phys_state,
+        }
     }
     pub fn serves(&self, netdev: &str) -> bool {
         self.netdevs.iter().any(|n| n.name == netdev)
@@ -176,7 +298,7 @@ impl Port {
 }
 
 /// The RDMA side of the host.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rdma {
     pub ports: Vec<Port>,
 }
@@ -196,44 +318,63 @@ impl Rdma {
 /// netdev there is matched by its hardware address like the ones sysfs
 /// lists, since `class/net` shows the namespace that mounted sysfs.
 pub fn scan(fs: &dyn Sysfs, links: &[Link]) -> Result<Rdma, RdmaError> {
-    scan_with(fs, links, &mut |_, e, _| Err(e))
+    scan_with(fs, links, &mut |u| Err(u.error))
 }
 
 /// `scan` for the commands that must go on when part of sysfs cannot be
 /// read (check, show and apply still handle the routing): what could be
-/// read, and for each part that could not, a sentence naming the file and
-/// what is left out because of it.
-pub fn scan_lenient(fs: &dyn Sysfs, links: &[Link]) -> (Rdma, Vec<String>) {
+/// read, and each part that could not.
+pub fn scan_lenient(fs: &dyn Sysfs, links: &[Link]) -> (Rdma, Vec<Unreadable>) {
     let mut unreadable = Vec::new();
-    let rdma = scan_with(fs, links, &mut |part, e, left_out| {
-        unreadable.push(match part {
-            Some(part) => format!("{part}: {e}; {left_out}"),
-            None => format!("{e}; {left_out}"),
-        });
+    let rdma = scan_with(fs, links, &mut |u| {
+        unreadable.push(u);
         Ok(())
     });
     // It only fails when `problem` does, which this one never does.
     (rdma.unwrap_or_default(), unreadable)
 }
 
-/// A part of sysfs that could not be read: which part (None: a listing,
-/// the path in the error says which), the error, and what is left out
-/// because of it. Returning the error stops the scan; Ok goes on without
-/// that part.
-type Problem<'a> = dyn FnMut(Option<String>, RdmaError, &str) -> Result<(), RdmaError> + 'a;
+/// A part of sysfs that could not be read; rendered (naming the file and
+/// what is left out) where it is printed.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// "RDMA device mlx5_0", "netdev ib0"; None: a listing (the path in
+    /// the error says which).
+    pub part: Option<String>,
+    pub error: RdmaError,
+    /// What is left out because of it.
+    pub left_out: &'static str,
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(part) = &self.part {
+            write!(f, "{part}: ")?;
+        }
+        write!(f, "{}; {}", self.error, self.left_out)
+    }
+}
+
+/// What the scan does with an unreadable part: returning the error stops
+/// it; Ok goes on without that part.
+type Problem<'a> = dyn FnMut(Unreadable) -> Result<(), RdmaError> + 'a;
+
+fn unreadable(part: Option<String>, error: impl Into<RdmaError>, left_out: &'static str) -> Unreadable {
+    Unreadable { part, error: error.into(), left_out }
+}
 
 fn scan_with(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Rdma, RdmaError> {
     let ipoib = match ipoib_netdevs(fs, links, problem) {
         Ok(ipoib) => ipoib,
         Err(e) => {
-            problem(None, e, "no netdev is matched to an InfiniBand port")?;
+            problem(unreadable(None, e, "no netdev is matched to an InfiniBand port"))?;
             Vec::new()
         }
     };
     let devices = match fs.list("class/infiniband") {
         Ok(devices) => devices.unwrap_or_default(),
         Err(e) => {
-            problem(None, e.into(), "no RDMA device is read")?;
+            problem(unreadable(None, e, "no RDMA device is read"))?;
             Vec::new()
         }
     };
@@ -241,7 +382,9 @@ fn scan_with(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Rd
     for dev in devices {
         match device(fs, &dev, &ipoib) {
             Ok(p) => ports.extend(p),
-            Err(e) => problem(Some(format!("RDMA device {dev}")), e, "its ports and GIDs are not read")?,
+            Err(e) => {
+                problem(unreadable(Some(format!("RDMA device {dev}")), e, "its ports and GIDs are not read"))?
+            }
         }
     }
     Ok(Rdma { ports })
@@ -258,13 +401,13 @@ fn device(fs: &dyn Sysfs, dev: &str, ipoib: &[Ipoib]) -> Result<Vec<Port>, RdmaE
         let port: u32 = p.parse().map_err(|_| {
             malformed(fs, &format!("{base}/ports"), &format!("port directory {p:?} is not a number"))
         })?;
-        let link_layer = fs.read(&format!("{dir}/link_layer"))?.unwrap_or_else(|| "InfiniBand".into());
-        let state = parse_state(fs, &format!("{dir}/state"), &PORT_STATES)?;
-        let phys_state = parse_state(fs, &format!("{dir}/phys_state"), &PHYS_STATES)?;
+        let link_layer = read_link_layer(fs, &format!("{dir}/link_layer"))?;
+        let state = read_state(fs, &format!("{dir}/state"), PortState::parse, &PortState::names())?;
+        let phys_state = read_state(fs, &format!("{dir}/phys_state"), PhysState::parse, &PhysState::names())?;
         let rate = fs.read(&format!("{dir}/rate"))?.filter(|r| !r.is_empty());
         let gids = read_gids(fs, &dir)?;
         let mut netdevs = Vec::new();
-        if link_layer == "Ethernet" {
+        if link_layer == LinkLayer::Ethernet {
             let mut seen = BTreeSet::new();
             for g in &gids {
                 if let Some(n) = &g.ndev
@@ -302,34 +445,30 @@ fn malformed(fs: &dyn Sysfs, rel: &str, what: &str) -> RdmaError {
     RdmaError::Malformed { path: fs.path(rel).display().to_string(), what: what.to_string() }
 }
 
-/// `4: ACTIVE`: the number, then a name the kernel uses for it.
-fn parse_state(fs: &dyn Sysfs, rel: &str, names: &[&str]) -> Result<State, RdmaError> {
+/// `4: ACTIVE`: the number, then a name the kernel uses for it (`names`,
+/// the kernel's table, for the message).
+fn read_state<S>(
+    fs: &dyn Sysfs,
+    rel: &str,
+    parse: fn(&str) -> Option<S>,
+    names: &str,
+) -> Result<S, RdmaError> {
     let Some(text) = fs.read(rel)? else {
         return Err(malformed(fs, rel, "missing (every port has it)"));
     };
-    parse_state_text(&text, names).ok_or_else(|| {
-        malformed(
-            fs,
-            rel,
-            &format!("{text:?} is not \"N: NAME\" with a state the kernel knows ({})", names.join(", ")),
-        )
+    parse(&text).ok_or_else(|| {
+        malformed(fs, rel, &format!("{text:?} is not \"N: NAME\" with a state the kernel knows ({names})"))
     })
 }
 
-/// `N: NAME` where NAME is the kernel's name of N; a number the kernel has
-/// no name for is printed as `N: UNKNOWN` (state) or `N: <unknown>`
-/// (phys_state).
-pub fn parse_state_text(text: &str, names: &[&str]) -> Option<State> {
-    let (code, name) = text.split_once(": ")?;
-    let code: u32 = code.trim().parse().ok()?;
-    let name = name.trim();
-    let known = usize::try_from(code).ok().and_then(|c| names.get(c));
-    let ok = match known {
-        Some(n) => *n == name,
-        // A number the kernel has no name for.
-        None => matches!(name, "UNKNOWN" | "<unknown>"),
-    };
-    ok.then(|| State { code, name: name.to_string() })
+/// `InfiniBand` when the file is missing (as before kernels had it).
+fn read_link_layer(fs: &dyn Sysfs, rel: &str) -> Result<LinkLayer, RdmaError> {
+    match fs.read(rel)? {
+        None => Ok(LinkLayer::InfiniBand),
+        Some(text) => LinkLayer::parse(&text).ok_or_else(|| {
+            malformed(fs, rel, &format!("{text:?} is none of \"InfiniBand\", \"Ethernet\" and \"Unknown\""))
+        }),
+    }
 }
 
 /// Exactly 8 groups of 4 hex digits, as `%pI6` prints.
@@ -399,17 +538,17 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
     // and, on the live /sys, is IPoIB at all. (A sysfs copy's class/net
     // stands for its host: its netdevs may be stand-ins.)
     let link = |name: &str| links.iter().find(|l| l.name == name);
-    let rtnl_hw = |name: &str| link(name).and_then(|l| l.mac.as_ref()).filter(|h| h.bytes().len() == 20);
+    let rtnl_hw = |name: &str| link(name).and_then(|l| l.mac.as_ref()).filter(|h| h.ipoib().is_some());
     for name in fs.list("class/net")?.unwrap_or_default() {
         let read = |attr: &str| fs.read(&format!("class/net/{name}/{attr}"));
         let hw = match read("address") {
             Ok(a) => a.and_then(|a| a.parse::<HwAddr>().ok()),
             Err(e) => {
-                problem(Some(format!("netdev {name}")), e.into(), NOT_MATCHED)?;
+                problem(unreadable(Some(format!("netdev {name}")), e, NOT_MATCHED))?;
                 continue;
             }
         };
-        let Some(hw) = hw.filter(|h| h.bytes().len() == 20) else { continue };
+        let Some(hw) = hw.filter(|h| h.ipoib().is_some()) else { continue };
         if rtnl_hw(&name).is_some_and(|h| *h != hw)
             || (fs.live() && link(&name).is_some_and(|l| l.link_type != LinkType::Infiniband))
         {
@@ -418,7 +557,7 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
         let (pkey, parent) = match (read("pkey"), read("parent")) {
             (Ok(pkey), Ok(parent)) => (pkey, parent),
             (Err(e), _) | (_, Err(e)) => {
-                problem(Some(format!("netdev {name}")), e.into(), NOT_MATCHED)?;
+                problem(unreadable(Some(format!("netdev {name}")), e, NOT_MATCHED))?;
                 continue;
             }
         };
@@ -428,7 +567,7 @@ fn ipoib_netdevs(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Resul
     }
     for l in links {
         if let Some(hw) = l.mac.clone()
-            && hw.bytes().len() == 20
+            && hw.ipoib().is_some()
             && !out.iter().any(|i| i.name == l.name)
         {
             out.push(Ipoib { name: l.name.clone(), hw, pkey: None, parent: None });
@@ -662,13 +801,105 @@ mod tests {
         ] {
             assert!(parse_gid(bad).is_none(), "{bad}");
         }
-        assert_eq!(parse_state_text("4: ACTIVE", &PORT_STATES).unwrap().code, 4);
-        assert!(parse_state_text("ACTIVE", &PORT_STATES).is_none());
-        assert!(parse_state_text("1: ACTIVE", &PORT_STATES).is_none(), "the name must be the number's");
-        assert_eq!(parse_state_text("9: UNKNOWN", &PORT_STATES).unwrap().code, 9, "as the kernel prints it");
-        assert!(parse_state_text("4: UNKNOWN", &PORT_STATES).is_none(), "4 has a name: ACTIVE");
-        assert_eq!(parse_state_text("0: <unknown>", &PHYS_STATES).unwrap().code, 0);
-        assert_eq!(parse_state_text("7: Phy Test", &PHYS_STATES).unwrap().name, "Phy Test");
+        assert_eq!(PortState::parse("4: ACTIVE"), Some(PortState::Active));
+        assert!(PortState::parse("ACTIVE").is_none());
+        assert!(PortState::parse("1: ACTIVE").is_none(), "the name must be the number's");
+        assert_eq!(PortState::parse("9: UNKNOWN"), Some(PortState::Other(9)), "as the kernel prints it");
+        assert!(PortState::parse("4: UNKNOWN").is_none(), "4 has a name: ACTIVE");
+        assert_eq!(PhysState::parse("0: <unknown>").map(PhysState::code), Some(0));
+        assert_eq!(PhysState::parse("7: Phy Test").unwrap().name(), "Phy Test");
+    }
+
+    /// Each code maps to its variant and back, with the kernel's name;
+    /// the message lists the kernel's tables as they are.
+    #[test]
+    fn port_states_are_the_kernels_codes_and_names() {
+        for code in 0..10 {
+            assert_eq!(PortState::from_code(code).code(), code);
+            assert_eq!(PhysState::from_code(code).code(), code);
+        }
+        assert_eq!((PortState::from_code(4), PortState::from_code(1)), (PortState::Active, PortState::Down));
+        assert_eq!(
+            (PhysState::from_code(5), PhysState::from_code(3)),
+            (PhysState::LinkUp, PhysState::Disabled)
+        );
+        assert_eq!(PortState::from_code(9).to_string(), "UNKNOWN");
+        assert_eq!(
+            (PhysState::from_code(0).name(), PhysState::from_code(8).name()),
+            ("<unknown>", "<unknown>")
+        );
+        assert_eq!(PortState::names(), "NOP, DOWN, INIT, ARMED, ACTIVE, ACTIVE_DEFER");
+        assert_eq!(
+            PhysState::names(),
+            "<unknown>, Sleep, Polling, Disabled, PortConfigurationTraining, LinkUp, LinkErrorRecovery, Phy Test"
+        );
+        assert_eq!(serde_json::to_string(&PortState::ActiveDefer).unwrap(), "\"ACTIVE_DEFER\"");
+        assert_eq!(serde_json::to_string(&LinkLayer::Ethernet).unwrap(), "\"Ethernet\"");
+        for l in [LinkLayer::InfiniBand, LinkLayer::Ethernet, LinkLayer::Unknown] {
+            assert_eq!(LinkLayer::parse(&l.to_string()), Some(l));
+        }
+        assert_eq!(LinkLayer::parse("ethernet"), None, "the kernel's spelling only");
+    }
+
+    /// The line discover and show print, from the typed facts.
+    #[test]
+    fn a_summary_renders_the_port_as_before() {
+        let mut s = Summary {
+            link_layer: LinkLayer::Ethernet,
+            rate: Some("200 Gb/sec (4X HDR)".into()),
+            state: PortState::Active,
+            phys_state: PhysState::LinkUp,
+        };
+        assert_eq!(s.to_string(), "RoCE (Ethernet), 200 Gb/sec (4X HDR), ACTIVE, LinkUp");
+        s.link_layer = LinkLayer::InfiniBand;
+        s.rate = None;
+        s.state = PortState::Down;
+        s.phys_state = PhysState::Polling;
+        assert_eq!(s.to_string(), "InfiniBand, DOWN, Polling");
+    }
+
+    /// The lenient scan goes on past a device it cannot read, and says
+    /// which part, the error and what is left out, in that order.
+    #[test]
+    fn an_unreadable_part_is_kept_as_facts_and_rendered_as_a_sentence() {
+        let mut m = Memory::default();
+        roce_port(&mut m, "mlx5_0", "ens1f0np0");
+        roce_port(&mut m, "mlx5_1", "ens2f0np0");
+        m.failing("class/infiniband/mlx5_0/ports/1/rate", libc::EACCES);
+        m.failing("class/net/ib0/address", libc::EIO);
+        let (rdma, unreadable) = scan_lenient(&m, &[]);
+        assert_eq!(rdma.ports.len(), 1, "mlx5_1 is read");
+        let parts: Vec<Option<&str>> = unreadable.iter().map(|u| u.part.as_deref()).collect();
+        assert_eq!(parts, [Some("netdev ib0"), Some("RDMA device mlx5_0")]);
+        assert_eq!(unreadable[1].left_out, "its ports and GIDs are not read");
+        assert!(matches!(unreadable[1].error, RdmaError::Read(_)));
+        assert_eq!(
+            unreadable[1].to_string(),
+            format!(
+                "RDMA device mlx5_0: cannot read /sys/class/infiniband/mlx5_0/ports/1/rate: {}; its ports and GIDs \
+                 are not read",
+                std::io::Error::from_raw_os_error(libc::EACCES)
+            )
+        );
+        assert!(scan(&m, &[]).is_err(), "the strict scan stops at the first");
+    }
+
+    /// A link layer the kernel does not write is a damaged copy; no file
+    /// at all is InfiniBand.
+    #[test]
+    fn link_layer_is_read_once_and_checked() {
+        let mut m = Memory::default();
+        roce_port(&mut m, "mlx5_0", "ens1f0np0");
+        assert_eq!(scan(&m, &[]).unwrap().ports[0].link_layer, LinkLayer::Ethernet);
+        m.remove("class/infiniband/mlx5_0/ports/1/link_layer");
+        assert_eq!(scan(&m, &[]).unwrap().ports[0].link_layer, LinkLayer::InfiniBand);
+        m.file("class/infiniband/mlx5_0/ports/1/link_layer", "Ether");
+        let e = scan(&m, &[]).unwrap_err().to_string();
+        assert!(e.contains("ports/1/link_layer: \"Ether\" is none of"), "{e}");
+        m.file("class/infiniband/mlx5_0/ports/1/phys_state", "5: Up");
+        m.file("class/infiniband/mlx5_0/ports/1/link_layer", "Unknown");
+        let e = scan(&m, &[]).unwrap_err().to_string();
+        assert!(e.contains("(<unknown>, Sleep, Polling, Disabled,"), "{e}");
     }
 
     /// The table as the kernel's show_port_pkey() writes it (`0x%04x`),

@@ -6,8 +6,9 @@
 
 use serde::Serialize;
 
+use crate::model::Prefix;
 use crate::plan::PlannedInterface;
-use crate::rdma::{GidKind, Rdma};
+use crate::rdma::{GidKind, Port, Rdma, Unreadable};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RdmaDrift {
@@ -22,7 +23,7 @@ pub struct RdmaDrift {
 /// name.
 pub struct Observed {
     pub rdma: Rdma,
-    pub unreadable: Vec<String>,
+    pub unreadable: Vec<Unreadable>,
     pub root: String,
 }
 
@@ -41,100 +42,106 @@ pub fn drift(rdma: &Rdma, rails: &[PlannedInterface], sysfs_root: &str) -> Vec<R
     for rail in rails {
         let Some(port) = rdma.port_of(&rail.name) else { continue };
         if !port.active() || !port.link_up() {
-            out.push(RdmaDrift {
-                kind: "rdma_port",
-                description: format!(
-                    "{} of rail {} is {} ({}), not ACTIVE (LinkUp): RDMA cannot use it, and NCCL skips it \
-                     silently",
-                    port.label(),
-                    rail.name,
-                    port.state.name,
-                    port.phys_state.name
-                ),
-                fix: format!(
-                    "bring the port up: the netdev must be up (`ip link set dev {} up`), then check the cable, the \
-                     switch port and, on InfiniBand, the subnet manager (`{root}/class/infiniband/{}/ports/{}/state` \
-                     shows it); apply cannot change a port",
-                    rail.name, port.device, port.port
-                ),
-            });
+            out.push(port_down(port, &rail.name, root));
         }
         if !port.is_roce() {
             continue;
         }
         for a in &rail.addresses {
-            if port.v2_gids_of(&a.addr, &rail.name).next().is_some() {
-                continue;
+            if port.v2_gids_of(&a.addr, &rail.name).next().is_none() {
+                out.push(no_v2_gid(rdma, port, &rail.name, a, root));
             }
-            let same_ip: Vec<String> = port
-                .gids
-                .iter()
-                .filter(|g| g.ip() == a.addr)
-                .map(|g| {
-                    let kind = match g.kind {
-                        Some(GidKind::V1) => "RoCE v1",
-                        Some(GidKind::V2) => "RoCE v2",
-                        None => "type unknown",
-                    };
-                    format!("index {} ({kind}, netdev {})", g.index, g.ndev.as_deref().unwrap_or("none"))
-                })
-                .collect();
-            let found = if same_ip.is_empty() {
-                "has no GID at all".to_string()
-            } else {
-                format!("has GIDs only at {}", same_ip.join(", "))
-            };
-            // Where RDMA resolves the address instead: a RoCE v2 GID of it
-            // on another port (the address is on that port's netdev too).
-            let elsewhere: Vec<(String, String)> = rdma
-                .ports
-                .iter()
-                .filter(|p| (p.device.as_str(), p.port) != (port.device.as_str(), port.port))
-                .flat_map(|p| {
-                    p.gids.iter().filter(|g| g.kind == Some(GidKind::V2) && g.ip() == a.addr).map(move |g| {
-                        let ndev = g.ndev.clone().unwrap_or_else(|| "none".into());
-                        (format!("{} at index {} (netdev {ndev})", p.label(), g.index), ndev)
-                    })
-                })
-                .collect();
-            let mut description = format!(
-                "{} on {} {found} on {}, none of them a RoCE v2 GID of {}: RDMA (rping, NCCL) cannot use this \
-                 address from {}",
-                a.addr,
-                rail.name,
-                port.label(),
-                rail.name,
-                rail.name
-            );
-            let fix = match elsewhere.first() {
-                Some((at, ndev)) => {
-                    description.push_str(&format!("; its RoCE v2 GID is on {at}"));
-                    format!(
-                        "{} is on {ndev} as well, so RDMA resolves it to that port: if it belongs on {}, remove it \
-                         from {ndev} (`ip addr del {} dev {ndev}`)",
-                        a.addr, rail.name, a
-                    )
-                }
-                None => format!(
-                    "the RDMA core adds a RoCE v2 GID for each address of a netdev its port serves: put {} on {} \
-                     itself (not on a bond, bridge or macvlan above it), and if every slot of \
-                     `{root}/class/infiniband/{}/ports/{}/gids` is used, remove addresses the port does not need",
-                    a.addr, rail.name, port.device, port.port
-                ),
-            };
-            out.push(RdmaDrift { kind: "rdma_gid", description, fix });
         }
     }
     out
 }
 
+/// rdma_port: `port` of `rail` is not ACTIVE and LinkUp.
+fn port_down(port: &Port, rail: &str, root: &str) -> RdmaDrift {
+    RdmaDrift {
+        kind: "rdma_port",
+        description: format!(
+            "{} of rail {rail} is {} ({}), not ACTIVE (LinkUp): RDMA cannot use it, and NCCL skips it silently",
+            port.label(),
+            port.state,
+            port.phys_state
+        ),
+        fix: format!(
+            "bring the port up: the netdev must be up (`ip link set dev {rail} up`), then check the cable, the \
+             switch port and, on InfiniBand, the subnet manager (`{root}/class/infiniband/{}/ports/{}/state` \
+             shows it); apply cannot change a port",
+            port.device, port.port
+        ),
+    }
+}
+
+/// rdma_gid: address `a` of `rail` has no RoCE v2 GID of `rail` on `port`.
+fn no_v2_gid(rdma: &Rdma, port: &Port, rail: &str, a: &Prefix, root: &str) -> RdmaDrift {
+    let same_ip: Vec<String> = port
+        .gids
+        .iter()
+        .filter(|g| g.ip() == a.addr)
+        .map(|g| {
+            let kind = match g.kind {
+                Some(GidKind::V1) => "RoCE v1",
+                Some(GidKind::V2) => "RoCE v2",
+                None => "type unknown",
+            };
+            format!("index {} ({kind}, netdev {})", g.index, g.ndev.as_deref().unwrap_or("none"))
+        })
+        .collect();
+    let found = if same_ip.is_empty() {
+        "has no GID at all".to_string()
+    } else {
+        format!("has GIDs only at {}", same_ip.join(", "))
+    };
+    // Where RDMA resolves the address instead: a RoCE v2 GID of it
+    // on another port (the address is on that port's netdev too).
+    let elsewhere = rdma
+        .ports
+        .iter()
+        .filter(|p| (p.device.as_str(), p.port) != (port.device.as_str(), port.port))
+        .flat_map(|p| {
+            p.gids.iter().filter(|g| g.kind == Some(GidKind::V2) && g.ip() == a.addr).map(move |g| (p, g))
+        })
+        .next();
+    let mut description = format!(
+        "{} on {rail} {found} on {}, none of them a RoCE v2 GID of {rail}: RDMA (rping, NCCL) cannot use this \
+         address from {rail}",
+        a.addr,
+        port.label(),
+    );
+    let fix = match elsewhere {
+        Some((p, g)) => {
+            let ndev = g.ndev.as_deref().unwrap_or("none");
+            description.push_str(&format!(
+                "; its RoCE v2 GID is on {} at index {} (netdev {ndev})",
+                p.label(),
+                g.index
+            ));
+            format!(
+                "{} is on {ndev} as well, so RDMA resolves it to that port: if it belongs on {rail}, remove it from \
+                 {ndev} (`ip addr del {a} dev {ndev}`)",
+                a.addr
+            )
+        }
+        None => format!(
+            "the RDMA core adds a RoCE v2 GID for each address of a netdev its port serves: put {} on {rail} itself \
+             (not on a bond, bridge or macvlan above it), and if every slot of \
+             `{root}/class/infiniband/{}/ports/{}/gids` is used, remove addresses the port does not need",
+            a.addr, port.device, port.port
+        ),
+    };
+    RdmaDrift { kind: "rdma_gid", description, fix }
+}
+
 /// A device check could not read: its rails are not checked, which is
 /// drift too (never a silent pass).
-pub fn unreadable(why: &[String]) -> Vec<RdmaDrift> {
+pub fn unreadable(why: &[Unreadable]) -> Vec<RdmaDrift> {
     why.iter()
         .map(|w| RdmaDrift {
             kind: "rdma_unreadable",
-            description: w.clone(),
+            description: w.to_string(),
             fix: "read the file named: in a sysfs copy it is damaged (copy it again); on a live host the device \
                   fails to answer (see `dmesg` and the driver's logs)"
                 .to_string(),
@@ -146,21 +153,15 @@ pub fn unreadable(why: &[String]) -> Vec<RdmaDrift> {
 mod tests {
     use super::*;
     use crate::model::prefix;
-    use crate::rdma::{Gid, Netdev, Port, State, Via};
+    use crate::rdma::{Gid, LinkLayer, Netdev, PhysState, PortState, Via};
 
     fn port(active: bool, gids: Vec<Gid>) -> Port {
         Port {
             device: "rocep193s0f0".into(),
             port: 1,
-            link_layer: "Ethernet".into(),
-            state: State {
-                code: if active { 4 } else { 1 },
-                name: if active { "ACTIVE" } else { "DOWN" }.into(),
-            },
-            phys_state: State {
-                code: if active { 5 } else { 3 },
-                name: if active { "LinkUp" } else { "Disabled" }.into(),
-            },
+            link_layer: LinkLayer::Ethernet,
+            state: if active { PortState::Active } else { PortState::Down },
+            phys_state: if active { PhysState::LinkUp } else { PhysState::Disabled },
             rate: None,
             gids,
             netdevs: vec![Netdev { name: "ens3f0np0".into(), via: Via::GidTable, pkey: None, parent: None }],

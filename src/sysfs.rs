@@ -150,60 +150,69 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
 }
 
-/// A sysfs in memory, for tests: files with contents, files whose read
-/// fails with an errno (EINVAL as sysfs does, EACCES), directories implied
-/// by the paths.
-#[derive(Clone, Debug, Default)]
-pub struct Memory {
-    files: std::collections::BTreeMap<String, Result<String, i32>>,
-}
+/// Tests only: the product reads sysfs through `Dir`.
+#[cfg(test)]
+pub use memory::Memory;
 
-impl Memory {
-    pub fn file(&mut self, rel: &str, text: &str) -> &mut Memory {
-        self.files.insert(rel.to_string(), Ok(format!("{text}\n")));
-        self
-    }
-    pub fn failing(&mut self, rel: &str, errno: i32) -> &mut Memory {
-        self.files.insert(rel.to_string(), Err(errno));
-        self
-    }
-    pub fn remove(&mut self, rel: &str) -> &mut Memory {
-        self.files.remove(rel);
-        self
-    }
-}
+#[cfg(test)]
+mod memory {
+    use super::*;
 
-impl Sysfs for Memory {
-    fn read(&self, rel: &str) -> Result<Option<String>, SysfsError> {
-        match self.files.get(rel) {
-            None => Ok(None),
-            Some(Ok(text)) => Ok(Some(text.trim_end_matches('\n').to_string())),
-            Some(Err(errno)) => {
-                let e = io::Error::from_raw_os_error(*errno);
-                if absent(&e) { Ok(None) } else { Err(SysfsError { path: self.path(rel), source: e }) }
+    /// A sysfs in memory, for tests: files with contents, files whose read
+    /// fails with an errno (EINVAL as sysfs does, EACCES), directories implied
+    /// by the paths.
+    #[derive(Clone, Debug, Default)]
+    pub struct Memory {
+        files: std::collections::BTreeMap<String, Result<String, i32>>,
+    }
+
+    impl Memory {
+        pub fn file(&mut self, rel: &str, text: &str) -> &mut Memory {
+            self.files.insert(rel.to_string(), Ok(format!("{text}\n")));
+            self
+        }
+        pub fn failing(&mut self, rel: &str, errno: i32) -> &mut Memory {
+            self.files.insert(rel.to_string(), Err(errno));
+            self
+        }
+        pub fn remove(&mut self, rel: &str) -> &mut Memory {
+            self.files.remove(rel);
+            self
+        }
+    }
+
+    impl Sysfs for Memory {
+        fn read(&self, rel: &str) -> Result<Option<String>, SysfsError> {
+            match self.files.get(rel) {
+                None => Ok(None),
+                Some(Ok(text)) => Ok(Some(text.trim_end_matches('\n').to_string())),
+                Some(Err(errno)) => {
+                    let e = io::Error::from_raw_os_error(*errno);
+                    if absent(&e) { Ok(None) } else { Err(SysfsError { path: self.path(rel), source: e }) }
+                }
             }
         }
-    }
 
-    fn list(&self, rel: &str) -> Result<Option<Vec<String>>, SysfsError> {
-        let dir = format!("{}/", rel.trim_end_matches('/'));
-        let mut names: Vec<String> = self
-            .files
-            .keys()
-            .filter_map(|k| k.strip_prefix(&dir))
-            .map(|rest| rest.split('/').next().unwrap_or(rest).to_string())
-            .collect();
-        names.dedup();
-        if names.is_empty() {
-            return Ok(None);
+        fn list(&self, rel: &str) -> Result<Option<Vec<String>>, SysfsError> {
+            let dir = format!("{}/", rel.trim_end_matches('/'));
+            let mut names: Vec<String> = self
+                .files
+                .keys()
+                .filter_map(|k| k.strip_prefix(&dir))
+                .map(|rest| rest.split('/').next().unwrap_or(rest).to_string())
+                .collect();
+            names.dedup();
+            if names.is_empty() {
+                return Ok(None);
+            }
+            names.sort_by(|a, b| natural_cmp(a, b));
+            names.dedup();
+            Ok(Some(names))
         }
-        names.sort_by(|a, b| natural_cmp(a, b));
-        names.dedup();
-        Ok(Some(names))
-    }
 
-    fn path(&self, rel: &str) -> PathBuf {
-        Path::new("/sys").join(rel)
+        fn path(&self, rel: &str) -> PathBuf {
+            Path::new("/sys").join(rel)
+        }
     }
 }
 
@@ -231,6 +240,27 @@ mod tests {
         let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_1", "ibp12s0", "ibp138s0", "ibp42s0"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["ibp12s0", "ibp42s0", "ibp138s0", "mlx5_1", "mlx5_2", "mlx5_10"]);
+        let mut rails: Vec<String> = (0..16).rev().map(|i| format!("rail{i}")).collect();
+        rails.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(rails, (0..16).map(|i| format!("rail{i}")).collect::<Vec<_>>());
+        let mut v = vec!["ens10f0np0", "ens2f0np0", "ens1f1np1", "ens1f0np0", "rocep193s0f0", "rocep65s0f1"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["ens1f0np0", "ens1f1np1", "ens2f0np0", "ens10f0np0", "rocep65s0f1", "rocep193s0f0"]);
+    }
+
+    /// A run of digits compares by its value, leading zeros or not
+    /// (strnatcmp, and so the natord crate, compares a run that starts
+    /// with 0 digit by digit: eth09 before eth1); equal values fall back
+    /// to the bytes, so that different names never compare equal.
+    #[test]
+    fn natural_order_is_by_value_and_total() {
+        let mut v = vec!["eth10", "eth09", "eth1", "eth001"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["eth001", "eth1", "eth09", "eth10"]);
+        assert_eq!(natural_cmp("mlx5_01", "mlx5_1"), Ordering::Less);
+        assert_eq!(natural_cmp("mlx5_1", "mlx5_01"), Ordering::Greater);
+        assert_eq!(natural_cmp("a b", "ab"), Ordering::Less, "spaces count");
+        assert_eq!(natural_cmp("mlx5_1", "mlx5_1"), Ordering::Equal);
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     let live = nl.addresses().await.context("cannot read the interface addresses")?;
     let mtus = link_mtus(&nl).await?;
     let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
-    rdma.unreadable.iter().for_each(|w| ctx.warn(w.clone()));
+    rdma.unreadable.iter().for_each(|w| ctx.warn(w.to_string()));
     let sysfs = crate::sysfs::Dir::new(&args.sysfs.sysfs_root);
 
     // The rails: those of the config that exist, with their addresses now.

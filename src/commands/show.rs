@@ -107,9 +107,9 @@ impl ShownRdma {
         ShownRdma {
             device: p.device.clone(),
             port: p.port,
-            link_layer: p.link_layer.clone(),
-            state: p.state.name.clone(),
-            phys_state: p.phys_state.name.clone(),
+            link_layer: p.link_layer.to_string(),
+            state: p.state.to_string(),
+            phys_state: p.phys_state.to_string(),
             rate: p.rate.clone(),
             gids,
             summary: format!("{}, {}", p.label(), p.summary()),
@@ -185,7 +185,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
     let observed = read_rdma_lenient(sysfs, nl.links())?;
-    observed.unreadable.iter().for_each(|u| ctx.warn(u.clone()));
+    observed.unreadable.iter().for_each(|u| ctx.warn(u.to_string()));
     let rdma = observed.rdma;
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
     let rules: Vec<Rule> = nl
