@@ -73,7 +73,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             ctx.warn(format!("{} is not on this host: not probed", iface.name));
             continue;
         };
-        let hw = link.mac.as_ref().map(|m| m.bytes().to_vec());
+        let hw = link.mac.clone();
         if !matches!(link.link_type, LinkType::Ether | LinkType::Infiniband) || hw.is_none() {
             ctx.warn(format!(
                 "{} is neither Ethernet nor IPoIB with a hardware address: not probed",
@@ -91,7 +91,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             RailIo {
                 name: iface.name.clone(),
                 ifindex: link.index,
-                link_type: link.link_type.into(),
+                link_type: link.link_type,
                 hw: hw.unwrap_or_default(),
                 broadcast: nl.broadcast(link.index).map(<[u8]>::to_vec).unwrap_or_else(|| vec![0xff; 6]),
                 mtu: mtus.get(&link.index).copied().unwrap_or(1500),
@@ -107,7 +107,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
                 .map(|(l, r, port)| SelfRail {
                     name: l.name.clone(),
                     addresses: l.addresses.iter().map(Prefix::to_string).collect(),
-                    mac: Some(HwAddr::new(&r.hw).to_string()),
+                    mac: Some(r.hw.to_string()),
                     mtu: Some(r.mtu),
                     rdma: port.as_ref().map(|p| p.port.clone()),
                 })
@@ -164,11 +164,11 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     let mut words = vec!["apply"];
     words.extend(cfg.files.iter().map(String::as_str));
     let apply = ctx.suggest(&words);
-    let replies = |seen: &[(usize, Option<Vec<u8>>)]| -> Vec<Reply> {
+    let replies = |seen: &[(usize, Option<HwAddr>)]| -> Vec<Reply> {
         seen.iter()
             .map(|(r, mac)| Reply {
                 interface: rails[*r].1.name.clone(),
-                source_mac: mac.as_deref().map(|m| HwAddr::new(m).to_string()),
+                source_mac: mac.as_ref().map(HwAddr::to_string),
             })
             .collect()
     };
@@ -181,7 +181,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         }
         let (_, rail, port) = &rails[job.rail];
         let obs = Observation {
-            arp_answers: s.arp_answers.iter().map(|h| HwAddr::new(h).to_string()).collect(),
+            arp_answers: s.arp_answers.iter().map(HwAddr::to_string).collect(),
             replies: replies(&s.replies),
             routed: replies(&s.routed),
             rtts: s.rtts.clone(),

@@ -12,10 +12,10 @@
 //! - ICMP/ICMPv6 echo (RFC 792, RFC 4443) with a per-run token in the
 //!   payload, padded to the size being tried.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub use crate::announce::multicast_mac;
-use crate::announce::{icmpv6_checksum, ones_complement_sum};
+use crate::announce::{ETHERTYPE_ARP, ETHERTYPE_IPV6, icmpv6_checksum, ones_complement_sum};
 
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 const ARPOP_REQUEST: u16 = 1;
@@ -161,6 +161,50 @@ pub enum V6In {
         inner_dst: Ipv6Addr,
         port: u16,
     },
+}
+
+/// What a packet an observer reads is to `probe`, whatever its family:
+/// the one receive path of ARP, IPv4 and IPv6 alike.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// An ARP reply or a neighbour advertisement: `peer` answered `local`
+    /// with the link-layer address `hw` (None: the advertisement carries
+    /// no target link-layer address option; the frame's source is it).
+    Answer {
+        local: IpAddr,
+        peer: IpAddr,
+        hw: Option<Vec<u8>>,
+    },
+    Echo(EchoReply),
+    /// IPv6: a destination unreachable about the reply-path datagram.
+    Unreachable {
+        inner_src: Ipv6Addr,
+        inner_dst: Ipv6Addr,
+        port: u16,
+    },
+}
+
+/// The packet `p` of link-layer protocol `protocol` (ARP, IPv4, IPv6),
+/// if it is one `probe` reads.
+pub fn parse(protocol: u16, p: &[u8]) -> Option<Incoming> {
+    match protocol {
+        ETHERTYPE_ARP => parse_arp_reply(p).map(|a| Incoming::Answer {
+            local: a.target_ip.into(),
+            peer: a.sender_ip.into(),
+            hw: Some(a.sender_hw),
+        }),
+        ETHERTYPE_IPV4 => parse_ipv4(p).map(Incoming::Echo),
+        ETHERTYPE_IPV6 => parse_ipv6(p).map(|v6| match v6 {
+            V6In::Echo(e) => Incoming::Echo(e),
+            V6In::Advert { target, dst, hw } => {
+                Incoming::Answer { local: dst.into(), peer: target.into(), hw }
+            }
+            V6In::Unreachable { inner_src, inner_dst, port } => {
+                Incoming::Unreachable { inner_src, inner_dst, port }
+            }
+        }),
+        _ => None,
+    }
 }
 
 /// The echo reply in an IPv4 packet (the first fragment will do: it has
