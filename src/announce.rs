@@ -42,14 +42,7 @@ pub type IbAddr = [u8; 20];
 pub const BROADCAST: Mac = [0xff; 6];
 pub const ETHERTYPE_ARP: u16 = 0x0806;
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ARPOP_REQUEST: u16 = 1;
-const IPPROTO_ICMPV6: u8 = 58;
-const ND_NEIGHBOR_ADVERT: u8 = 136;
 const ND_OPT_TARGET_LL_ADDR: u8 = 2;
-/// The R, S and O bits of a neighbour advertisement's first flags byte.
-const NA_FLAG_ROUTER: u8 = 0x80;
-const NA_FLAG_OVERRIDE: u8 = 0x20;
 /// Neighbour discovery messages must carry hop limit 255 (RFC 4861 §7.1.2:
 /// receivers drop any other, so that they cannot come from off-link).
 const ND_HOP_LIMIT: u8 = 255;
@@ -132,7 +125,7 @@ pub fn outgoing(medium: &Medium, ip: IpAddr, router: bool) -> Outgoing {
 /// frames for no peer the request misses.
 pub fn garp_frame(mac: Mac, ip: Ipv4Addr) -> Vec<u8> {
     let mut f = ethernet_header(BROADCAST, mac, ETHERTYPE_ARP);
-    f.extend(arp_request(ARPHRD_ETHER, &mac, ip));
+    f.extend(arp_request(ARPHRD_ETHER, &mac, ip, ip));
     f
 }
 
@@ -149,23 +142,29 @@ pub fn garp_frame(mac: Mac, ip: Ipv4Addr) -> Vec<u8> {
 /// §2.3 says it is ignored and SHOULD be zero, and Linux's `arp_process()`
 /// never reads it for a request).
 pub fn ipoib_garp(addr: &IbAddr, ip: Ipv4Addr) -> Vec<u8> {
-    arp_request(ARPHRD_INFINIBAND, addr, ip)
+    arp_request(ARPHRD_INFINIBAND, addr, ip, ip)
 }
 
-/// An ARP request announcing `ip` as `hw`'s (RFC 826): the header, then
-/// sender hardware and protocol addresses, then the target's.
-fn arp_request(hardware: u16, hw: &[u8], ip: Ipv4Addr) -> Vec<u8> {
-    let mut a = Vec::with_capacity(8 + 2 * (hw.len() + 4));
-    a.extend_from_slice(&hardware.to_be_bytes()); // ar_hrd
-    a.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes()); // ar_pro
-    a.push(hw.len() as u8); // ar_hln
-    a.push(4); // ar_pln
-    a.extend_from_slice(&ARPOP_REQUEST.to_be_bytes()); // ar_op
-    a.extend_from_slice(hw); // sender hardware address
-    a.extend_from_slice(&ip.octets()); // sender protocol address
-    a.resize(a.len() + hw.len(), 0); // target hardware address
-    a.extend_from_slice(&ip.octets()); // target protocol address
-    a
+/// An ARP request (RFC 826) for `target` from `sender` at `hw`, hardware
+/// type `hardware` (1 Ethernet, 32 IPoIB), built by etherparse: the
+/// header, then sender hardware and protocol addresses, then the
+/// target's; the target hardware address is zero. An announcement is
+/// one whose target is its sender; `probe` asks for another address.
+/// etherparse takes any hardware type and address length up to 255, so
+/// IPoIB's 20-byte addresses are as plain as Ethernet's.
+pub fn arp_request(hardware: u16, hw: &[u8], sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    let zero = vec![0; hw.len()];
+    let packet = etherparse::ArpPacket::new(
+        etherparse::ArpHardwareId(hardware),
+        etherparse::EtherType::IPV4,
+        etherparse::ArpOperation::REQUEST,
+        hw,
+        &sender.octets(),
+        &zero,
+        &target.octets(),
+    );
+    // Only an address longer than 255 bytes fails; a link has at most 32.
+    packet.map(|p| p.to_bytes().to_vec()).unwrap_or_default()
 }
 
 /// An unsolicited neighbour advertisement as Linux sends it for
@@ -193,37 +192,57 @@ pub fn ipoib_unsolicited_na(addr: &IbAddr, ip: Ipv6Addr, router: bool) -> Vec<u8
 }
 
 /// The IPv6 packet of an unsolicited advertisement of `ip` to ff02::1,
-/// with a target link-layer address option of `hw` after `pad` zero bytes,
-/// zero-filled to a multiple of 8 bytes (RFC 4861 §4.6).
+/// with a target link-layer address option of `hw` after `pad` zero bytes.
 fn na_packet(ip: Ipv6Addr, router: bool, hw: &[u8], pad: usize) -> Vec<u8> {
-    let flags = NA_FLAG_OVERRIDE | if router { NA_FLAG_ROUTER } else { 0 };
-    let mut icmp = vec![ND_NEIGHBOR_ADVERT, 0, 0, 0]; // type, code, checksum (below)
-    icmp.extend_from_slice(&[flags, 0, 0, 0]); // R S O flags, reserved
-    icmp.extend_from_slice(&ip.octets()); // target address
-    let option_len = (2 + pad + hw.len()).div_ceil(8) * 8;
-    icmp.extend_from_slice(&[ND_OPT_TARGET_LL_ADDR, (option_len / 8) as u8]); // type, length in 8-byte units
-    icmp.resize(icmp.len() + pad, 0);
-    icmp.extend_from_slice(hw);
-    icmp.resize(24 + option_len, 0);
-    let sum = icmpv6_checksum(ip, ALL_NODES, &icmp);
-    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let flags =
+        etherparse::icmpv6::NeighborAdvertisementHeader { router, solicited: false, r#override: true };
+    let kind = etherparse::Icmpv6Type::NeighborAdvertisement(flags);
+    nd_packet(ip, ALL_NODES, kind, ip, nd_option(ND_OPT_TARGET_LL_ADDR, hw, pad))
+}
 
-    let mut p = Vec::with_capacity(40 + icmp.len());
-    p.extend_from_slice(&[0x60, 0, 0, 0]); // version 6, traffic class 0, flow label 0
-    p.extend_from_slice(&(icmp.len() as u16).to_be_bytes()); // payload length
-    p.push(IPPROTO_ICMPV6); // next header
-    p.push(ND_HOP_LIMIT);
-    p.extend_from_slice(&ip.octets()); // source
-    p.extend_from_slice(&ALL_NODES.octets()); // destination
-    p.extend_from_slice(&icmp);
+/// A neighbour discovery packet (RFC 4861 §4.3, §4.4) built by
+/// etherparse: the IPv6 header (hop limit 255, §7.1.2) and the ICMPv6
+/// header with its checksum; the message body is the target address and
+/// one link-layer address option.
+pub fn nd_packet(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    kind: etherparse::Icmpv6Type,
+    target: Ipv6Addr,
+    option: Vec<u8>,
+) -> Vec<u8> {
+    let mut body = target.octets().to_vec();
+    body.extend(option);
+    let builder = etherparse::PacketBuilder::ipv6(src.octets(), dst.octets(), ND_HOP_LIMIT).icmpv6(kind);
+    let mut p = Vec::with_capacity(builder.size(body.len()));
+    // Writing to a Vec fails only on a payload too long for IPv6.
+    let _ = builder.write(&mut p, &body);
     p
+}
+
+/// A source or target link-layer address option (RFC 4861 §4.6.1): type,
+/// length in 8-byte units, `pad` zero bytes, the address, zero-filled to a
+/// multiple of 8 bytes. etherparse reads these options but does not
+/// write them, and IPoIB's is RFC 4391's (§9.1.2: 2 bytes of padding
+/// before the 20-byte address), so the option stays written out here.
+pub fn nd_option(kind: u8, hw: &[u8], pad: usize) -> Vec<u8> {
+    let len = (2 + pad + hw.len()).div_ceil(8) * 8;
+    let mut o = vec![kind, (len / 8) as u8];
+    o.resize(2 + pad, 0);
+    o.extend_from_slice(hw);
+    o.resize(len, 0);
+    o
 }
 
 /// The ICMPv6 checksum (RFC 4443 §2.3): the ones' complement of the ones'
 /// complement sum of the IPv6 pseudo-header (RFC 8200 §8.1: source,
 /// destination, upper-layer length as 32 bits, three zero bytes, next
 /// header 58) and the message, whose checksum field is zero.
+/// Test-only: etherparse fills the checksums of what is sent; the tests
+/// check them with this independent sum.
+#[cfg(test)]
 pub fn icmpv6_checksum(src: Ipv6Addr, dst: Ipv6Addr, message: &[u8]) -> u16 {
+    const IPPROTO_ICMPV6: u8 = 58;
     let mut pseudo = Vec::with_capacity(40 + message.len());
     pseudo.extend_from_slice(&src.octets());
     pseudo.extend_from_slice(&dst.octets());

@@ -154,8 +154,8 @@ impl RdmaPort {
         RdmaPort {
             device: port.device.clone(),
             port: port.port,
-            state_id: port.state.code,
-            physical_state_id: port.phys_state.code,
+            state_id: port.state.code(),
+            physical_state_id: port.phys_state.code(),
             gid_index,
         }
     }
@@ -765,13 +765,13 @@ roce_route_nccl_gid_index{rail="rail0",device="mlx5_0",port="1"} 3
 
     #[test]
     fn a_port_is_taken_with_the_kernels_numbers() {
-        use crate::rdma::State;
+        use crate::rdma::{LinkLayer, PhysState, PortState};
         let port = Port {
             device: "mlx5_3".into(),
             port: 2,
-            link_layer: "Ethernet".into(),
-            state: State { code: 2, name: "INIT".into() },
-            phys_state: State { code: 5, name: "LinkUp".into() },
+            link_layer: LinkLayer::Ethernet,
+            state: PortState::Init,
+            phys_state: PhysState::LinkUp,
             rate: None,
             gids: Vec::new(),
             netdevs: Vec::new(),

@@ -15,71 +15,72 @@
 //! less than the struct).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use nix::libc;
+use socket2::{Domain, SockAddr, SockAddrStorage, Socket, Type};
 
 /// A packet socket bound to one interface. It is bound with protocol 0,
 /// so it receives nothing: it only sends.
 pub struct PacketSocket {
-    fd: OwnedFd,
-    ifindex: i32,
+    socket: Socket,
+    ifindex: u32,
 }
 
 impl PacketSocket {
     /// `link_header`: SOCK_RAW, frames carry their link-layer header
     /// (Ethernet); otherwise SOCK_DGRAM, the driver writes it (IPoIB).
     pub fn bound(ifindex: u32, link_header: bool) -> io::Result<PacketSocket> {
-        let ifindex = i32::try_from(ifindex).map_err(|_| io::Error::from_raw_os_error(libc::ENODEV))?;
-        let kind = if link_header { libc::SOCK_RAW } else { libc::SOCK_DGRAM };
-        // SAFETY: socket(2) with constant arguments; the descriptor it
-        // returns is owned by the OwnedFd at once.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, kind | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let (addr, len) = storage(&link_address(ifindex, 0, &[]));
-        // SAFETY: a valid socket and an address buffer of at least `len`
-        // bytes.
-        let rc = unsafe { libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_storage).cast(), len) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(PacketSocket { fd, ifindex })
+        let kind = if link_header { Type::RAW } else { Type::DGRAM };
+        // socket2 opens it close-on-exec; protocol None is 0.
+        let socket = Socket::new(Domain::PACKET, kind, None)?;
+        socket.bind(&link_sockaddr(ifindex, 0, &[])?)?;
+        Ok(PacketSocket { socket, ifindex })
     }
 
     /// Sends `packet` with link-layer protocol `protocol` (EtherType) to
     /// the link-layer address `dest`. Never blocks: a full queue is an
     /// error (EAGAIN/ENOBUFS), not a wait.
     pub fn send(&self, packet: &[u8], protocol: u16, dest: &[u8]) -> io::Result<()> {
-        if dest.len() > MAX_HALEN {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("a {}-byte link-layer address is longer than any link's", dest.len()),
-            ));
-        }
-        let (addr, len) = storage(&link_address(self.ifindex, protocol, dest));
-        // SAFETY: a valid socket, a buffer of packet.len() bytes, and an
-        // address buffer of at least `len` bytes.
-        let sent = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                packet.as_ptr().cast(),
-                packet.len(),
-                libc::MSG_DONTWAIT,
-                (&addr as *const libc::sockaddr_storage).cast(),
-                len,
-            )
-        };
-        match usize::try_from(sent) {
-            Err(_) => Err(io::Error::last_os_error()),
-            Ok(n) if n != packet.len() => {
-                Err(io::Error::other(format!("the kernel took {n} of the packet's {} bytes", packet.len())))
-            }
-            Ok(_) => Ok(()),
-        }
+        send_to_link(&self.socket, self.ifindex, packet, protocol, dest)
+    }
+}
+
+/// Sends `packet` out of `ifindex` on a packet socket (`probe`'s too),
+/// to the link-layer address `dest` (however long: see the module), with
+/// MSG_DONTWAIT. A packet the kernel takes only part of is an error.
+pub fn send_to_link(
+    socket: &Socket,
+    ifindex: u32,
+    packet: &[u8],
+    protocol: u16,
+    dest: &[u8],
+) -> io::Result<()> {
+    let addr = link_sockaddr(ifindex, protocol, dest)?;
+    let n = socket.send_to_with_flags(packet, &addr, libc::MSG_DONTWAIT)?;
+    if n != packet.len() {
+        return Err(io::Error::other(format!("the kernel took {n} of the packet's {} bytes", packet.len())));
+    }
+    Ok(())
+}
+
+/// `link_address` as the socket address socket2 passes to bind(2) and
+/// sendto(2), with its length.
+fn link_sockaddr(ifindex: u32, protocol: u16, dest: &[u8]) -> io::Result<SockAddr> {
+    let ifindex = i32::try_from(ifindex).map_err(|_| io::Error::from_raw_os_error(libc::ENODEV))?;
+    if dest.len() > MAX_HALEN {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a {}-byte link-layer address is longer than any link's", dest.len()),
+        ));
+    }
+    let (addr, len) = storage(&link_address(ifindex, protocol, dest));
+    let mut st = SockAddrStorage::zeroed();
+    // SAFETY: sockaddr_storage is this platform's own storage type (what
+    // view_as asks); it holds an AF_PACKET address of `len` bytes, built
+    // by `link_address` (what SockAddr::new asks).
+    unsafe {
+        *st.view_as::<libc::sockaddr_storage>() = addr;
+        Ok(SockAddr::new(st, len))
     }
 }
 

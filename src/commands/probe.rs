@@ -37,98 +37,19 @@ pub struct ProbeReport {
 }
 
 pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Done, Error> {
-    if !(args.timeout > 0.0 && args.timeout <= 60.0) {
-        return Err(Error::Usage(format!("--timeout {}: give 0 < SECONDS <= 60", args.timeout)));
-    }
-    let timeout = Duration::from_secs_f64(args.timeout);
-    if !args.self_ && args.peer.is_empty() && args.peers.is_empty() {
-        return Err(Error::Usage(
-            "probe: name the peers: --peer ADDR..., --peers FILE, or --self to describe this host for a peer's \
-             --peers"
-                .into(),
-        ));
-    }
-    let mut peers = Peers::of(&args.peer);
-    for file in &args.peers {
-        let name = file.display().to_string();
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| Error::Usage(format!("--peers {name}: cannot read it: {e}")))?;
-        peers.extend(peers::parse(&name, &text).map_err(Error::Usage)?);
-    }
+    let timeout = checked_timeout(args)?;
+    let peers = read_peers(args)?;
     let cfg = match cfg {
         Some(cfg) => cfg,
         None => super::latest_config(ctx, "probe", "roce-route probe CONFIG ...")?,
     };
     let nl = connect().await?;
-    let live = nl.addresses().await.context("cannot read the interface addresses")?;
-    let mtus = link_mtus(&nl).await?;
-    let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
-    rdma.unreadable.iter().for_each(|w| ctx.warn(w.to_string()));
-    let sysfs = crate::sysfs::Dir::new(&args.sysfs.sysfs_root);
-
-    // The rails: those of the config that exist, with their addresses now.
-    let mut rails: Vec<(LocalRail, RailIo, Option<RdmaMtu>)> = Vec::new();
-    for iface in &cfg.interfaces {
-        let Some(link) = nl.links().iter().find(|l| l.name == iface.name) else {
-            ctx.warn(format!("{} is not on this host: not probed", iface.name));
-            continue;
-        };
-        let hw = link.mac.as_ref().map(|m| m.bytes().to_vec());
-        if !matches!(link.link_type, LinkType::Ether | LinkType::Infiniband) || hw.is_none() {
-            ctx.warn(format!(
-                "{} is neither Ethernet nor IPoIB with a hardware address: not probed",
-                iface.name
-            ));
-            continue;
-        }
-        let port = rdma.rdma.port_of(&iface.name).map(|p| RdmaMtu {
-            port: p.hca(),
-            roce: p.is_roce(),
-            active_mtu: read_active_mtu(&sysfs, &p.device, p.port),
-        });
-        rails.push((
-            LocalRail { name: iface.name.clone(), addresses: super::rail_addresses(iface, &live) },
-            RailIo {
-                name: iface.name.clone(),
-                ifindex: link.index,
-                link_type: link.link_type.into(),
-                hw: hw.unwrap_or_default(),
-                broadcast: nl.broadcast(link.index).map(<[u8]>::to_vec).unwrap_or_else(|| vec![0xff; 6]),
-                mtu: mtus.get(&link.index).copied().unwrap_or(1500),
-            },
-            port,
-        ));
-    }
-
+    let rails = local_rails(ctx, args, &cfg, &nl).await?;
     if args.self_ {
-        let doc = SelfDoc {
-            rails: rails
-                .iter()
-                .map(|(l, r, port)| SelfRail {
-                    name: l.name.clone(),
-                    addresses: l.addresses.iter().map(Prefix::to_string).collect(),
-                    mac: Some(HwAddr::new(&r.hw).to_string()),
-                    mtu: Some(r.mtu),
-                    rdma: port.as_ref().map(|p| p.port.clone()),
-                })
-                .collect(),
-        };
-        if !ctx.json {
-            for r in &doc.rails {
-                crate::say!(
-                    "{}  {}  mac {}  mtu {}{}",
-                    r.name,
-                    r.addresses.join(" "),
-                    r.mac.as_deref().unwrap_or("-"),
-                    r.mtu.unwrap_or(0),
-                    r.rdma.as_deref().map_or(String::new(), |p| format!("  rdma {p}"))
-                );
-            }
-        }
-        return Ok(Done::new(exit::OK, false, serde_json::json!({ "self": doc })));
+        return Ok(describe_self(ctx, &rails));
     }
 
-    let local: Vec<LocalRail> = rails.iter().map(|(l, _, _)| l.clone()).collect();
+    let local: Vec<LocalRail> = rails.iter().map(|r| r.local.clone()).collect();
     let pairs = verdict::pairs(&local, &peers.addresses);
     if pairs.is_empty() {
         return Err(Error::Usage(
@@ -140,38 +61,18 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     let jobs: Vec<Job> = pairs
         .iter()
         .map(|p| Job {
-            rail: rails.iter().position(|(l, _, _)| l.name == p.rail).unwrap_or(0),
+            rail: rails.iter().position(|r| r.local.name == p.rail).unwrap_or(0),
             source: p.source,
             peer: p.peer,
         })
         .collect();
-    let rail_io: Vec<RailIo> = rails.iter().map(|(_, r, _)| r.clone()).collect();
     let started = Instant::now();
-    let seen = io::run(&rail_io, &jobs, timeout, &ctx.stop).map_err(|e| {
-        if e.not_permitted() {
-            Error::NotPermitted(format!("probe needs CAP_NET_RAW: run it as root ({e})"))
-        } else {
-            Error::Other(anyhow::anyhow!("{e}"))
-        }
-    })?;
+    let seen = probe_jobs(ctx, &rails, &jobs, timeout)?;
     let elapsed = started.elapsed();
-    if let Some(signal) = ctx.stop.requested() {
-        return Err(Error::Other(anyhow::anyhow!(
-            "probe: interrupted by signal {signal} before every pair was probed"
-        )));
-    }
 
     let mut words = vec!["apply"];
     words.extend(cfg.files.iter().map(String::as_str));
     let apply = ctx.suggest(&words);
-    let replies = |seen: &[(usize, Option<Vec<u8>>)]| -> Vec<Reply> {
-        seen.iter()
-            .map(|(r, mac)| Reply {
-                interface: rails[*r].1.name.clone(),
-                source_mac: mac.as_deref().map(|m| HwAddr::new(m).to_string()),
-            })
-            .collect()
-    };
     let mut frames_sent = 0;
     let mut results = Vec::new();
     for ((pair, job), (s, lookup)) in pairs.iter().zip(&jobs).zip(seen.iter().zip(lookups)) {
@@ -179,25 +80,188 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         if let Some(e) = &s.send_error {
             ctx.warn(format!("{} -> {}: {e}", pair.rail, pair.peer));
         }
-        let (_, rail, port) = &rails[job.rail];
-        let obs = Observation {
-            arp_answers: s.arp_answers.iter().map(|h| HwAddr::new(h).to_string()).collect(),
-            replies: replies(&s.replies),
-            routed: replies(&s.routed),
-            rtts: s.rtts.clone(),
-            rail_mtu: rail.mtu,
-            full_size_back: s.full_size_back,
-            largest_back: s.largest_back,
-            route_dev: match lookup {
-                Ok(route) => route.oif.ok_or_else(|| "the kernel's answer names no interface".to_string()),
-                Err(e) => Err(e.to_string()),
-            },
-            rdma: port.clone(),
-        };
+        let obs = observation(&rails, &rails[job.rail], s, lookup);
         results.push(verdict::verdict(pair, &obs, &peers, timeout, &apply));
     }
-    let bad = results.iter().filter(|r| !r.problems.is_empty()).count();
     let names: Vec<String> = local.iter().map(|l| l.name.clone()).collect();
+    Ok(report(ctx, names, &peers, results, frames_sent, elapsed))
+}
+
+/// One rail to probe from: its addresses, what the sockets need, its
+/// RDMA port.
+struct ProbeRail {
+    local: LocalRail,
+    io: RailIo,
+    rdma: Option<RdmaMtu>,
+}
+
+/// `--timeout`, and that some peers are named (or `--self`).
+fn checked_timeout(args: &ProbeArgs) -> Result<Duration, Error> {
+    if !(args.timeout > 0.0 && args.timeout <= 60.0) {
+        return Err(Error::Usage(format!("--timeout {}: give 0 < SECONDS <= 60", args.timeout)));
+    }
+    if !args.self_ && args.peer.is_empty() && args.peers.is_empty() {
+        return Err(Error::Usage(
+            "probe: name the peers: --peer ADDR..., --peers FILE, or --self to describe this host for a peer's \
+             --peers"
+                .into(),
+        ));
+    }
+    Ok(Duration::from_secs_f64(args.timeout))
+}
+
+/// The peers of `--peer` and of every `--peers` file.
+fn read_peers(args: &ProbeArgs) -> Result<Peers, Error> {
+    let mut peers = Peers::of(&args.peer);
+    for file in &args.peers {
+        let name = file.display().to_string();
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| Error::Usage(format!("--peers {name}: cannot read it: {e}")))?;
+        peers.extend(peers::parse(&name, &text).map_err(Error::Usage)?);
+    }
+    Ok(peers)
+}
+
+/// The rails: those of the config that exist, Ethernet or IPoIB with a
+/// hardware address, with their addresses now; a warning for the others.
+async fn local_rails(
+    ctx: &Ctx,
+    args: &ProbeArgs,
+    cfg: &Config,
+    nl: &Netlink,
+) -> Result<Vec<ProbeRail>, Error> {
+    let live = nl.addresses().await.context("cannot read the interface addresses")?;
+    let mtus = link_mtus(nl).await?;
+    let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
+    rdma.unreadable.iter().for_each(|w| ctx.warn(w.to_string()));
+    let sysfs = crate::sysfs::Dir::new(&args.sysfs.sysfs_root);
+    let mut rails = Vec::new();
+    for iface in &cfg.interfaces {
+        let Some(link) = nl.links().iter().find(|l| l.name == iface.name) else {
+            ctx.warn(format!("{} is not on this host: not probed", iface.name));
+            continue;
+        };
+        let (LinkType::Ether | LinkType::Infiniband, Some(hw)) = (link.link_type, link.mac.clone()) else {
+            ctx.warn(format!(
+                "{} is neither Ethernet nor IPoIB with a hardware address: not probed",
+                iface.name
+            ));
+            continue;
+        };
+        rails.push(ProbeRail {
+            local: LocalRail { name: iface.name.clone(), addresses: super::rail_addresses(iface, &live) },
+            io: RailIo {
+                name: iface.name.clone(),
+                ifindex: link.index,
+                link_type: link.link_type,
+                hw,
+                broadcast: nl.broadcast(link.index).map(<[u8]>::to_vec).unwrap_or_else(|| vec![0xff; 6]),
+                mtu: mtus.get(&link.index).copied().unwrap_or(1500),
+            },
+            rdma: rdma.rdma.port_of(&iface.name).map(|p| RdmaMtu {
+                port: p.hca(),
+                roce: p.is_roce(),
+                active_mtu: read_active_mtu(&sysfs, &p.device, p.port),
+            }),
+        });
+    }
+    Ok(rails)
+}
+
+/// `--self`: this host's rails, for a peer's `--peers`.
+fn describe_self(ctx: &Ctx, rails: &[ProbeRail]) -> Done {
+    let doc = SelfDoc {
+        rails: rails
+            .iter()
+            .map(|r| SelfRail {
+                name: r.local.name.clone(),
+                addresses: r.local.addresses.iter().map(Prefix::to_string).collect(),
+                mac: Some(r.io.hw.to_string()),
+                mtu: Some(r.io.mtu),
+                rdma: r.rdma.as_ref().map(|p| p.port.clone()),
+            })
+            .collect(),
+    };
+    if !ctx.json {
+        for r in &doc.rails {
+            crate::say!(
+                "{}  {}  mac {}  mtu {}{}",
+                r.name,
+                r.addresses.join(" "),
+                r.mac.as_deref().unwrap_or("-"),
+                r.mtu.unwrap_or(0),
+                r.rdma.as_deref().map_or(String::new(), |p| format!("  rdma {p}"))
+            );
+        }
+    }
+    Done::new(exit::OK, false, serde_json::json!({ "self": doc }))
+}
+
+/// The probe on the wire (`probe::io`); a signal ends it as an error.
+fn probe_jobs(
+    ctx: &Ctx,
+    rails: &[ProbeRail],
+    jobs: &[Job],
+    timeout: Duration,
+) -> Result<Vec<io::Seen>, Error> {
+    let rail_io: Vec<RailIo> = rails.iter().map(|r| r.io.clone()).collect();
+    let seen = io::run(&rail_io, jobs, timeout, &ctx.stop).map_err(|e| {
+        if e.not_permitted() {
+            Error::NotPermitted(format!("probe needs CAP_NET_RAW: run it as root ({e})"))
+        } else {
+            Error::Other(anyhow::anyhow!("{e}"))
+        }
+    })?;
+    if let Some(signal) = ctx.stop.requested() {
+        return Err(Error::Other(anyhow::anyhow!(
+            "probe: interrupted by signal {signal} before every pair was probed"
+        )));
+    }
+    Ok(seen)
+}
+
+/// What was seen for one pair, in the verdict's terms: rails by name,
+/// link-layer addresses as text, the route lookup's interface.
+fn observation(
+    rails: &[ProbeRail],
+    rail: &ProbeRail,
+    s: &io::Seen,
+    lookup: Result<crate::model::Route, impl std::fmt::Display>,
+) -> Observation {
+    let replies = |seen: &[(usize, Option<HwAddr>)]| -> Vec<Reply> {
+        seen.iter()
+            .map(|(r, mac)| Reply {
+                interface: rails[*r].io.name.clone(),
+                source_mac: mac.as_ref().map(HwAddr::to_string),
+            })
+            .collect()
+    };
+    Observation {
+        arp_answers: s.arp_answers.iter().map(HwAddr::to_string).collect(),
+        replies: replies(&s.replies),
+        routed: replies(&s.routed),
+        rtts: s.rtts.clone(),
+        rail_mtu: rail.io.mtu,
+        full_size_back: s.full_size_back,
+        largest_back: s.largest_back,
+        route_dev: match lookup {
+            Ok(route) => route.oif.ok_or_else(|| "the kernel's answer names no interface".to_string()),
+            Err(e) => Err(e.to_string()),
+        },
+        rdma: rail.rdma.clone(),
+    }
+}
+
+/// The matrix and the summary line (when chatty), and the report.
+fn report(
+    ctx: &Ctx,
+    names: Vec<String>,
+    peers: &Peers,
+    results: Vec<ProbeResult>,
+    frames_sent: u32,
+    elapsed: Duration,
+) -> Done {
+    let bad = results.iter().filter(|r| !r.problems.is_empty()).count();
     if ctx.chatty() {
         super::print_text(&verdict::matrix(&names, &peers.addresses, &results));
         let summary = if bad == 0 {
@@ -218,7 +282,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         frames_sent,
         elapsed_ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
     };
-    Ok(Done::new(if bad == 0 { exit::OK } else { exit::FAILED }, false, report))
+    Done::new(if bad == 0 { exit::OK } else { exit::FAILED }, false, report)
 }
 
 /// `check`'s warnings about the rails' MTUs (`probe::mtu`).

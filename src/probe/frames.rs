@@ -12,14 +12,14 @@
 //! - ICMP/ICMPv6 echo (RFC 792, RFC 4443) with a per-run token in the
 //!   payload, padded to the size being tried.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+#[cfg(test)]
+use crate::announce::icmpv6_checksum;
 pub use crate::announce::multicast_mac;
-use crate::announce::{icmpv6_checksum, ones_complement_sum};
+use crate::announce::{ETHERTYPE_ARP, ETHERTYPE_IPV6, nd_option, nd_packet, ones_complement_sum};
 
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
-const ARPOP_REQUEST: u16 = 1;
-const ARPOP_REPLY: u16 = 2;
 const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_ICMPV6: u8 = 58;
 const ICMP_ECHO_REPLY: u8 = 0;
@@ -28,7 +28,6 @@ const ICMPV6_ECHO: u8 = 128;
 const ICMPV6_DEST_UNREACH: u8 = 1;
 const IPPROTO_UDP: u8 = 17;
 const ICMPV6_ECHO_REPLY: u8 = 129;
-const ND_NEIGHBOR_SOLICIT: u8 = 135;
 const ND_NEIGHBOR_ADVERT: u8 = 136;
 const ND_OPT_SOURCE_LL_ADDR: u8 = 1;
 const ND_OPT_TARGET_LL_ADDR: u8 = 2;
@@ -39,22 +38,7 @@ pub const V6_OVERHEAD: u32 = 48;
 /// The token (8 bytes) must fit in the payload.
 pub const MIN_ECHO_PAYLOAD: u32 = 8;
 
-/// An ARP request for `target` from `sender_ip` at `sender_hw`, hardware
-/// type `hardware` (1 Ethernet, 32 IPoIB); the target hardware address
-/// is zero.
-pub fn arp_request(hardware: u16, sender_hw: &[u8], sender_ip: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
-    let mut a = Vec::with_capacity(8 + 2 * (sender_hw.len() + 4));
-    a.extend_from_slice(&hardware.to_be_bytes());
-    a.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-    a.push(sender_hw.len() as u8);
-    a.push(4);
-    a.extend_from_slice(&ARPOP_REQUEST.to_be_bytes());
-    a.extend_from_slice(sender_hw);
-    a.extend_from_slice(&sender_ip.octets());
-    a.resize(a.len() + sender_hw.len(), 0);
-    a.extend_from_slice(&target.octets());
-    a
-}
+pub use crate::announce::arp_request;
 
 /// An ARP reply, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,22 +49,23 @@ pub struct ArpReply {
     pub target_ip: Ipv4Addr,
 }
 
-/// The ARP reply in `p` (an ARP packet without link header), if it is one.
+/// The ARP reply in `p` (an ARP packet without link header), if it is
+/// one: an IPv4 ARP reply, read by etherparse (any hardware type and
+/// address length, so IPoIB's too).
 pub fn parse_arp_reply(p: &[u8]) -> Option<ArpReply> {
-    let hln = usize::from(*p.get(4)?);
-    if p.get(2..4)? != ETHERTYPE_IPV4.to_be_bytes() || *p.get(5)? != 4 {
+    let a = etherparse::ArpPacketSlice::from_slice(p).ok()?;
+    if a.proto_addr_type() != etherparse::EtherType::IPV4
+        || a.proto_addr_size() != 4
+        || a.operation() != etherparse::ArpOperation::REPLY
+    {
         return None;
     }
-    if u16::from_be_bytes([p[6], p[7]]) != ARPOP_REPLY {
-        return None;
-    }
-    let body = p.get(8..8 + 2 * (hln + 4))?;
     let ip = |b: &[u8]| Ipv4Addr::new(b[0], b[1], b[2], b[3]);
     Some(ArpReply {
-        sender_hw: body[..hln].to_vec(),
-        sender_ip: ip(&body[hln..hln + 4]),
-        target_hw: body[hln + 4..2 * hln + 4].to_vec(),
-        target_ip: ip(&body[2 * hln + 4..]),
+        sender_hw: a.sender_hw_addr().to_vec(),
+        sender_ip: ip(a.sender_protocol_addr()),
+        target_hw: a.target_hw_addr().to_vec(),
+        target_ip: ip(a.target_protocol_addr()),
     })
 }
 
@@ -94,25 +79,8 @@ pub fn solicited_node(target: Ipv6Addr) -> Ipv6Addr {
 /// packet to the solicited-node group, with the source link-layer option
 /// carrying `hw` after `pad` zero bytes (IPoIB: 2, RFC 4391 §9.1.2).
 pub fn neighbour_solicitation(src: Ipv6Addr, target: Ipv6Addr, hw: &[u8], pad: usize) -> Vec<u8> {
-    let dst = solicited_node(target);
-    let mut icmp = vec![ND_NEIGHBOR_SOLICIT, 0, 0, 0, 0, 0, 0, 0];
-    icmp.extend_from_slice(&target.octets());
-    let option_len = (2 + pad + hw.len()).div_ceil(8) * 8;
-    icmp.extend_from_slice(&[ND_OPT_SOURCE_LL_ADDR, (option_len / 8) as u8]);
-    icmp.resize(icmp.len() + pad, 0);
-    icmp.extend_from_slice(hw);
-    icmp.resize(24 + option_len, 0);
-    let sum = icmpv6_checksum(src, dst, &icmp);
-    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
-    let mut p = Vec::with_capacity(40 + icmp.len());
-    p.extend_from_slice(&[0x60, 0, 0, 0]);
-    p.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
-    p.push(IPPROTO_ICMPV6);
-    p.push(255);
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&dst.octets());
-    p.extend_from_slice(&icmp);
-    p
+    let option = nd_option(ND_OPT_SOURCE_LL_ADDR, hw, pad);
+    nd_packet(src, solicited_node(target), etherparse::Icmpv6Type::NeighborSolicitation, target, option)
 }
 
 /// An echo request of `size` bytes on the wire (IP packet length), with
@@ -161,6 +129,50 @@ pub enum V6In {
         inner_dst: Ipv6Addr,
         port: u16,
     },
+}
+
+/// What a packet an observer reads is to `probe`, whatever its family:
+/// the one receive path of ARP, IPv4 and IPv6 alike.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// An ARP reply or a neighbour advertisement: `peer` answered `local`
+    /// with the link-layer address `hw` (None: the advertisement carries
+    /// no target link-layer address option; the frame's source is it).
+    Answer {
+        local: IpAddr,
+        peer: IpAddr,
+        hw: Option<Vec<u8>>,
+    },
+    Echo(EchoReply),
+    /// IPv6: a destination unreachable about the reply-path datagram.
+    Unreachable {
+        inner_src: Ipv6Addr,
+        inner_dst: Ipv6Addr,
+        port: u16,
+    },
+}
+
+/// The packet `p` of link-layer protocol `protocol` (ARP, IPv4, IPv6),
+/// if it is one `probe` reads.
+pub fn parse(protocol: u16, p: &[u8]) -> Option<Incoming> {
+    match protocol {
+        ETHERTYPE_ARP => parse_arp_reply(p).map(|a| Incoming::Answer {
+            local: a.target_ip.into(),
+            peer: a.sender_ip.into(),
+            hw: Some(a.sender_hw),
+        }),
+        ETHERTYPE_IPV4 => parse_ipv4(p).map(Incoming::Echo),
+        ETHERTYPE_IPV6 => parse_ipv6(p).map(|v6| match v6 {
+            V6In::Echo(e) => Incoming::Echo(e),
+            V6In::Advert { target, dst, hw } => {
+                Incoming::Answer { local: dst.into(), peer: target.into(), hw }
+            }
+            V6In::Unreachable { inner_src, inner_dst, port } => {
+                Incoming::Unreachable { inner_src, inner_dst, port }
+            }
+        }),
+        _ => None,
+    }
 }
 
 /// The echo reply in an IPv4 packet (the first fragment will do: it has

@@ -36,16 +36,21 @@
 //! ten times that RTT (at least 50 ms, at most the timeout).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use nix::libc;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{setsockopt, sockopt};
+use socket2::{Domain, Protocol, SockFilter, Socket, Type};
 
 use crate::announce::{ETHERTYPE_ARP, ETHERTYPE_IPV6, ipoib_multicast};
-use crate::model::ARPHRD_INFINIBAND;
-use crate::probe::frames::{self, V4_OVERHEAD, V6_OVERHEAD, V6In};
+use crate::model::{HwAddr, LinkType};
+use crate::packet::send_to_link;
+use crate::probe::frames::{self, ETHERTYPE_IPV4, Incoming, V4_OVERHEAD, V6_OVERHEAD};
 use crate::signals::StopFlag;
 
 /// Small echoes per pair (their median is the RTT).
@@ -65,11 +70,9 @@ const LARGE_GRACE_MIN: Duration = Duration::from_millis(50);
 const PACKET_OTHERHOST: u8 = 3;
 const PACKET_OUTGOING: u8 = 4;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-const SO_RCVBUFFORCE: libc::c_int = 33;
 const ICMP_FILTER: libc::c_int = 1;
 const ICMP6_FILTER: libc::c_int = 1;
-const ETH_P_IP: u16 = 0x0800;
-const RCVBUF: libc::c_int = 8 << 20;
+const RCVBUF: usize = 8 << 20;
 /// The UDP port of the IPv6 reply-path datagram: traceroute's first port,
 /// plus the pair's index.
 pub const UDP_BASE_PORT: u16 = 33434;
@@ -80,9 +83,9 @@ const UDP_PORTS: usize = 20000;
 pub struct RailIo {
     pub name: String,
     pub ifindex: u32,
-    /// ARPHRD_ETHER (1) or ARPHRD_INFINIBAND (32).
-    pub link_type: u16,
-    pub hw: Vec<u8>,
+    /// Ethernet or IPoIB (its ARP hardware type is the link type).
+    pub link_type: LinkType,
+    pub hw: HwAddr,
     pub broadcast: Vec<u8>,
     pub mtu: u32,
 }
@@ -98,13 +101,13 @@ pub struct Job {
 /// What was seen for one job.
 #[derive(Clone, Debug, Default)]
 pub struct Seen {
-    pub arp_answers: Vec<Vec<u8>>,
+    pub arp_answers: Vec<HwAddr>,
     /// The small echoes' replies: the rail they came in on, their
     /// link-layer source.
-    pub replies: Vec<(usize, Option<Vec<u8>>)>,
+    pub replies: Vec<(usize, Option<HwAddr>)>,
     pub rtts: Vec<Duration>,
     /// IPv6: the port unreachable errors (routed by the peer), as replies.
-    pub routed: Vec<(usize, Option<Vec<u8>>)>,
+    pub routed: Vec<(usize, Option<HwAddr>)>,
     pub full_size_back: Option<bool>,
     pub largest_back: Option<u32>,
     /// Frames this job sent (ARP/NS and echoes).
@@ -150,6 +153,7 @@ struct Sent {
     back: bool,
 }
 
+/// One pair's progress through the stages.
 struct State {
     stage: Stage,
     deadline: Instant,
@@ -163,65 +167,9 @@ struct State {
     seen: Seen,
 }
 
-fn open_error(what: String) -> impl FnOnce(io::Error) -> OpenError {
-    move |source| OpenError { what, source }
-}
-
-/// Probes every job; returns what was seen for each, in order.
-pub fn run(
-    rails: &[RailIo],
-    jobs: &[Job],
-    timeout: Duration,
-    stop: &StopFlag,
-) -> Result<Vec<Seen>, OpenError> {
-    // Observers of every rail, one per protocol the jobs need.
-    let ifindices: Vec<u32> = rails.iter().map(|r| r.ifindex).collect();
-    let rail_of: HashMap<i32, usize> = rails.iter().enumerate().map(|(i, r)| (r.ifindex as i32, i)).collect();
-    let v4 = jobs.iter().any(|j| j.peer.is_ipv4());
-    let v6 = jobs.iter().any(|j| j.peer.is_ipv6());
-    let mut observers: Vec<(OwnedFd, u16)> = Vec::new();
-    for (proto, wanted) in [(ETHERTYPE_ARP, v4), (ETH_P_IP, v4), (ETHERTYPE_IPV6, v6)] {
-        if wanted {
-            let fd = observer(proto, &ifindices).map_err(open_error("cannot open a packet socket".into()))?;
-            observers.push((fd, proto));
-        }
-    }
-    let sender_of = |proto: u16| observers.iter().find(|(_, p)| *p == proto).map(|(fd, _)| fd.as_raw_fd());
-    let (arp_fd, v6_fd) = (sender_of(ETHERTYPE_ARP), sender_of(ETHERTYPE_IPV6));
-    let mut icmp: HashMap<(usize, IpAddr), OwnedFd> = HashMap::new();
-    let mut udp: HashMap<(usize, IpAddr), OwnedFd> = HashMap::new();
-    for j in jobs {
-        let r = &rails[j.rail];
-        if let std::collections::hash_map::Entry::Vacant(e) = icmp.entry((j.rail, j.source)) {
-            e.insert(
-                icmp_socket(&r.name, j.source).map_err(open_error(format!(
-                    "cannot open an ICMP socket for {} on {}",
-                    j.source, r.name
-                )))?,
-            );
-        }
-        if j.source.is_ipv6()
-            && let std::collections::hash_map::Entry::Vacant(e) = udp.entry((j.rail, j.source))
-        {
-            e.insert(
-                udp_socket(&r.name, j.source).map_err(open_error(format!(
-                    "cannot open a UDP socket for {} on {}",
-                    j.source, r.name
-                )))?,
-            );
-        }
-    }
-    let mut rnd = [0u8; 10];
-    random(&mut rnd);
-    let base_id = u16::from_be_bytes([rnd[0], rnd[1]]);
-    let token = u64::from_be_bytes(rnd[2..10].try_into().unwrap_or([0; 8]));
-    let by_pair: HashMap<(usize, IpAddr, IpAddr), usize> =
-        jobs.iter().enumerate().map(|(k, j)| ((j.rail, j.source, j.peer), k)).collect();
-
-    let start = Instant::now();
-    let mut states: Vec<State> = jobs
-        .iter()
-        .map(|_| State {
+impl State {
+    fn new(start: Instant, timeout: Duration) -> State {
+        State {
             stage: Stage::Arp,
             deadline: start + timeout,
             arp_at: start,
@@ -232,257 +180,423 @@ pub fn run(
             lo: 0,
             hi: 0,
             seen: Seen::default(),
-        })
-        .collect();
-    let mut last_arp = start;
-    for (k, j) in jobs.iter().enumerate() {
-        send_neighbour(arp_fd, v6_fd, &rails[j.rail], j, &mut states[k].seen);
-        states[k].arp_tries = 1;
+        }
     }
-    let hard_end = start + timeout * 10 + Duration::from_secs(1);
-    let mut buf = vec![0u8; 65536];
-    let mut pollfds: Vec<libc::pollfd> = observers
-        .iter()
-        .map(|(fd, _)| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
-        .collect();
-    loop {
-        let now = Instant::now();
-        // Advance every pair whose stage is over.
-        for (k, j) in jobs.iter().enumerate() {
-            let st = &mut states[k];
-            let r = &rails[j.rail];
-            let sock = icmp[&(j.rail, j.source)].as_raw_fd();
-            let before = st.stage;
-            advance(st, k, j, r, sock, base_id, token, timeout, now, (arp_fd, v6_fd), &mut last_arp);
-            if before == Stage::Arp
-                && st.stage == Stage::Echo
-                && let Some(u) = udp.get(&(j.rail, j.source))
-            {
-                let port = UDP_BASE_PORT + (k % UDP_PORTS) as u16;
-                match send_datagram(u.as_raw_fd(), j.peer, port, &token.to_be_bytes()) {
-                    Ok(()) => st.seen.sent += 1,
-                    Err(e) => st.seen.send_error = Some(format!("cannot send the UDP datagram: {e}")),
-                }
-            }
-        }
-        let all_done = states.iter().all(|s| s.stage == Stage::Done);
-        if (all_done && now >= last_arp + FLUX_GRACE.min(timeout))
-            || now >= hard_end
-            || stop.requested().is_some()
-        {
-            break;
-        }
-        let next = states
+
+    /// How long the large echoes wait: ten times the slowest small
+    /// echo's RTT, at least LARGE_GRACE_MIN, at most the timeout.
+    fn grace(&self, timeout: Duration) -> Duration {
+        let rtt = self.seen.rtts.iter().max().copied().unwrap_or(timeout);
+        (rtt * 10).clamp(LARGE_GRACE_MIN.min(timeout), timeout)
+    }
+
+    /// Search echoes not back yet.
+    fn outstanding(&self) -> usize {
+        self.probes.iter().filter(|p| !p.back && matches!(p.kind, Kind::Size(_))).count()
+    }
+
+    /// The smallest size above the largest that came back, that did not:
+    /// the new upper bound.
+    fn lowest_lost(&self) -> u32 {
+        self.probes
             .iter()
-            .filter(|s| s.stage != Stage::Done)
-            .map(|s| s.deadline)
-            .chain(std::iter::once(last_arp + FLUX_GRACE.min(timeout)))
+            .filter_map(|p| match p.kind {
+                Kind::Size(s) if !p.back && s > self.lo => Some(s),
+                _ => None,
+            })
             .min()
-            .unwrap_or(now);
-        let wait = next.saturating_duration_since(now).min(Duration::from_millis(10));
-        let ms = wait.as_millis().max(1) as libc::c_int;
-        // SAFETY: a valid array of pollfds, its length passed along.
-        let n = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, ms) };
-        if n <= 0 {
-            continue;
-        }
-        for (idx, p) in pollfds.iter_mut().enumerate() {
-            if p.revents == 0 {
-                continue;
-            }
-            p.revents = 0;
-            let (fd, proto) = (&observers[idx].0, observers[idx].1);
-            while let Some((len, ifindex, from)) = recv(fd.as_raw_fd(), &mut buf) {
-                // Queued before the filter was attached: another interface.
-                let Some(&rail) = rail_of.get(&ifindex) else { continue };
-                let at = Instant::now();
-                let pkt = &buf[..len];
-                match proto {
-                    ETHERTYPE_ARP => {
-                        let Some(a) = frames::parse_arp_reply(pkt) else { continue };
-                        let key = (rail, IpAddr::V4(a.target_ip), IpAddr::V4(a.sender_ip));
-                        if let Some(&k) = by_pair.get(&key) {
-                            add_answer(&mut states[k].seen, a.sender_hw);
-                        }
-                    }
-                    ETH_P_IP => {
-                        if let Some(e) = frames::parse_ipv4(pkt) {
-                            echo_back(&mut states, jobs, base_id, token, rail, from, at, &e);
-                        }
-                    }
-                    _ => match frames::parse_ipv6(pkt) {
-                        Some(V6In::Echo(e)) => {
-                            echo_back(&mut states, jobs, base_id, token, rail, from, at, &e)
-                        }
-                        Some(V6In::Advert { target, dst, hw }) => {
-                            let key = (rail, IpAddr::V6(dst), IpAddr::V6(target));
-                            if let Some(&k) = by_pair.get(&key)
-                                && let Some(hw) = hw.or(from)
-                            {
-                                add_answer(&mut states[k].seen, hw);
-                            }
-                        }
-                        Some(V6In::Unreachable { inner_src, inner_dst, port }) => {
-                            let key = (IpAddr::V6(inner_src), IpAddr::V6(inner_dst));
-                            let k = usize::from(port.wrapping_sub(UDP_BASE_PORT));
-                            // The pair with that index, or one UDP_PORTS on.
-                            let pair = (k..jobs.len())
-                                .step_by(UDP_PORTS)
-                                .find(|&k| (jobs[k].source, jobs[k].peer) == key);
-                            if let Some(k) = pair
-                                && states[k].seen.routed.len() < 4
-                            {
-                                states[k].seen.routed.push((rail, from));
-                            }
-                        }
-                        None => {}
-                    },
-                }
-            }
+            .unwrap_or(self.hi)
+            .min(self.hi)
+    }
+
+    fn note_sent(&mut self, result: io::Result<()>, what: impl FnOnce() -> String) {
+        match result {
+            Ok(()) => self.seen.sent += 1,
+            Err(e) => self.seen.send_error = Some(format!("{}: {e}", what())),
         }
     }
-    Ok(states.into_iter().map(|s| s.seen).collect())
-}
 
-fn add_answer(seen: &mut Seen, hw: Vec<u8>) {
-    if !seen.arp_answers.contains(&hw) {
-        seen.arp_answers.push(hw);
+    fn start_round(&mut self, now: Instant, grace: Duration, echo: &Echoer) {
+        self.round += 1;
+        self.deadline = now + grace;
+        for s in round_sizes(self.lo, self.hi) {
+            echo.send(self, Kind::Size(s));
+        }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn echo_back(
-    states: &mut [State],
-    jobs: &[Job],
-    base_id: u16,
+/// Sends one pair's echoes: its ICMP socket, peer and identifier.
+struct Echoer<'a> {
+    socket: &'a Socket,
+    peer: IpAddr,
+    id: u16,
     token: u64,
-    rail: usize,
-    from: Option<Vec<u8>>,
-    at: Instant,
-    e: &frames::EchoReply,
-) {
-    if e.token != token {
-        return;
-    }
-    let k = usize::from(e.id.wrapping_sub(base_id));
-    let (Some(st), Some(job)) = (states.get_mut(k), jobs.get(k)) else { return };
-    if e.src != job.peer || e.dst != job.source {
-        return;
-    }
-    let Some(p) = st.probes.iter_mut().find(|p| p.seq == e.seq && !p.back) else { return };
-    p.back = true;
-    match p.kind {
-        Kind::Small => {
-            st.seen.replies.push((rail, from));
-            st.seen.rtts.push(at.saturating_duration_since(p.at));
-        }
-        Kind::Size(size) => {
-            st.seen.largest_back = Some(st.seen.largest_back.map_or(size, |l| l.max(size)));
-            st.lo = st.lo.max(size);
-        }
-    }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn advance(
-    st: &mut State,
-    k: usize,
-    j: &Job,
-    r: &RailIo,
-    sock: RawFd,
-    base_id: u16,
-    token: u64,
-    timeout: Duration,
-    now: Instant,
-    sender: (Option<RawFd>, Option<RawFd>),
-    last_arp: &mut Instant,
-) {
-    let v6 = j.peer.is_ipv6();
-    let overhead = if v6 { V6_OVERHEAD } else { V4_OVERHEAD };
-    let id = base_id.wrapping_add(k as u16);
-    let mut send = |st: &mut State, kind: Kind| {
+impl Echoer<'_> {
+    fn overhead(&self) -> u32 {
+        if self.peer.is_ipv6() { V6_OVERHEAD } else { V4_OVERHEAD }
+    }
+
+    fn send(&self, st: &mut State, kind: Kind) {
         let seq = st.next_seq;
         st.next_seq = st.next_seq.wrapping_add(1);
         let size = match kind {
-            Kind::Small => overhead + SMALL_DATA,
+            Kind::Small => self.overhead() + SMALL_DATA,
             Kind::Size(s) => s,
         };
-        let msg = frames::echo_request(v6, id, seq, token, size);
-        match send_echo(sock, j.peer, &msg) {
-            Ok(()) => st.seen.sent += 1,
-            Err(e) => st.seen.send_error = Some(format!("cannot send an echo of {size} bytes: {e}")),
-        }
+        let msg = frames::echo_request(self.peer.is_ipv6(), self.id, seq, self.token, size);
+        let sent = send_echo(self.socket, self.peer, &msg);
+        st.note_sent(sent, || format!("cannot send an echo of {size} bytes"));
         st.probes.push(Sent { seq, kind, at: Instant::now(), back: false });
-    };
-    let grace = |st: &State| {
-        let rtt = st.seen.rtts.iter().max().copied().unwrap_or(timeout);
-        (rtt * 10).clamp(LARGE_GRACE_MIN.min(timeout), timeout)
-    };
-    let outstanding =
-        |st: &State| st.probes.iter().filter(|p| !p.back && matches!(p.kind, Kind::Size(_))).count();
-    match st.stage {
-        Stage::Done => {}
-        Stage::Arp => {
-            if !st.seen.arp_answers.is_empty() {
-                for _ in 0..SMALL_ECHOES {
-                    send(st, Kind::Small);
+    }
+}
+
+/// Every socket a run needs.
+struct Sockets {
+    /// Packet sockets observing every rail, with the protocol each takes.
+    observers: Vec<(Socket, u16)>,
+    /// Per rail and source address: the ICMP socket, and (IPv6) the UDP one.
+    icmp: HashMap<(usize, IpAddr), Socket>,
+    udp: HashMap<(usize, IpAddr), Socket>,
+}
+
+fn open_error(what: String) -> impl FnOnce(io::Error) -> OpenError {
+    move |source| OpenError { what, source }
+}
+
+impl Sockets {
+    /// Observers of every rail, one per protocol the jobs need; an ICMP
+    /// socket per rail and source, and a UDP one per IPv6 source.
+    fn open(rails: &[RailIo], jobs: &[Job]) -> Result<Sockets, OpenError> {
+        let ifindices: Vec<u32> = rails.iter().map(|r| r.ifindex).collect();
+        let v4 = jobs.iter().any(|j| j.peer.is_ipv4());
+        let v6 = jobs.iter().any(|j| j.peer.is_ipv6());
+        let mut observers = Vec::new();
+        for (proto, wanted) in [(ETHERTYPE_ARP, v4), (ETHERTYPE_IPV4, v4), (ETHERTYPE_IPV6, v6)] {
+            if wanted {
+                let socket =
+                    observer(proto, &ifindices).map_err(open_error("cannot open a packet socket".into()))?;
+                observers.push((socket, proto));
+            }
+        }
+        let mut sockets = Sockets { observers, icmp: HashMap::new(), udp: HashMap::new() };
+        for j in jobs {
+            let name = &rails[j.rail].name;
+            let key = (j.rail, j.source);
+            if let Entry::Vacant(e) = sockets.icmp.entry(key) {
+                let what = format!("cannot open an ICMP socket for {} on {name}", j.source);
+                e.insert(icmp_socket(name, j.source).map_err(open_error(what))?);
+            }
+            if let (true, Entry::Vacant(e)) = (j.source.is_ipv6(), sockets.udp.entry(key)) {
+                let what = format!("cannot open a UDP socket for {} on {name}", j.source);
+                e.insert(udp_socket(name, j.source).map_err(open_error(what))?);
+            }
+        }
+        Ok(sockets)
+    }
+
+    /// The observer of `proto`, which sends its requests too.
+    fn sender(&self, proto: u16) -> Option<&Socket> {
+        self.observers.iter().find(|(_, p)| *p == proto).map(|(s, _)| s)
+    }
+
+    /// ARP request or neighbour solicitation for the job's peer, from its
+    /// source, out of its rail.
+    fn send_neighbour(&self, r: &RailIo, j: &Job, st: &mut State) {
+        let ib = r.link_type == LinkType::Infiniband;
+        let result = match (j.source, j.peer) {
+            (IpAddr::V4(s), IpAddr::V4(p)) => {
+                let Some(socket) = self.sender(ETHERTYPE_ARP) else { return };
+                let packet = frames::arp_request(r.link_type.into(), r.hw.bytes(), s, p);
+                send_to_link(socket, r.ifindex, &packet, ETHERTYPE_ARP, &r.broadcast)
+            }
+            (IpAddr::V6(s), IpAddr::V6(p)) => {
+                let Some(socket) = self.sender(ETHERTYPE_IPV6) else { return };
+                let packet = frames::neighbour_solicitation(s, p, r.hw.bytes(), if ib { 2 } else { 0 });
+                let group = frames::solicited_node(p);
+                let dest = match <[u8; 20]>::try_from(r.broadcast.as_slice()) {
+                    Ok(b) if ib => ipoib_multicast(group, &b).to_vec(),
+                    _ => frames::multicast_mac(group).to_vec(),
+                };
+                send_to_link(socket, r.ifindex, &packet, ETHERTYPE_IPV6, &dest)
+            }
+            _ => return,
+        };
+        st.note_sent(result, || "cannot send the neighbour request".into());
+    }
+}
+
+/// Probes every job; returns what was seen for each, in order.
+pub fn run(
+    rails: &[RailIo],
+    jobs: &[Job],
+    timeout: Duration,
+    stop: &StopFlag,
+) -> Result<Vec<Seen>, OpenError> {
+    let mut run = Run::new(rails, jobs, timeout, Sockets::open(rails, jobs)?);
+    let hard_end = run.start + timeout * 10 + Duration::from_secs(1);
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let now = Instant::now();
+        run.advance_all(now);
+        let all_done = run.states.iter().all(|s| s.stage == Stage::Done);
+        if (all_done && now >= run.flux_end()) || now >= hard_end || stop.requested().is_some() {
+            break;
+        }
+        for idx in run.wait(now) {
+            run.drain(idx, &mut buf);
+        }
+    }
+    Ok(run.states.into_iter().map(|s| s.seen).collect())
+}
+
+/// One run: the jobs, their states and the sockets.
+struct Run<'a> {
+    rails: &'a [RailIo],
+    jobs: &'a [Job],
+    timeout: Duration,
+    sockets: Sockets,
+    start: Instant,
+    states: Vec<State>,
+    /// When the last ARP request (or solicitation) went out.
+    last_arp: Instant,
+    base_id: u16,
+    token: u64,
+    by_pair: HashMap<(usize, IpAddr, IpAddr), usize>,
+    rail_of: HashMap<i32, usize>,
+}
+
+impl<'a> Run<'a> {
+    /// Every pair's first neighbour request sent.
+    fn new(rails: &'a [RailIo], jobs: &'a [Job], timeout: Duration, sockets: Sockets) -> Run<'a> {
+        let mut rnd = [0u8; 10];
+        random(&mut rnd);
+        let start = Instant::now();
+        let mut run = Run {
+            rails,
+            jobs,
+            timeout,
+            sockets,
+            start,
+            states: jobs.iter().map(|_| State::new(start, timeout)).collect(),
+            last_arp: start,
+            base_id: u16::from_be_bytes([rnd[0], rnd[1]]),
+            token: u64::from_be_bytes(rnd[2..10].try_into().unwrap_or([0; 8])),
+            by_pair: jobs.iter().enumerate().map(|(k, j)| ((j.rail, j.source, j.peer), k)).collect(),
+            rail_of: rails.iter().enumerate().map(|(i, r)| (r.ifindex as i32, i)).collect(),
+        };
+        for (j, st) in jobs.iter().zip(&mut run.states) {
+            run.sockets.send_neighbour(&rails[j.rail], j, st);
+            st.arp_tries = 1;
+        }
+        run
+    }
+
+    /// The end of the wait for a second ARP answer after the last request.
+    fn flux_end(&self) -> Instant {
+        self.last_arp + FLUX_GRACE.min(self.timeout)
+    }
+
+    /// Advances every pair whose stage is over; a pair whose neighbour
+    /// answered sends its IPv6 reply-path datagram with its small echoes.
+    fn advance_all(&mut self, now: Instant) {
+        for (k, j) in self.jobs.iter().enumerate() {
+            let st = &mut self.states[k];
+            let echo = Echoer {
+                socket: &self.sockets.icmp[&(j.rail, j.source)],
+                peer: j.peer,
+                id: self.base_id.wrapping_add(k as u16),
+                token: self.token,
+            };
+            let before = st.stage;
+            let pair = Pair { job: j, rail: &self.rails[j.rail], echo, timeout: self.timeout, now };
+            if pair.advance(st, &self.sockets) {
+                self.last_arp = now;
+            }
+            if before == Stage::Arp
+                && st.stage == Stage::Echo
+                && let Some(u) = self.sockets.udp.get(&(j.rail, j.source))
+            {
+                let port = UDP_BASE_PORT + (k % UDP_PORTS) as u16;
+                let sent = send_datagram(u, j.peer, port, &self.token.to_be_bytes());
+                st.note_sent(sent, || "cannot send the UDP datagram".into());
+            }
+        }
+    }
+
+    /// Waits for the observers (at most 10 ms, less when a stage ends
+    /// sooner); the indices of those with something to read.
+    fn wait(&self, now: Instant) -> Vec<usize> {
+        let next = self
+            .states
+            .iter()
+            .filter(|s| s.stage != Stage::Done)
+            .map(|s| s.deadline)
+            .chain(std::iter::once(self.flux_end()))
+            .min()
+            .unwrap_or(now);
+        let wait = next.saturating_duration_since(now).min(Duration::from_millis(10));
+        let ms = PollTimeout::from(wait.as_millis().clamp(1, 10) as u16);
+        let mut pollfds: Vec<PollFd> =
+            self.sockets.observers.iter().map(|(s, _)| PollFd::new(s.as_fd(), PollFlags::POLLIN)).collect();
+        if poll(&mut pollfds, ms).unwrap_or(0) <= 0 {
+            return Vec::new();
+        }
+        (0..pollfds.len()).filter(|i| pollfds[*i].revents().is_some_and(|r| !r.is_empty())).collect()
+    }
+
+    /// Reads everything waiting on observer `idx`.
+    fn drain(&mut self, idx: usize, buf: &mut [u8]) {
+        let (socket, proto) = &self.sockets.observers[idx];
+        let proto = *proto;
+        let fd = socket.as_raw_fd();
+        while let Some((len, ifindex, from)) = recv(fd, buf) {
+            // Queued before the filter was attached: another interface.
+            let Some(&rail) = self.rail_of.get(&ifindex) else { continue };
+            let at = Instant::now();
+            if let Some(incoming) = frames::parse(proto, &buf[..len]) {
+                self.receive(rail, from, at, incoming);
+            }
+        }
+    }
+
+    /// One packet that came in on `rail` from link-layer address `from`:
+    /// what it tells of the pair it is for.
+    fn receive(&mut self, rail: usize, from: Option<HwAddr>, at: Instant, incoming: Incoming) {
+        match incoming {
+            Incoming::Answer { local, peer, hw } => {
+                if let Some(&k) = self.by_pair.get(&(rail, local, peer))
+                    && let Some(hw) = hw.map(|h| HwAddr::new(&h)).or(from)
+                {
+                    let seen = &mut self.states[k].seen;
+                    if !seen.arp_answers.contains(&hw) {
+                        seen.arp_answers.push(hw);
+                    }
                 }
-                st.stage = Stage::Echo;
-                st.deadline = now + timeout;
-            } else if now >= st.deadline {
+            }
+            Incoming::Echo(e) => self.echo_back(rail, from, at, &e),
+            Incoming::Unreachable { inner_src, inner_dst, port } => {
+                let key = (IpAddr::V6(inner_src), IpAddr::V6(inner_dst));
+                let k = usize::from(port.wrapping_sub(UDP_BASE_PORT));
+                // The pair with that index, or one UDP_PORTS on.
+                let pair = (k..self.jobs.len()).step_by(UDP_PORTS).find(|&k| {
+                    let j = &self.jobs[k];
+                    (j.source, j.peer) == key
+                });
+                if let Some(k) = pair
+                    && self.states[k].seen.routed.len() < 4
+                {
+                    self.states[k].seen.routed.push((rail, from));
+                }
+            }
+        }
+    }
+
+    fn echo_back(&mut self, rail: usize, from: Option<HwAddr>, at: Instant, e: &frames::EchoReply) {
+        if e.token != self.token {
+            return;
+        }
+        let k = usize::from(e.id.wrapping_sub(self.base_id));
+        let (Some(st), Some(job)) = (self.states.get_mut(k), self.jobs.get(k)) else { return };
+        if e.src != job.peer || e.dst != job.source {
+            return;
+        }
+        let Some(p) = st.probes.iter_mut().find(|p| p.seq == e.seq && !p.back) else { return };
+        p.back = true;
+        match p.kind {
+            Kind::Small => {
+                st.seen.replies.push((rail, from));
+                st.seen.rtts.push(at.saturating_duration_since(p.at));
+            }
+            Kind::Size(size) => {
+                st.seen.largest_back = Some(st.seen.largest_back.map_or(size, |l| l.max(size)));
+                st.lo = st.lo.max(size);
+            }
+        }
+    }
+}
+
+/// One pair at one moment: what its stage needs to move on.
+struct Pair<'a> {
+    job: &'a Job,
+    rail: &'a RailIo,
+    echo: Echoer<'a>,
+    timeout: Duration,
+    now: Instant,
+}
+
+impl Pair<'_> {
+    /// Moves the pair on if its stage is over. True when it resent its
+    /// neighbour request.
+    fn advance(&self, st: &mut State, sockets: &Sockets) -> bool {
+        match st.stage {
+            Stage::Done => {}
+            Stage::Arp => return self.arp(st, sockets),
+            Stage::Echo => self.echoes(st),
+            Stage::Full => self.full(st),
+            Stage::Search => self.search(st),
+        }
+        false
+    }
+
+    /// Neighbour resolution: once answered, the small echoes; resent once
+    /// at half the timeout; given up at the timeout.
+    fn arp(&self, st: &mut State, sockets: &Sockets) -> bool {
+        if !st.seen.arp_answers.is_empty() {
+            for _ in 0..SMALL_ECHOES {
+                self.echo.send(st, Kind::Small);
+            }
+            st.stage = Stage::Echo;
+            st.deadline = self.now + self.timeout;
+        } else if self.now >= st.deadline {
+            st.stage = Stage::Done;
+        } else if st.arp_tries == 1 && self.now >= st.arp_at + self.timeout / 2 {
+            sockets.send_neighbour(self.rail, self.job, st);
+            st.arp_tries = 2;
+            return true;
+        }
+        false
+    }
+
+    /// The small echoes: once back (or timed out), one of the rail's MTU.
+    fn echoes(&self, st: &mut State) {
+        let back = st.seen.replies.len();
+        if back == usize::from(SMALL_ECHOES) || self.now >= st.deadline {
+            if back == 0 {
                 st.stage = Stage::Done;
-            } else if st.arp_tries == 1 && now >= st.arp_at + timeout / 2 {
-                send_neighbour(sender.0, sender.1, r, j, &mut st.seen);
-                st.arp_tries = 2;
-                *last_arp = now;
+            } else {
+                st.lo = self.echo.overhead() + SMALL_DATA;
+                st.hi = self.rail.mtu;
+                st.deadline = self.now + st.grace(self.timeout);
+                self.echo.send(st, Kind::Size(self.rail.mtu));
+                st.stage = Stage::Full;
             }
         }
-        Stage::Echo => {
-            let back = st.seen.replies.len();
-            if back == usize::from(SMALL_ECHOES) || now >= st.deadline {
-                if back == 0 {
-                    st.stage = Stage::Done;
-                } else {
-                    st.lo = overhead + SMALL_DATA;
-                    st.hi = r.mtu;
-                    st.deadline = now + grace(st);
-                    send(st, Kind::Size(r.mtu));
-                    st.stage = Stage::Full;
-                }
-            }
+    }
+
+    /// The echo of the rail's MTU: back, done; lost, the search.
+    fn full(&self, st: &mut State) {
+        if st.seen.largest_back == Some(self.rail.mtu) {
+            st.seen.full_size_back = Some(true);
+            st.stage = Stage::Done;
+        } else if self.now >= st.deadline {
+            st.seen.full_size_back = Some(false);
+            st.seen.largest_back = Some(st.lo);
+            st.stage = Stage::Search;
+            st.start_round(self.now, st.grace(self.timeout), &self.echo);
         }
-        Stage::Full => {
-            if st.seen.largest_back == Some(r.mtu) {
-                st.seen.full_size_back = Some(true);
+    }
+
+    /// One search round over: close in, or stop.
+    fn search(&self, st: &mut State) {
+        if st.outstanding() == 0 || self.now >= st.deadline {
+            st.hi = st.lowest_lost();
+            st.seen.largest_back = Some(st.lo);
+            if st.round >= SEARCH_ROUNDS || st.hi <= st.lo + 1 {
                 st.stage = Stage::Done;
-            } else if now >= st.deadline {
-                st.seen.full_size_back = Some(false);
-                st.seen.largest_back = Some(st.lo);
-                st.stage = Stage::Search;
-                start_round(st, now, grace(st), &mut send);
-            }
-        }
-        Stage::Search => {
-            if outstanding(st) == 0 || now >= st.deadline {
-                // The smallest size above the largest that came back, that
-                // did not: the new upper bound.
-                let lo = st.lo;
-                st.hi = st
-                    .probes
-                    .iter()
-                    .filter_map(|p| match p.kind {
-                        Kind::Size(s) if !p.back && s > lo => Some(s),
-                        _ => None,
-                    })
-                    .min()
-                    .unwrap_or(st.hi)
-                    .min(st.hi);
-                st.seen.largest_back = Some(st.lo);
-                if st.round >= SEARCH_ROUNDS || st.hi <= st.lo + 1 {
-                    st.stage = Stage::Done;
-                } else {
-                    start_round(st, now, grace(st), &mut send);
-                }
+            } else {
+                st.start_round(self.now, st.grace(self.timeout), &self.echo);
             }
         }
     }
@@ -503,45 +617,13 @@ pub fn round_sizes(lo: u32, hi: u32) -> Vec<u32> {
     sizes
 }
 
-fn start_round(st: &mut State, now: Instant, grace: Duration, send: &mut impl FnMut(&mut State, Kind)) {
-    st.round += 1;
-    st.deadline = now + grace;
-    for s in round_sizes(st.lo, st.hi) {
-        send(st, Kind::Size(s));
-    }
-}
-
-/// ARP request or neighbour solicitation for the job's peer, from its
-/// source, out of its rail.
-fn send_neighbour(arp: Option<RawFd>, v6: Option<RawFd>, r: &RailIo, j: &Job, seen: &mut Seen) {
-    let ib = r.link_type == ARPHRD_INFINIBAND;
-    let result = match (j.source, j.peer, arp, v6) {
-        (IpAddr::V4(s), IpAddr::V4(p), Some(fd), _) => {
-            let packet = frames::arp_request(r.link_type, &r.hw, s, p);
-            send_frame(fd, r.ifindex, &packet, ETHERTYPE_ARP, &r.broadcast)
-        }
-        (IpAddr::V6(s), IpAddr::V6(p), _, Some(fd)) => {
-            let packet = frames::neighbour_solicitation(s, p, &r.hw, if ib { 2 } else { 0 });
-            let group = frames::solicited_node(p);
-            let dest = match <[u8; 20]>::try_from(r.broadcast.as_slice()) {
-                Ok(b) if ib => ipoib_multicast(group, &b).to_vec(),
-                _ => frames::multicast_mac(group).to_vec(),
-            };
-            send_frame(fd, r.ifindex, &packet, ETHERTYPE_IPV6, &dest)
-        }
-        _ => return,
-    };
-    match result {
-        Ok(()) => seen.sent += 1,
-        Err(e) => seen.send_error = Some(format!("cannot send the neighbour request: {e}")),
-    }
-}
-
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+/// A raw setsockopt(2) for the options neither socket2 nor nix names:
+/// PACKET_IGNORE_OUTGOING, ICMP(6)_FILTER, IP(V6)_MTU_DISCOVER.
+fn set_raw_option<T>(socket: &Socket, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
     // SAFETY: a valid socket and a value of the size passed along.
     let rc = unsafe {
         libc::setsockopt(
-            fd,
+            socket.as_raw_fd(),
             level,
             name,
             (value as *const T).cast(),
@@ -551,31 +633,20 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) ->
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
-fn socket(domain: libc::c_int, kind: libc::c_int, protocol: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: socket(2); the descriptor is owned at once.
-    let raw = unsafe { libc::socket(domain, kind | libc::SOCK_CLOEXEC, protocol) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
 /// A non-blocking packet socket receiving `proto` on every interface,
 /// filtered in the kernel to the interfaces `ifindices` name, without
 /// what the host sends itself.
-fn observer(proto: u16, ifindices: &[u32]) -> io::Result<OwnedFd> {
-    let fd = socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, i32::from(proto.to_be()))?;
-    let raw = fd.as_raw_fd();
-    let program = ifindex_filter(ifindices);
-    let fprog =
-        libc::sock_fprog { len: program.len() as u16, filter: program.as_ptr() as *mut libc::sock_filter };
-    setsockopt(raw, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)?;
-    let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
-    if setsockopt(raw, libc::SOL_SOCKET, SO_RCVBUFFORCE, &RCVBUF).is_err() {
-        let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &RCVBUF);
+fn observer(proto: u16, ifindices: &[u32]) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::PACKET, Type::DGRAM, Some(Protocol::from(i32::from(proto.to_be()))))?;
+    socket.set_nonblocking(true)?;
+    let program: Vec<SockFilter> =
+        ifindex_filter(ifindices).iter().map(|f| SockFilter::new(f.code, f.jt, f.jf, f.k)).collect();
+    socket.attach_filter(&program)?;
+    let _ = set_raw_option(&socket, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &(1 as libc::c_int));
+    if setsockopt(&socket, sockopt::RcvBufForce, &RCVBUF).is_err() {
+        let _ = socket.set_recv_buffer_size(RCVBUF);
     }
-    Ok(fd)
+    Ok(socket)
 }
 
 /// Classic BPF: accept a frame whose interface is one of `ifindices`,
@@ -595,46 +666,14 @@ pub fn ifindex_filter(ifindices: &[u32]) -> Vec<libc::sock_filter> {
     p
 }
 
-/// Sends `packet` (no link header: the driver writes it) out of
-/// `ifindex` to the link-layer address `dest`, as `packet::PacketSocket`
-/// does (an address longer than `sll_addr`'s 8 bytes, IPoIB's 20, runs
-/// past the struct in a larger buffer, as iputils arping passes it).
-fn send_frame(fd: RawFd, ifindex: u32, packet: &[u8], protocol: u16, dest: &[u8]) -> io::Result<()> {
-    // SAFETY: plain data; zero is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut b = Vec::with_capacity(12 + dest.len().max(8));
-    b.extend_from_slice(&(libc::AF_PACKET as u16).to_ne_bytes());
-    b.extend_from_slice(&protocol.to_be_bytes());
-    b.extend_from_slice(&(ifindex as i32).to_ne_bytes());
-    b.extend_from_slice(&[0, 0, 0, dest.len().min(32) as u8]);
-    b.extend_from_slice(&dest[..dest.len().min(32)]);
-    b.resize(b.len().max(std::mem::size_of::<libc::sockaddr_ll>()), 0);
-    // SAFETY: b.len() <= 44 bytes fit in a sockaddr_storage.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            b.as_ptr(),
-            (&mut storage as *mut libc::sockaddr_storage).cast(),
-            b.len(),
-        )
-    };
-    // SAFETY: a valid socket, the packet, an address of b.len() bytes.
-    let sent = unsafe {
-        libc::sendto(
-            fd,
-            packet.as_ptr().cast(),
-            packet.len(),
-            libc::MSG_DONTWAIT,
-            (&storage as *const libc::sockaddr_storage).cast(),
-            b.len() as libc::socklen_t,
-        )
-    };
-    if sent < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
-/// One packet, if one is waiting: its length and its link-layer source
-/// (None when the link gives none). Outgoing packets, and those for
-/// another host, are skipped.
-fn recv(fd: RawFd, buf: &mut [u8]) -> Option<(usize, i32, Option<Vec<u8>>)> {
+/// One packet, if one is waiting: its length, the interface it came in
+/// on and its link-layer source (None when the link gives none).
+/// Outgoing packets, and those for another host, are skipped.
+///
+/// libc's recvfrom, not socket2's (which wants an uninitialised buffer)
+/// nor nix's (whose `LinkAddr` refuses an address longer than
+/// `sockaddr_ll`, as the kernel reports one of IPoIB's 20 bytes).
+fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> Option<(usize, i32, Option<HwAddr>)> {
     loop {
         // SAFETY: sockaddr_ll is plain data.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -658,163 +697,64 @@ fn recv(fd: RawFd, buf: &mut [u8]) -> Option<(usize, i32, Option<Vec<u8>>)> {
             continue;
         }
         let halen = usize::from(sll.sll_halen).min(8);
-        let from = (halen > 0).then(|| sll.sll_addr[..halen].to_vec());
+        let from = (halen > 0).then(|| HwAddr::new(&sll.sll_addr[..halen]));
         return Some((n, sll.sll_ifindex, from));
     }
 }
 
+/// A socket of `source`'s family bound to `source` and to the rail
+/// (SO_BINDTODEVICE). `options` are set between the two binds.
+fn bound_socket(
+    ifname: &str,
+    source: IpAddr,
+    kind: Type,
+    protocol: Option<Protocol>,
+    options: impl FnOnce(&Socket) -> io::Result<()>,
+) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(SocketAddr::new(source, 0)), kind, protocol)?;
+    socket.bind_device(Some(ifname.as_bytes()))?;
+    options(&socket)?;
+    socket.bind(&SocketAddr::new(source, 0).into())?;
+    Ok(socket)
+}
+
 /// A UDP socket bound to `source` and the rail (for the IPv6 reply-path
 /// datagram); what it would receive is never read.
-fn udp_socket(ifname: &str, source: IpAddr) -> io::Result<OwnedFd> {
-    let IpAddr::V6(s) = source else { return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT)) };
-    let fd = socket(libc::AF_INET6, libc::SOCK_DGRAM, 0)?;
-    let raw = fd.as_raw_fd();
-    bind_to_device(raw, ifname)?;
-    let addr = sockaddr_v6(s);
-    // SAFETY: a valid socket and a sockaddr_in6.
-    let rc = unsafe {
-        libc::bind(
-            raw,
-            (&addr as *const libc::sockaddr_in6).cast(),
-            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
+fn udp_socket(ifname: &str, source: IpAddr) -> io::Result<Socket> {
+    if source.is_ipv4() {
+        return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
     }
-    Ok(fd)
+    bound_socket(ifname, source, Type::DGRAM, None, |_| Ok(()))
 }
 
-fn send_datagram(fd: RawFd, to: IpAddr, port: u16, payload: &[u8]) -> io::Result<()> {
-    let IpAddr::V6(a) = to else { return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT)) };
-    let mut addr = sockaddr_v6(a);
-    addr.sin6_port = port.to_be();
-    // SAFETY: a valid socket, the payload, a sockaddr_in6.
-    let rc = unsafe {
-        libc::sendto(
-            fd,
-            payload.as_ptr().cast(),
-            payload.len(),
-            0,
-            (&addr as *const libc::sockaddr_in6).cast(),
-            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
-fn bind_to_device(raw: RawFd, ifname: &str) -> io::Result<()> {
-    // SAFETY: the name's bytes and their length.
-    let rc = unsafe {
-        libc::setsockopt(
-            raw,
-            libc::SOL_SOCKET,
-            libc::SO_BINDTODEVICE,
-            ifname.as_ptr().cast(),
-            ifname.len() as libc::socklen_t,
-        )
-    };
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+fn send_datagram(socket: &Socket, to: IpAddr, port: u16, payload: &[u8]) -> io::Result<()> {
+    if to.is_ipv4() {
+        return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
+    }
+    socket.send_to(payload, &SocketAddr::new(to, port).into()).map(drop)
 }
 
 /// An ICMP (ICMPv6) raw socket bound to `source` and to the rail, with
 /// don't-fragment and the path MTU cache ignored, that receives nothing
 /// (its filter blocks every type: the packet sockets observe).
-fn icmp_socket(ifname: &str, source: IpAddr) -> io::Result<OwnedFd> {
-    let (domain, proto) = match source {
-        IpAddr::V4(_) => (libc::AF_INET, libc::IPPROTO_ICMP),
-        IpAddr::V6(_) => (libc::AF_INET6, libc::IPPROTO_ICMPV6),
-    };
-    let fd = socket(domain, libc::SOCK_RAW, proto)?;
-    let raw = fd.as_raw_fd();
-    bind_to_device(raw, ifname)?;
-    match source {
-        IpAddr::V4(s) => {
-            setsockopt(raw, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &libc::IP_PMTUDISC_PROBE)?;
-            let _ = setsockopt(raw, libc::SOL_RAW, ICMP_FILTER, &u32::MAX);
-            let addr = sockaddr_v4(s);
-            // SAFETY: a valid socket and a sockaddr_in.
-            let rc = unsafe {
-                libc::bind(
-                    raw,
-                    (&addr as *const libc::sockaddr_in).cast(),
-                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                )
-            };
-            if rc < 0 {
-                return Err(io::Error::last_os_error());
-            }
+fn icmp_socket(ifname: &str, source: IpAddr) -> io::Result<Socket> {
+    let protocol = if source.is_ipv4() { Protocol::ICMPV4 } else { Protocol::ICMPV6 };
+    bound_socket(ifname, source, Type::RAW, Some(protocol), |socket| {
+        if source.is_ipv4() {
+            set_raw_option(socket, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &libc::IP_PMTUDISC_PROBE)?;
+            let _ = set_raw_option(socket, libc::SOL_RAW, ICMP_FILTER, &u32::MAX);
+        } else {
+            set_raw_option(socket, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, &libc::IPV6_PMTUDISC_PROBE)?;
+            setsockopt(socket, sockopt::Ipv6DontFrag, &true)?;
+            let _ = set_raw_option(socket, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &[u32::MAX; 8]);
         }
-        IpAddr::V6(s) => {
-            setsockopt(raw, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, &libc::IPV6_PMTUDISC_PROBE)?;
-            setsockopt(raw, libc::IPPROTO_IPV6, libc::IPV6_DONTFRAG, &1 as &libc::c_int)?;
-            let _ = setsockopt(raw, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &[u32::MAX; 8]);
-            let addr = sockaddr_v6(s);
-            // SAFETY: a valid socket and a sockaddr_in6.
-            let rc = unsafe {
-                libc::bind(
-                    raw,
-                    (&addr as *const libc::sockaddr_in6).cast(),
-                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                )
-            };
-            if rc < 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-    }
-    Ok(fd)
-}
-
-fn sockaddr_v4(a: Ipv4Addr) -> libc::sockaddr_in {
-    // SAFETY: plain data.
-    let mut s: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    s.sin_family = libc::AF_INET as libc::sa_family_t;
-    s.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(a.octets()) };
-    s
-}
-
-fn sockaddr_v6(a: Ipv6Addr) -> libc::sockaddr_in6 {
-    // SAFETY: plain data.
-    let mut s: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
-    s.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-    s.sin6_addr = libc::in6_addr { s6_addr: a.octets() };
-    s
+        Ok(())
+    })
 }
 
 /// Sends one echo (blocking: a full send buffer waits rather than drops).
-fn send_echo(fd: RawFd, to: IpAddr, msg: &[u8]) -> io::Result<()> {
-    let rc = match to {
-        IpAddr::V4(a) => {
-            let addr = sockaddr_v4(a);
-            // SAFETY: a valid socket, the message, a sockaddr_in.
-            unsafe {
-                libc::sendto(
-                    fd,
-                    msg.as_ptr().cast(),
-                    msg.len(),
-                    0,
-                    (&addr as *const libc::sockaddr_in).cast(),
-                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                )
-            }
-        }
-        IpAddr::V6(a) => {
-            let addr = sockaddr_v6(a);
-            // SAFETY: a valid socket, the message, a sockaddr_in6.
-            unsafe {
-                libc::sendto(
-                    fd,
-                    msg.as_ptr().cast(),
-                    msg.len(),
-                    0,
-                    (&addr as *const libc::sockaddr_in6).cast(),
-                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                )
-            }
-        }
-    };
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+fn send_echo(socket: &Socket, to: IpAddr, msg: &[u8]) -> io::Result<()> {
+    socket.send_to(msg, &SocketAddr::new(to, 0).into()).map(drop)
 }
 
 /// Random bytes (identifiers and the run's token); the clock and the pid

@@ -162,207 +162,278 @@ pub fn median_ms(rtts: &[Duration]) -> Option<f64> {
 /// `timeout`: how long an answer was waited for; `apply`: the command
 /// that fixes this host's own routing.
 pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration, apply: &str) -> ProbeResult {
-    let peer_rail = peers.rail_of(&pair.peer).map(|r| r.name.clone());
-    let expected_mac = peers.rail_of(&pair.peer).and_then(|r| r.mac.clone());
-    let who = |mac: &str| match peers.rail_of_mac(mac) {
-        Some(r) => format!("{mac} = peer {}", r.name),
-        None => mac.to_string(),
-    };
-    let peer_label = match &peer_rail {
-        Some(r) => format!("{} (peer {r})", pair.peer),
-        None => pair.peer.to_string(),
-    };
-    let (rail, peer) = (&pair.rail, pair.peer);
-    let ms = timeout.as_millis();
-    let arp = if peer.is_ipv4() { "ARP" } else { "neighbour solicitation" };
-    let fix_peer =
-        "on the peer, run `roce-route apply` (a source rule and table per NIC, arp_ignore=1, arp_announce=2)";
-    let mut problems = Vec::new();
-    let mut said = Vec::new();
-    let mut fixes = Vec::new();
-    let mut problem = |kind: &'static str, sentence: String, fix: String| {
-        problems.push(kind);
-        said.push(sentence);
-        fixes.push(fix);
-    };
+    let judge = Judge::new(pair, obs, peers, timeout);
+    let mut found = Findings::default();
+    judge.neighbour(&mut found);
+    judge.reply_path(&mut found);
+    let path_mtu = judge.path_mtu(&mut found);
+    let carried = judge.rdma_mtu(&mut found);
+    judge.local_route(&mut found, apply);
+    judge.result(found, path_mtu, carried)
+}
 
-    // 1. Who answers for the address on this rail.
-    match obs.arp_answers.as_slice() {
-        [] => problem(
-            ARP_NONE,
-            format!(
-                "{peer_label} did not answer {arp} on {rail} within {ms} ms: unreachable at layer 2 on this rail"
-            ),
-            format!(
-                "check that {peer} is configured and up on the peer, that {rail}'s link and switch port are up, and \
-                 that {rail} is on the peer's network (on a rail-optimized fabric: the same rail)"
-            ),
-        ),
-        [one] => {
-            if let Some(expected) = expected_mac.as_deref().filter(|e| !e.eq_ignore_ascii_case(one)) {
-                problem(
-                    ARP_FLUX,
-                    format!(
-                        "{peer_label} answered by {} on {rail}, not by its own NIC ({expected})",
-                        who(one)
-                    ),
-                    fix_peer.to_string(),
-                );
-            }
+/// What `roce-route apply` on the peer fixes.
+const FIX_PEER: &str =
+    "on the peer, run `roce-route apply` (a source rule and table per NIC, arp_ignore=1, arp_announce=2)";
+
+/// The problems found so far: their kinds, the sentences that say them,
+/// and what to do about each.
+#[derive(Default)]
+struct Findings {
+    problems: Vec<&'static str>,
+    said: Vec<String>,
+    fixes: Vec<String>,
+}
+
+impl Findings {
+    fn add(&mut self, kind: &'static str, sentence: String, fix: String) {
+        self.problems.push(kind);
+        self.said.push(sentence);
+        self.fixes.push(fix);
+    }
+}
+
+/// One pair's observation with what is known of the peer: the steps of
+/// the verdict, each adding what it finds.
+struct Judge<'a> {
+    pair: &'a Pair,
+    obs: &'a Observation,
+    peers: &'a Peers,
+    peer_rail: Option<String>,
+    /// The MAC of the peer's NIC that has the address, when known.
+    expected_mac: Option<String>,
+    /// The peer address, with its rail when known.
+    peer_label: String,
+    ms: u128,
+    /// "ARP" or "neighbour solicitation".
+    arp: &'static str,
+}
+
+impl<'a> Judge<'a> {
+    fn new(pair: &'a Pair, obs: &'a Observation, peers: &'a Peers, timeout: Duration) -> Judge<'a> {
+        let peer_rail = peers.rail_of(&pair.peer).map(|r| r.name.clone());
+        let peer_label = match &peer_rail {
+            Some(r) => format!("{} (peer {r})", pair.peer),
+            None => pair.peer.to_string(),
+        };
+        Judge {
+            pair,
+            obs,
+            peers,
+            expected_mac: peers.rail_of(&pair.peer).and_then(|r| r.mac.clone()),
+            peer_rail,
+            peer_label,
+            ms: timeout.as_millis(),
+            arp: if pair.peer.is_ipv4() { "ARP" } else { "neighbour solicitation" },
         }
-        many => problem(
-            ARP_FLUX,
-            format!(
-                "{} link-layer addresses answered {arp} for {peer_label} on {rail} ({}): ARP flux, every NIC of the \
-                 peer answers for every address",
-                many.len(),
-                many.iter().map(|m| who(m)).collect::<Vec<_>>().join(", ")
-            ),
-            fix_peer.to_string(),
-        ),
     }
 
-    // 2. Where the echo reply comes back.
-    let first = obs.replies.first();
-    if !obs.arp_answers.is_empty() {
-        match first {
-            None => problem(
-                NO_REPLY,
+    /// A MAC, with the peer's NIC that has it when known.
+    fn who(&self, mac: &str) -> String {
+        match self.peers.rail_of_mac(mac) {
+            Some(r) => format!("{mac} = peer {}", r.name),
+            None => mac.to_string(),
+        }
+    }
+
+    /// Whether a reply from `mac` is from the right NIC: the peer's NIC
+    /// for the address when known, else one that answered ARP.
+    fn mac_fits(&self, mac: &str) -> bool {
+        match &self.expected_mac {
+            Some(e) => e.eq_ignore_ascii_case(mac),
+            None => self.obs.arp_answers.iter().any(|a| a.eq_ignore_ascii_case(mac)),
+        }
+    }
+
+    /// The echo replies and the routed replies together.
+    fn all_replies(&self) -> impl Iterator<Item = &'a Reply> {
+        self.obs.replies.iter().chain(&self.obs.routed)
+    }
+
+    /// 1. Who answers for the address on this rail.
+    fn neighbour(&self, found: &mut Findings) {
+        let (rail, peer, peer_label, arp, ms) =
+            (&self.pair.rail, self.pair.peer, &self.peer_label, self.arp, self.ms);
+        match self.obs.arp_answers.as_slice() {
+            [] => found.add(
+                ARP_NONE,
                 format!(
-                    "{peer_label} answered {arp} on {rail} but no echo reply came back within {ms} ms, on any rail: \
-                     the peer's reply path is wrong or the rails are isolated"
+                    "{peer_label} did not answer {arp} on {rail} within {ms} ms: unreachable at layer 2 on this rail"
                 ),
-                format!("{fix_peer}; check that the peer answers ICMP echo"),
+                format!(
+                    "check that {peer} is configured and up on the peer, that {rail}'s link and switch port are up, \
+                     and that {rail} is on the peer's network (on a rail-optimized fabric: the same rail)"
+                ),
             ),
-            Some(_) => {
-                let all = || obs.replies.iter().chain(&obs.routed);
-                if let Some(elsewhere) = all().find(|r| r.interface != *rail) {
-                    problem(
-                        WRONG_INTERFACE,
+            [one] => {
+                if let Some(expected) = self.expected_mac.as_deref().filter(|e| !e.eq_ignore_ascii_case(one)) {
+                    found.add(
+                        ARP_FLUX,
                         format!(
-                            "the echo reply from {peer_label} came in on {}, not on {rail}: the peer replies through \
-                             another NIC, or the rails are cross-connected",
-                            elsewhere.interface
+                            "{peer_label} answered by {} on {rail}, not by its own NIC ({expected})",
+                            self.who(one)
                         ),
-                        fix_peer.to_string(),
+                        FIX_PEER.to_string(),
                     );
-                } else {
-                    let acceptable = |mac: &str| match &expected_mac {
-                        Some(e) => e.eq_ignore_ascii_case(mac),
-                        None => obs.arp_answers.iter().any(|a| a.eq_ignore_ascii_case(mac)),
-                    };
-                    if let Some(bad) = all().filter_map(|r| r.source_mac.as_deref()).find(|m| !acceptable(m))
-                    {
-                        let wanted = expected_mac.clone().unwrap_or_else(|| obs.arp_answers.join(" or "));
-                        problem(
-                            WRONG_SOURCE_MAC,
-                            format!(
-                                "the echo reply from {peer_label} came from {}, not from {wanted} that answered {arp}: \
-                                 the peer replies through another NIC",
-                                who(bad)
-                            ),
-                            format!(
-                                "{fix_peer}: its replies for {peer} must leave by the NIC that has {peer}"
-                            ),
-                        );
-                    }
                 }
             }
+            many => found.add(
+                ARP_FLUX,
+                format!(
+                    "{} link-layer addresses answered {arp} for {peer_label} on {rail} ({}): ARP flux, every NIC of \
+                     the peer answers for every address",
+                    many.len(),
+                    many.iter().map(|m| self.who(m)).collect::<Vec<_>>().join(", ")
+                ),
+                FIX_PEER.to_string(),
+            ),
         }
     }
 
-    // 3. Path MTU.
-    let path_mtu = match obs.full_size_back {
-        Some(true) => Some(obs.rail_mtu),
-        Some(false) => obs.largest_back,
-        None => None,
-    };
-    if obs.full_size_back == Some(false) {
-        let largest = obs.largest_back.map_or("none".to_string(), |l| format!("{l} bytes"));
-        problem(
-            MTU,
-            format!(
-                "an echo of {rail}'s MTU ({} bytes) with don't-fragment did not come back from {peer_label}; the \
-                 largest that did: {largest}",
-                obs.rail_mtu
-            ),
-            format!(
-                "make the MTU the same on {rail}, every switch port on the way and the peer's NIC for {peer} \
-                 (`ip link show` on each end)"
-            ),
-        );
-    }
-    let carried = obs.rdma.as_ref().filter(|r| r.roce).and_then(|_| rdma_mtu_carried(obs.rail_mtu));
-    if let Some(r) = obs.rdma.as_ref().filter(|r| r.roce)
-        && let Some(active) = r.active_mtu
-        && carried.is_none_or(|c| c < active)
-    {
-        problem(
-            MTU,
-            format!(
-                "{rail}'s MTU {} cannot carry the active_mtu {active} of its RDMA port {}: RoCE needs the netdev MTU \
-                 at least {active} + {ROCE_HEADERS}",
-                obs.rail_mtu, r.port
-            ),
-            format!("raise {rail}'s MTU to at least {} (9000 is usual for 4096)", active + ROCE_HEADERS),
-        );
-    }
-
-    // 4. This host's own path.
-    match &obs.route_dev {
-        Ok(dev) if dev == rail => {}
-        Ok(dev) => problem(
-            LOCAL_ROUTE,
-            format!("this host's route lookup from {} to {peer} leaves by {dev}, not by {rail}", pair.source),
-            format!("run `{apply}` on this host: it gives {} its own source rule and table", pair.source),
-        ),
-        Err(why) => problem(
-            LOCAL_ROUTE,
-            format!("this host has no route from {} to {peer}: {why}", pair.source),
-            format!("run `{apply}` on this host"),
-        ),
+    /// 2. Where the echo reply comes back, and from which MAC.
+    fn reply_path(&self, found: &mut Findings) {
+        if self.obs.arp_answers.is_empty() {
+            return;
+        }
+        let (rail, peer, peer_label, arp, ms) =
+            (&self.pair.rail, self.pair.peer, &self.peer_label, self.arp, self.ms);
+        if self.obs.replies.is_empty() {
+            found.add(
+                NO_REPLY,
+                format!(
+                    "{peer_label} answered {arp} on {rail} but no echo reply came back within {ms} ms, on any \
+                     rail: the peer's reply path is wrong or the rails are isolated"
+                ),
+                format!("{FIX_PEER}; check that the peer answers ICMP echo"),
+            );
+        } else if let Some(elsewhere) = self.all_replies().find(|r| r.interface != *rail) {
+            found.add(
+                WRONG_INTERFACE,
+                format!(
+                    "the echo reply from {peer_label} came in on {}, not on {rail}: the peer replies through \
+                     another NIC, or the rails are cross-connected",
+                    elsewhere.interface
+                ),
+                FIX_PEER.to_string(),
+            );
+        } else if let Some(bad) =
+            self.all_replies().filter_map(|r| r.source_mac.as_deref()).find(|m| !self.mac_fits(m))
+        {
+            let wanted = self.expected_mac.clone().unwrap_or_else(|| self.obs.arp_answers.join(" or "));
+            found.add(
+                WRONG_SOURCE_MAC,
+                format!(
+                    "the echo reply from {peer_label} came from {}, not from {wanted} that answered {arp}: the peer \
+                     replies through another NIC",
+                    self.who(bad)
+                ),
+                format!("{FIX_PEER}: its replies for {peer} must leave by the NIC that has {peer}"),
+            );
+        }
     }
 
-    let rtt_ms = median_ms(&obs.rtts);
-    // The reply shown: one that shows the problem, else the first echo's.
-    let shown = obs
-        .replies
-        .iter()
-        .chain(&obs.routed)
-        .find(|r| {
-            r.interface != *rail
-                || r.source_mac.as_deref().is_some_and(|m| match &expected_mac {
-                    Some(e) => !e.eq_ignore_ascii_case(m),
-                    None => !obs.arp_answers.iter().any(|a| a.eq_ignore_ascii_case(m)),
-                })
-        })
-        .or(first);
-    let detail = if said.is_empty() {
-        let answer = obs.arp_answers.first().map(|m| who(m)).unwrap_or_default();
-        let rtt = rtt_ms.map_or(String::new(), |r| format!(", rtt {r} ms"));
-        let mtu = path_mtu.map_or(String::new(), |m| format!(", path MTU {m}"));
-        format!("{peer_label} answered by {answer} on {rail}, echo back in on {rail}{rtt}{mtu}.")
-    } else {
-        let mut s = said.join("; ");
-        s.push('.');
-        s
-    };
-    ProbeResult {
-        rail: pair.rail.clone(),
-        source: pair.source,
-        peer: pair.peer,
-        peer_rail,
-        problems,
-        arp_answers: obs.arp_answers.clone(),
-        reply_interface: shown.map(|r| r.interface.clone()),
-        reply_source_mac: shown.and_then(|r| r.source_mac.clone()),
-        rtt_ms,
-        rail_mtu: obs.rail_mtu,
-        path_mtu,
-        rdma_mtu_carried: carried,
-        rdma: obs.rdma.clone(),
-        detail,
-        fixes,
+    /// 3. The path MTU; a problem when the rail's MTU did not come back.
+    fn path_mtu(&self, found: &mut Findings) -> Option<u32> {
+        let (rail, peer, obs) = (&self.pair.rail, self.pair.peer, self.obs);
+        if obs.full_size_back == Some(false) {
+            let largest = obs.largest_back.map_or("none".to_string(), |l| format!("{l} bytes"));
+            found.add(
+                MTU,
+                format!(
+                    "an echo of {rail}'s MTU ({} bytes) with don't-fragment did not come back from {}; the \
+                     largest that did: {largest}",
+                    obs.rail_mtu, self.peer_label
+                ),
+                format!(
+                    "make the MTU the same on {rail}, every switch port on the way and the peer's NIC for {peer} \
+                     (`ip link show` on each end)"
+                ),
+            );
+        }
+        match obs.full_size_back {
+            Some(true) => Some(obs.rail_mtu),
+            Some(false) => obs.largest_back,
+            None => None,
+        }
+    }
+
+    /// 3b. RoCE: the RDMA MTU the rail's MTU carries; a problem when it
+    /// is less than the port's active_mtu.
+    fn rdma_mtu(&self, found: &mut Findings) -> Option<u32> {
+        let (rail, obs) = (&self.pair.rail, self.obs);
+        let roce = obs.rdma.as_ref().filter(|r| r.roce);
+        let carried = roce.and_then(|_| rdma_mtu_carried(obs.rail_mtu));
+        if let Some(r) = roce
+            && let Some(active) = r.active_mtu
+            && carried.is_none_or(|c| c < active)
+        {
+            found.add(
+                MTU,
+                format!(
+                    "{rail}'s MTU {} cannot carry the active_mtu {active} of its RDMA port {}: RoCE needs the \
+                     netdev MTU at least {active} + {ROCE_HEADERS}",
+                    obs.rail_mtu, r.port
+                ),
+                format!("raise {rail}'s MTU to at least {} (9000 is usual for 4096)", active + ROCE_HEADERS),
+            );
+        }
+        carried
+    }
+
+    /// 4. This host's own path.
+    fn local_route(&self, found: &mut Findings, apply: &str) {
+        let (rail, peer, source) = (&self.pair.rail, self.pair.peer, self.pair.source);
+        match &self.obs.route_dev {
+            Ok(dev) if dev == rail => {}
+            Ok(dev) => found.add(
+                LOCAL_ROUTE,
+                format!("this host's route lookup from {source} to {peer} leaves by {dev}, not by {rail}"),
+                format!("run `{apply}` on this host: it gives {source} its own source rule and table"),
+            ),
+            Err(why) => found.add(
+                LOCAL_ROUTE,
+                format!("this host has no route from {source} to {peer}: {why}"),
+                format!("run `{apply}` on this host"),
+            ),
+        }
+    }
+
+    /// The verdict: the reply shown is one that shows a problem, else the
+    /// first echo's; the detail is what was found, or what went right.
+    fn result(self, found: Findings, path_mtu: Option<u32>, carried: Option<u32>) -> ProbeResult {
+        let (pair, obs, rail) = (self.pair, self.obs, &self.pair.rail);
+        let rtt_ms = median_ms(&obs.rtts);
+        let shown = self
+            .all_replies()
+            .find(|r| r.interface != *rail || r.source_mac.as_deref().is_some_and(|m| !self.mac_fits(m)))
+            .or(obs.replies.first());
+        let detail = if found.said.is_empty() {
+            let answer = obs.arp_answers.first().map(|m| self.who(m)).unwrap_or_default();
+            let rtt = rtt_ms.map_or(String::new(), |r| format!(", rtt {r} ms"));
+            let mtu = path_mtu.map_or(String::new(), |m| format!(", path MTU {m}"));
+            format!("{} answered by {answer} on {rail}, echo back in on {rail}{rtt}{mtu}.", self.peer_label)
+        } else {
+            let mut s = found.said.join("; ");
+            s.push('.');
+            s
+        };
+        ProbeResult {
+            rail: pair.rail.clone(),
+            source: pair.source,
+            peer: pair.peer,
+            peer_rail: self.peer_rail,
+            problems: found.problems,
+            arp_answers: obs.arp_answers.clone(),
+            reply_interface: shown.map(|r| r.interface.clone()),
+            reply_source_mac: shown.and_then(|r| r.source_mac.clone()),
+            rtt_ms,
+            rail_mtu: obs.rail_mtu,
+            path_mtu,
+            rdma_mtu_carried: carried,
+            rdma: obs.rdma.clone(),
+            detail,
+            fixes: found.fixes,
+        }
     }
 }
 
