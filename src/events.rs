@@ -1,9 +1,29 @@
 //! What `watch` listens to: rtnetlink multicast notifications of links,
 //! IPv4/IPv6 addresses, routes and rules, on a socket of its own; and when
-//! to act on them (`Coalesce`, pure).
+//! to act on them (`Coalesce` and `Burst`, pure, the state machine the
+//! watch loop drives).
+//!
+//! Why a socket of its own rather than the unsolicited-message receiver
+//! `rtnetlink::new_connection()` returns (which `Netlink::connect` drops):
+//! - The request socket carries the acks of a heal's steps. A burst of
+//!   notifications that fills its receive buffer (ENOBUFS: the kernel drops
+//!   whatever does not fit) would drop acks and dump parts too, and
+//!   netlink-proto has no request timeout: the heal would wait forever.
+//!   Here an overflow costs only a full resync (`Received::Overflow`).
+//! - netlink-proto's codec drops a message it cannot decode (it only logs
+//!   it through `log`, which nothing here records) and clears the rest of
+//!   a datagram whose length field is bad; `parse` makes each of those an
+//!   event, since an unreadable notification may be about a rail.
+//! - The receiver hears nothing unless the groups are joined on the request
+//!   socket before the connection is spawned, i.e. for every command and
+//!   every apply, whose own changes would then queue in an unbounded channel
+//!   nobody reads; apply's DAD wait (`reconcile::settle_dad`) subscribes only
+//!   when something is tentative. Here the kernel's buffer bounds the backlog
+//!   while a pass runs.
 
 use std::io;
 use std::net::IpAddr;
+use std::ops::Add;
 use std::time::Duration;
 
 use netlink_packet_route::RouteNetlinkMessage;
@@ -12,7 +32,7 @@ use netlink_packet_route::link::{LinkAttribute, LinkFlags};
 use netlink_packet_route::route::RouteAttribute;
 use netlink_packet_route::rule::RuleAttribute;
 use nix::libc;
-use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
+use rtnetlink::packet_core::{NetlinkBuffer, NetlinkMessage, NetlinkPayload};
 use rtnetlink::sys::{AsyncSocket, AsyncSocketExt, SocketAddr, TokioSocket, protocols::NETLINK_ROUTE};
 
 /// The multicast groups `watch` joins.
@@ -31,9 +51,24 @@ const GROUPS: [u32; 7] = [
 /// of a link going down and up) are no reason for a pass.
 const KERNEL_TABLES: [u32; 3] = [253, 254, 255];
 
+/// The size of a netlink message header.
+const NLMSG_HDRLEN: usize = 16;
+
+/// What a notification is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subject {
+    Link,
+    Address,
+    Route,
+    Rule,
+    /// A message this build cannot read.
+    Unreadable,
+}
+
 /// One notification, in words ("rail0 down", "rule deleted: ...").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
+    pub subject: Subject,
     /// The interface index it is about, when it is about one (named by
     /// the caller, which knows the links).
     pub ifindex: Option<u32>,
@@ -43,6 +78,12 @@ pub struct Event {
 }
 
 impl Event {
+    /// A rule or a route that came or went with no link or address named:
+    /// what an agent does, not what a flap does.
+    pub fn is_rule_or_route(&self) -> bool {
+        self.ifindex.is_none() && matches!(self.subject, Subject::Rule | Subject::Route)
+    }
+
     /// "rail0: down" (the name from the message, else from `name_of`).
     pub fn describe(&self, name_of: impl Fn(u32) -> Option<String>) -> String {
         let name = self.ifname.clone().or_else(|| self.ifindex.and_then(&name_of));
@@ -102,18 +143,23 @@ pub fn parse(mut buf: &[u8]) -> Vec<Event> {
     // A notification this build cannot read may still be about what
     // roce-route owns: it counts as an event (a pass that finds nothing to
     // do costs little), never as nothing.
-    let unreadable =
-        |why: &str| Event { ifindex: None, ifname: None, what: format!("unreadable notification ({why})") };
+    let unreadable = |why: &str| Event {
+        subject: Subject::Unreadable,
+        ifindex: None,
+        ifname: None,
+        what: format!("unreadable notification ({why})"),
+    };
     while !buf.is_empty() {
-        if buf.len() < 16 {
+        if buf.len() < NLMSG_HDRLEN {
             events.push(unreadable("a truncated header"));
             break;
         }
-        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if len < 16 || len > buf.len() {
+        // The framing netlink-proto's codec uses: a length field that is
+        // shorter than a header or longer than the datagram is refused.
+        let Ok(len) = NetlinkBuffer::new_checked(buf).map(|b| b.length() as usize) else {
             events.push(unreadable("a bad length"));
             break;
-        }
+        };
         match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len]) {
             Ok(msg) => match msg.payload {
                 NetlinkPayload::InnerMessage(inner) => events.extend(event_of(&inner)),
@@ -129,7 +175,7 @@ pub fn parse(mut buf: &[u8]) -> Vec<Event> {
 
 fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
     use RouteNetlinkMessage as M;
-    let event = |ifindex, ifname, what: String| Some(Event { ifindex, ifname, what });
+    let event = |subject, ifindex, ifname, what: String| Some(Event { subject, ifindex, ifname, what });
     match msg {
         M::NewLink(l) | M::DelLink(l) => {
             let name = l.attributes.iter().find_map(|a| match a {
@@ -143,7 +189,7 @@ fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
                 let carrier = l.header.flags.contains(LinkFlags::LowerUp);
                 format!("{}, carrier {}", if up { "up" } else { "down" }, if carrier { "on" } else { "off" })
             };
-            event(Some(l.header.index), name, what)
+            event(Subject::Link, Some(l.header.index), name, what)
         }
         M::NewAddress(a) | M::DelAddress(a) => {
             let ip: Option<IpAddr> = a.attributes.iter().find_map(|x| match x {
@@ -161,7 +207,12 @@ fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
                 return None;
             }
             let verb = if matches!(msg, M::DelAddress(_)) { "removed" } else { "added" };
-            event(Some(a.header.index), None, format!("address {ip}/{} {verb}", a.header.prefix_len))
+            event(
+                Subject::Address,
+                Some(a.header.index),
+                None,
+                format!("address {ip}/{} {verb}", a.header.prefix_len),
+            )
         }
         M::NewRoute(r) | M::DelRoute(r) => {
             let table = r
@@ -176,7 +227,7 @@ fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
                 return None;
             }
             let verb = if matches!(msg, M::DelRoute(_)) { "deleted" } else { "added" };
-            event(None, None, format!("route {verb} in table {table}"))
+            event(Subject::Route, None, None, format!("route {verb} in table {table}"))
         }
         M::NewRule(r) | M::DelRule(r) => {
             let table = r
@@ -188,7 +239,7 @@ fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
                 })
                 .unwrap_or(u32::from(r.header.table));
             let verb = if matches!(msg, M::DelRule(_)) { "deleted" } else { "added" };
-            event(None, None, format!("rule {verb} (lookup {table})"))
+            event(Subject::Rule, None, None, format!("rule {verb} (lookup {table})"))
         }
         _ => None,
     }
@@ -211,27 +262,104 @@ impl Coalesce {
         Coalesce { quiet: Duration::from_millis(20), cap: Duration::from_millis(500) };
 
     /// When the pass for a burst whose first event came at `first` and
-    /// whose latest came at `last` is due (times from any common origin).
-    pub fn due(&self, first: Duration, last: Duration) -> Duration {
+    /// whose latest came at `last` is due (an `Instant`, or times from any
+    /// common origin).
+    pub fn due<T: Copy + Ord + Add<Duration, Output = T>>(&self, first: T, last: T) -> T {
         (last + self.quiet).min(first + self.cap)
     }
 
+    /// A burst whose first event came at `first`.
+    pub fn burst<T: Copy + Ord + Add<Duration, Output = T>>(self, first: T) -> Burst<T> {
+        Burst { rule: self, first, last: first }
+    }
+
     /// The times the passes run for events at `times` (sorted), each pass
-    /// taking the events up to it: what the watch loop does, for tests.
+    /// taking the events up to it: `Burst` driven as the watch loop drives
+    /// it, for tests.
+    #[cfg(test)]
     pub fn passes(&self, times: &[Duration]) -> Vec<Duration> {
         let mut passes = Vec::new();
-        let mut i = 0;
-        while i < times.len() {
-            let first = times[i];
-            let mut last = first;
-            i += 1;
-            while i < times.len() && times[i] < self.due(first, last) {
-                last = times[i];
-                i += 1;
+        let mut burst: Option<Burst<Duration>> = None;
+        for &at in times {
+            if let Some(b) = burst.as_mut()
+                && b.joins(at)
+            {
+                continue;
             }
-            passes.push(self.due(first, last));
+            passes.extend(burst.map(|b| b.due()));
+            burst = Some(self.burst(at));
         }
+        passes.extend(burst.map(|b| b.due()));
         passes
+    }
+}
+
+/// The events gathered for one pass (pure): the watch loop starts one at
+/// the first event after a quiet spell, offers it each event that follows,
+/// and runs the pass at `due`; an event that does not join starts the next
+/// burst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Burst<T> {
+    rule: Coalesce,
+    first: T,
+    last: T,
+}
+
+impl<T: Copy + Ord + Add<Duration, Output = T>> Burst<T> {
+    /// When its pass runs.
+    pub fn due(&self) -> T {
+        self.rule.due(self.first, self.last)
+    }
+
+    /// Whether an event at `at` (not before the latest) still belongs to
+    /// this burst, i.e. came before its pass is due; if so the pass moves to
+    /// `quiet` after it (up to the cap).
+    pub fn joins(&mut self, at: T) -> bool {
+        if at >= self.due() {
+            return false;
+        }
+        self.last = self.last.max(at);
+        true
+    }
+}
+
+/// What the reads of one burst gave: the events, and whether the socket
+/// overflowed in between.
+#[derive(Debug, Default)]
+pub struct Heard {
+    pub events: Vec<Event>,
+    pub overflow: bool,
+}
+
+impl Heard {
+    pub fn add(&mut self, got: Received) {
+        match got {
+            Received::Events(e) => self.events.extend(e),
+            Received::Overflow => self.overflow = true,
+        }
+    }
+
+    /// Nothing that may concern roce-route: no pass.
+    pub fn is_empty(&self) -> bool {
+        !self.overflow && self.events.is_empty()
+    }
+
+    /// Only rules and routes went or came, with no link or address change:
+    /// the kernel did not flush them, an agent did it.
+    pub fn only_rules_and_routes(&self) -> bool {
+        !self.overflow && self.events.iter().all(Event::is_rule_or_route)
+    }
+
+    /// Each event's words once, in order (links named by `name_of`).
+    pub fn described(&self, name_of: impl Fn(u32) -> Option<String>) -> Vec<String> {
+        let mut seen = Vec::new();
+        for e in &self.events {
+            let d = e.describe(&name_of);
+            if !seen.contains(&d) {
+                seen.push(d);
+            }
+        }
+        seen
     }
 }
 
@@ -273,6 +401,54 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_moves_its_pass_with_each_event_up_to_the_cap_and_refuses_late_ones() {
+        let mut b = RULE.burst(Duration::from_millis(100));
+        assert_eq!(b.due(), Duration::from_millis(150));
+        assert!(b.joins(Duration::from_millis(140)));
+        assert_eq!(b.due(), Duration::from_millis(190), "quiet counts from the latest event");
+        for at in [180, 220, 260, 300, 340, 380, 420, 460, 500, 540, 580] {
+            assert!(b.joins(Duration::from_millis(at)), "{at}");
+        }
+        assert_eq!(b.due(), Duration::from_millis(600), "the cap, 500 ms after the first");
+        assert!(!b.joins(Duration::from_millis(600)), "an event when the pass is due starts the next burst");
+        assert_eq!(b.due(), Duration::from_millis(600));
+    }
+
+    #[test]
+    fn a_burst_runs_on_instants_as_the_watch_loop_uses_it() {
+        let t0 = std::time::Instant::now();
+        let mut b = Coalesce::DEFAULT.burst(t0);
+        assert!(b.joins(t0 + Duration::from_millis(5)));
+        assert_eq!(b.due(), t0 + Duration::from_millis(25));
+    }
+
+    fn ev(subject: Subject, ifindex: Option<u32>, what: &str) -> Event {
+        Event { subject, ifindex, ifname: None, what: what.into() }
+    }
+
+    #[test]
+    fn what_was_heard_is_classified_by_subject_not_by_words() {
+        let rule = ev(Subject::Rule, None, "rule deleted (lookup 100)");
+        let route = ev(Subject::Route, None, "route deleted in table 100");
+        let link = ev(Subject::Link, Some(7), "down, carrier off");
+        let mut heard = Heard::default();
+        assert!(heard.is_empty());
+        heard.add(Received::Events(vec![rule.clone(), route.clone(), rule.clone()]));
+        assert!(!heard.is_empty());
+        assert!(heard.only_rules_and_routes(), "an agent deleted them");
+        assert_eq!(heard.described(|_| None), ["rule deleted (lookup 100)", "route deleted in table 100"]);
+        heard.add(Received::Events(vec![link]));
+        assert!(!heard.only_rules_and_routes(), "a link changed: a flap, not an agent");
+        assert_eq!(heard.described(|i| Some(format!("rail{i}")))[2], "rail7: down, carrier off");
+        let mut lost = Heard::default();
+        lost.add(Received::Overflow);
+        assert!(!lost.is_empty() && !lost.only_rules_and_routes());
+        // Words alone do not make a rule: an unreadable message never counts as an agent's.
+        let odd = ev(Subject::Unreadable, None, "rule-like words");
+        assert!(!odd.is_rule_or_route());
+    }
+
+    #[test]
     fn notifications_are_parsed_and_kernel_tables_ignored() {
         use netlink_packet_route::link::LinkMessage;
         use netlink_packet_route::route::RouteMessage;
@@ -301,6 +477,7 @@ mod tests {
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[0].describe(|_| None), "rail0: up, carrier off");
         assert_eq!(events[1].describe(|_| None), "route deleted in table 101");
+        assert_eq!([events[0].subject, events[1].subject], [Subject::Link, Subject::Route]);
     }
 
     #[test]
@@ -325,6 +502,7 @@ mod tests {
             let events = parse(&bytes);
             assert_eq!(events.len(), 1, "{why}: {events:?}");
             assert!(events[0].what.contains(why), "{events:?}");
+            assert_eq!(events[0].subject, Subject::Unreadable);
         }
     }
 }

@@ -1,0 +1,247 @@
+//! The heal under the lock, through the same transaction loop as apply
+//! (`converge`), and what a pass that got that far says: the conflicts
+//! that stop it, the parts left alone, the end of a fight, the heal.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::announce;
+use crate::commands::{Change, tell_peers};
+use crate::config::Config;
+use crate::converge::{self, Converged, Request, table_owners};
+use crate::error::Error;
+use crate::netlink::Netlink;
+use crate::render::{self, count};
+use crate::state::Record;
+use crate::state::journal::kind as journal_kind;
+
+use super::fight::{FIGHT_WINDOW, MAX_FIGHT_HOLD, Started};
+use super::log::log;
+use super::outcome::Outcome;
+use super::pass::Watcher;
+use super::trigger::Trigger;
+
+impl Watcher<'_> {
+    /// Plans `record`'s config against the host and makes the difference.
+    /// Like apply without --adopt: an entry roce-route does not own in the
+    /// place of one of its own stops the heal (`Err`, the conflicts);
+    /// watch never takes one over.
+    pub(super) async fn converge(
+        &self,
+        nl: &mut Netlink,
+        cfg: &Config,
+        record: &Record,
+    ) -> Result<Result<Converged, Vec<String>>, Error> {
+        let ctx = self.ctx;
+        let req = Request {
+            cfg,
+            config_files: &record.config_files,
+            adopt: false,
+            kind: journal_kind::HEAL,
+            trial: None,
+            notice: &|m| log(ctx, "retry", m, json!({})),
+        };
+        let addrs = nl
+            .addresses()
+            .await
+            .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
+        let adjust = |r: &mut Record| forget_replaced(r, &addrs);
+        let mut conflicts = Vec::new();
+        let gate = |_: &Record, _: &crate::plan::Desired, plan: &crate::diff::Plan| {
+            if plan.conflicts.is_empty() {
+                return Ok(());
+            }
+            conflicts = plan.conflicts.iter().map(|c| format!("{} ({})", c.entry, c.why)).collect();
+            Err(Error::Other(anyhow::anyhow!("conflicts")))
+        };
+        match converge::converge(self.state, nl, &self.ctx.stop, &req, gate, adjust).await {
+            Err(_) if !conflicts.is_empty() => Ok(Err(conflicts)),
+            other => other.map(Ok),
+        }
+    }
+
+    /// Conflicts stopped the heal: said once while they stay.
+    pub(super) fn conflicts_found(&mut self, conflicts: Vec<String>) -> Outcome {
+        if conflicts != self.conflicts {
+            log(
+                self.ctx,
+                "conflicts",
+                &format!(
+                    "not healing: entries roce-route does not own hold the places of its own: {}; \
+                     remove them, or take them over with `{}`",
+                    conflicts.join("; "),
+                    self.ctx.suggest(&["apply", "--adopt", "CONFIG"])
+                ),
+                json!({ "conflicts": conflicts }),
+            );
+            self.conflicts = conflicts;
+        }
+        Outcome::Conflicts
+    }
+
+    /// After a heal or a reading in sync (the lock released).
+    pub(super) async fn report(
+        &mut self,
+        nl: &Netlink,
+        cfg: &Config,
+        converged: Converged,
+        trigger: &Trigger,
+    ) -> Outcome {
+        self.conflicts.clear();
+        let Converged { desired, plan, header } = converged;
+        self.say_not_ready(&desired.not_ready);
+        if header.is_none() {
+            self.say_fight_over();
+            return Outcome::InSync;
+        }
+        self.heals += 1;
+        let owners = table_owners(&desired, &plan.ops);
+        let summary = render::summary(&plan.ops, &owners);
+        // A held pass goes on with the fight it was held for.
+        let by_agent = match trigger {
+            Trigger::Events(_) => self.undone_by_agent,
+            Trigger::Retry => self.fight.ongoing(),
+            _ => false,
+        };
+        if by_agent && let Some(started) = self.fight.healed(Instant::now(), &summary) {
+            self.say_fight(&started, &summary);
+        }
+        // One round per heal: the extra rounds of `apply` sleep between
+        // sends, and a heal must not hold the event loop for them.
+        let rounds = cfg.defaults.announce.min(1);
+        let mut announced = Vec::new();
+        if rounds > 0 {
+            let rails: BTreeSet<String> = announce::touched(&desired, &plan.ops);
+            announced = tell_peers(self.ctx, nl, &desired, Some(&rails), rounds).await.announced;
+        }
+        let also = if announced.is_empty() {
+            String::new()
+        } else {
+            format!("; announced {}", count(announced.len(), "address", "addresses"))
+        };
+        log(
+            self.ctx,
+            "heal",
+            &format!(
+                "healed {} {}: {}{also}",
+                count(plan.ops.len(), "change", "changes"),
+                trigger.words(),
+                summary.join("; ")
+            ),
+            json!({
+                "changes": plan.ops.iter().map(Change::of).collect::<Vec<_>>(),
+                "summary": summary,
+                "triggers": trigger.events(),
+                "pass": self.passes,
+                "announced": announced,
+            }),
+        );
+        Outcome::Healed
+    }
+
+    /// The parts the host is not ready for, each said when it starts.
+    fn say_not_ready(&mut self, now: &[crate::plan::NotReady]) {
+        if now == self.not_ready {
+            return;
+        }
+        for nr in now.iter().filter(|n| !self.not_ready.contains(n)) {
+            log(
+                self.ctx,
+                "not_ready",
+                &format!("not ready, left alone until it is: {}", nr.describe()),
+                json!({ "interface": nr.interface, "address": nr.address, "reason": nr.reason }),
+            );
+        }
+        self.not_ready = now.to_vec();
+    }
+
+    /// The fight is said once, with the suspects.
+    fn say_fight(&self, started: &Started, summary: &[String]) {
+        let suspects = crate::managers::suspects(&crate::managers::scan());
+        let who = if suspects.is_empty() {
+            "no known network manager runs here: look for an agent that owns these entries (a CNI plugin, \
+             a routing daemon, a script)"
+                .to_string()
+        } else {
+            format!("suspects: {}", suspects.join("; "))
+        };
+        let Started { same, hold } = started;
+        log(
+            self.ctx,
+            "fighting",
+            &format!(
+                "healed the same entries {same} times within {} s: something undoes them right after each heal \
+                 ({who}); each heal now waits {} s more than the last (up to {} s) until they stay: {}",
+                FIGHT_WINDOW.as_secs(),
+                hold.as_secs(),
+                MAX_FIGHT_HOLD.as_secs(),
+                summary.join("; ")
+            ),
+            json!({ "heals": same, "hold_seconds": hold.as_secs(), "suspects": suspects, "summary": summary }),
+        );
+    }
+
+    /// Nothing undid the last heal: the fight, if any, is over, with a count.
+    fn say_fight_over(&mut self) {
+        let Some(over) = self.fight.in_sync() else { return };
+        log(
+            self.ctx,
+            "fight_over",
+            &format!(
+                "the entries stayed: the fight is over after {} held back",
+                count(over.held_heals as usize, "heal", "heals")
+            ),
+            json!({ "held_heals": over.held_heals, "held_bursts": over.held_bursts }),
+        );
+    }
+}
+
+/// A discovered address replaced by another of the same family on the
+/// same interface was replaced, not flushed by a flap: it is forgotten
+/// (its rule goes), where apply would keep it as not ready.
+/// Pure.
+pub fn forget_replaced(record: &mut Record, live: &[crate::model::Address]) {
+    for (iface, prefixes) in record.discovered.iter_mut() {
+        prefixes.retain(|p| {
+            !live.iter().any(|a| {
+                &a.ifname == iface
+                    && a.scope == crate::model::scope::UNIVERSE
+                    && a.addr.addr.is_ipv4() == p.addr.is_ipv4()
+                    && a.addr.addr != p.addr
+            })
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Address, Prefix};
+
+    fn addr(ifname: &str, ip: &str) -> Address {
+        Address {
+            ifname: ifname.into(),
+            addr: Prefix { addr: ip.parse().unwrap(), len: 24 },
+            peer: None,
+            scope: 0,
+            tentative: false,
+            deprecated: false,
+            temporary: false,
+            dad_failed: false,
+        }
+    }
+
+    #[test]
+    fn a_replaced_discovered_address_is_forgotten_a_flushed_one_kept() {
+        let p = |ip: &str| Prefix { addr: ip.parse().unwrap(), len: 24 };
+        let mut record = Record::default();
+        record.discovered.insert("rail0".into(), vec![p("198.51.100.10")]);
+        record.discovered.insert("rail1".into(), vec![p("198.51.100.11")]);
+        // rail0's address was replaced; rail1's is gone with nothing instead (a flap).
+        forget_replaced(&mut record, &[addr("rail0", "198.51.100.20"), addr("rail2", "198.51.100.12")]);
+        assert!(record.discovered["rail0"].is_empty());
+        assert_eq!(record.discovered["rail1"], vec![p("198.51.100.11")]);
+    }
+}

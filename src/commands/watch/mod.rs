@@ -1,0 +1,123 @@
+//! `roce-route watch`: keep the host as the latest apply in its network
+//! namespace left it. It reconciles once, then listens to rtnetlink
+//! notifications (links, addresses, routes, rules); after each burst it
+//! plans the recorded config (`Record::config_files`) against the live
+//! host again and makes the difference through the same transaction loop
+//! as apply (`converge`), under the namespace lock, then tells the peers
+//! of the healed rails. It never heals while an `apply --confirm` waits,
+//! and does nothing while no config is recorded (after `remove`).
+//!
+//! This file is the main loop; `listen` waits for what wakes it, `pass`
+//! and `heal` are one pass, `timers`, `fight` and `backoff` decide when
+//! the next one runs.
+
+mod backoff;
+mod fight;
+mod heal;
+mod listen;
+mod log;
+mod outcome;
+mod pass;
+mod service;
+mod timers;
+mod trigger;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{Ctx, Done, connect};
+use crate::error::Error;
+use crate::events::Heard;
+use crate::netlink::Netlink;
+
+pub use heal::forget_replaced;
+pub use service::WATCH_LOCK;
+
+use listen::{Listener, Wake};
+use log::log;
+use pass::Watcher;
+use timers::Timers;
+use trigger::Trigger;
+
+pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error> {
+    // Days of running: each warning is a line when it happens.
+    ctx.stream_warnings("watch");
+    let _held = service::hold_watch_lock()?;
+    let state = ctx.state()?;
+    // Subscribed before the first pass: nothing that happens after it is missed.
+    let mut listener = Listener::open(&ctx.stop)?;
+    let nl = connect().await?;
+    let resync = (args.resync > 0).then(|| Duration::from_secs(args.resync));
+    let mut w = Watching { w: Watcher::new(ctx, &state), nl, timers: Timers::new(resync) };
+    w.w.saw_links(&w.nl);
+    log(ctx, "start", "watching; healing toward the latest apply", json!({}));
+    let outcome = w.w.pass(&mut w.nl, Trigger::Start).await;
+    w.timers.passed(Instant::now(), outcome.retry());
+    service::notify_ready();
+    while ctx.stop.requested().is_none() {
+        match listener.next(w.timers.next()).await? {
+            Wake::Stop => break,
+            Wake::Timer(timer) => {
+                w.timers.fired(timer);
+                w.pass(timer.into()).await;
+            }
+            Wake::Heard(heard) => w.heard(heard).await?,
+        }
+    }
+    let why = ctx.stop.requested().map_or("a signal".to_string(), crate::signals::name);
+    let Watching { mut w, .. } = w;
+    w.flush_repeats();
+    log(
+        ctx,
+        "stop",
+        &format!("stopping on {why}; the configuration stays in place ({} heals)", w.heals),
+        json!({ "passes": w.passes, "heals": w.heals }),
+    );
+    Ok(Done::new(0, w.heals > 0, json!({ "passes": w.passes, "heals": w.heals })))
+}
+
+/// The loop's state: the passes' memory, the connection, the timers.
+struct Watching<'a> {
+    w: Watcher<'a>,
+    nl: Netlink,
+    timers: Timers,
+}
+
+impl Watching<'_> {
+    /// A pass, then the timers it sets: its retry, and the recheck when a
+    /// rail appeared.
+    async fn pass(&mut self, trigger: Trigger) {
+        let outcome = self.w.pass(&mut self.nl, trigger).await;
+        let now = Instant::now();
+        self.timers.passed(now, outcome.retry());
+        if self.w.take_new_link() {
+            self.timers.recheck_from(now);
+        }
+    }
+
+    /// A burst is over: its pass, unless it says nothing or passes are
+    /// held back (another agent undoes the heals over and over, or the last
+    /// pass failed: the events wait for the held pass).
+    async fn heard(&mut self, heard: Heard) -> Result<(), Error> {
+        if heard.is_empty() {
+            return Ok(());
+        }
+        self.w.refresh_links(&mut self.nl).await?;
+        let trigger = if heard.overflow {
+            Trigger::Overflow
+        } else {
+            let links = self.nl.links();
+            Trigger::Events(heard.described(|i| links.iter().find(|l| l.index == i).map(|l| l.name.clone())))
+        };
+        // Only rules and routes went, with no link or address change: the
+        // kernel did not flush them, an agent deleted them.
+        self.w.undone_by_agent = heard.only_rules_and_routes();
+        if let Some(until) = self.w.fight.hold_burst(Instant::now()) {
+            self.timers.retry_at(until);
+            return Ok(());
+        }
+        self.pass(trigger).await;
+        Ok(())
+    }
+}

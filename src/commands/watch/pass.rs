@@ -1,0 +1,241 @@
+//! One pass: whether it may run (a config recorded, no confirmation
+//! waiting, the namespace lock), then the heal under the lock (`heal.rs`),
+//! and its `pass` line.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::commands::{Ctx, Verbosity};
+use crate::error::Error;
+use crate::netlink::Netlink;
+use crate::plan::NotReady;
+use crate::render::count;
+use crate::state::confirm::{self, Answer};
+use crate::state::{NetnsLock, StateDir, StateError};
+
+use super::backoff::{Failures, MAX_BACKOFF};
+use super::fight::Fight;
+use super::log::log;
+use super::outcome::Outcome;
+use super::timers::NewLinks;
+use super::trigger::Trigger;
+
+/// How long a pass waits for the namespace lock before trying later.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// What the passes remember between them.
+pub(super) struct Watcher<'a> {
+    pub ctx: &'a Ctx,
+    pub state: &'a StateDir,
+    pub passes: u64,
+    pub heals: u64,
+    /// What the last pass left alone (reported when it changes).
+    pub not_ready: Vec<NotReady>,
+    /// The conflicts last reported (said once while they stay).
+    pub conflicts: Vec<String>,
+    /// Whether the last pass was deferred: a wait is said once, not at
+    /// every retry.
+    deferred: bool,
+    failures: Failures,
+    pub fight: Fight,
+    /// Whether the notifications of the current pass were only deleted
+    /// rules and routes (no link or address change): a heal of them counts
+    /// toward a fight; one after a link flap does not.
+    pub undone_by_agent: bool,
+    links: NewLinks,
+}
+
+impl<'a> Watcher<'a> {
+    pub fn new(ctx: &'a Ctx, state: &'a StateDir) -> Watcher<'a> {
+        Watcher {
+            ctx,
+            state,
+            passes: 0,
+            heals: 0,
+            not_ready: Vec::new(),
+            conflicts: Vec::new(),
+            deferred: false,
+            failures: Failures::default(),
+            fight: Fight::default(),
+            undone_by_agent: false,
+            links: NewLinks::default(),
+        }
+    }
+
+    /// After every read of the links: a link index not seen before is a
+    /// rail (re)appearing, which gets a second pass shortly (udev's late
+    /// sysctls).
+    pub fn saw_links(&mut self, nl: &Netlink) {
+        self.links.saw(nl.links().iter().map(|l| l.index).collect());
+    }
+
+    /// Reads the links again (and sees them).
+    pub async fn refresh_links(&mut self, nl: &mut Netlink) -> Result<(), Error> {
+        nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
+        self.saw_links(nl);
+        Ok(())
+    }
+
+    /// Whether a rail appeared since the last call.
+    pub fn take_new_link(&mut self) -> bool {
+        self.links.take()
+    }
+
+    /// One pass. Every pass ends with a `pass` line with --json (and -v):
+    /// its number, what triggered it and its outcome.
+    pub async fn pass(&mut self, nl: &mut Netlink, trigger: Trigger) -> Outcome {
+        self.passes += 1;
+        let outcome = match self.try_pass(nl, &trigger).await {
+            Ok(outcome) => {
+                self.went_through();
+                outcome
+            }
+            Err(e) => self.failed(&e),
+        };
+        self.deferred = outcome == Outcome::Deferred;
+        if self.ctx.json || self.ctx.verbosity == Verbosity::Verbose {
+            let why = trigger.words();
+            log(
+                self.ctx,
+                "pass",
+                &format!("pass {} {why}: {}", self.passes, outcome.name()),
+                json!({ "pass": self.passes, "outcome": outcome.name(), "triggers": trigger.events() }),
+            );
+        }
+        outcome
+    }
+
+    /// A pass that did not fail, after some that did: said, with a count.
+    fn went_through(&mut self) {
+        let Some(failed) = self.failures.recovered() else { return };
+        self.flush_repeats();
+        log(
+            self.ctx,
+            "recovered",
+            &format!(
+                "a pass went through again after {}",
+                count(failed as usize, "failed pass", "failed passes")
+            ),
+            json!({ "failed_passes": failed }),
+        );
+    }
+
+    /// A failed pass: its error is said (once while it repeats), and the
+    /// next try waits longer than the last.
+    fn failed(&mut self, e: &Error) -> Outcome {
+        let wait = self.failures.wait();
+        let text = e.to_string();
+        if !self.failures.repeats(&text) {
+            self.flush_repeats();
+            log(
+                self.ctx,
+                "error",
+                &format!(
+                    "this pass failed: {text}; trying again in {} s (longer after each failure, up to {} s)",
+                    wait.as_secs(),
+                    MAX_BACKOFF.as_secs()
+                ),
+                json!({ "retry_seconds": wait.as_secs() }),
+            );
+            self.failures.said(text);
+        }
+        // Notifications meanwhile wait for the retry: a pass that fails for
+        // a reason that stays would fail on each of them.
+        self.fight.hold_until(Instant::now() + wait);
+        Outcome::Failed { retry: wait }
+    }
+
+    /// Says how often the last error repeated, if it did.
+    pub fn flush_repeats(&mut self) {
+        if let Some(r) = self.failures.take_repeats() {
+            log(
+                self.ctx,
+                "repeated",
+                &format!("the error above repeated {} times in all: {}", r.times, r.text),
+                json!({ "count": r.times, "error": r.text }),
+            );
+        }
+    }
+
+    async fn try_pass(&mut self, nl: &mut Netlink, trigger: &Trigger) -> Result<Outcome, Error> {
+        self.fight.expire(Instant::now());
+        let lock = match self.may_run()? {
+            Ok(lock) => lock,
+            Err(outcome) => return Ok(outcome),
+        };
+        // A trial whose guard died (OOM, a stopped unit) is not kept: it is
+        // reverted here, and the config before it followed.
+        self.revert_orphaned_trial(nl).await?;
+        // Under the lock: the record as the last command left it.
+        let record = self.state.record()?;
+        if record.config_files.is_empty() {
+            return Ok(Outcome::NoConfig);
+        }
+        if self.confirmation_waits().is_some() {
+            return Ok(Outcome::Deferred);
+        }
+        let cfg = crate::config::parse_many(&record.config_files)?;
+        self.refresh_links(nl).await?;
+        let converged = self.converge(nl, &cfg, &record).await?;
+        drop(lock);
+        match converged {
+            Ok(converged) => Ok(self.report(nl, &cfg, converged, trigger).await),
+            Err(conflicts) => Ok(self.conflicts_found(conflicts)),
+        }
+    }
+
+    /// Whether this pass may heal: the namespace lock when it may, else
+    /// why not (a wait is said once).
+    fn may_run(&mut self) -> Result<Result<NetnsLock, Outcome>, Error> {
+        if self.state.record()?.config_files.is_empty() {
+            return Ok(Err(Outcome::NoConfig));
+        }
+        if let Some(wait) = self.confirmation_waits() {
+            if !self.deferred {
+                log(self.ctx, "deferred", &wait, json!({}));
+            }
+            return Ok(Err(Outcome::Deferred));
+        }
+        match NetnsLock::acquire(LOCK_WAIT, &self.ctx.stop) {
+            Ok(lock) => Ok(Ok(lock)),
+            Err(StateError::Locked { holder, .. }) => {
+                let who = holder.map_or_else(String::new, |h| format!(" ({h})"));
+                if !self.deferred {
+                    let text = format!("another roce-route{who} is working here; trying again later");
+                    log(self.ctx, "deferred", &text, json!({}));
+                }
+                Ok(Err(Outcome::Deferred))
+            }
+            Err(StateError::LockInterrupted { .. }) => Ok(Err(Outcome::Stopped)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reverts the trial of an `apply --confirm` whose guard is gone
+    /// without an answer (see `settle_orphaned_trial`): its change must not
+    /// become permanent by being healed. Under the lock.
+    async fn revert_orphaned_trial(&mut self, nl: &Netlink) -> Result<(), Error> {
+        if let Some(what) = crate::commands::settle_orphaned_trial(&self.ctx.stop, self.state, nl).await? {
+            log(self.ctx, "trial_reverted", &format!("{what}; following the config before it"), json!({}));
+        }
+        Ok(())
+    }
+
+    /// Why not to heal now: an `apply --confirm` waits for its
+    /// confirmation (healing would make the trial change permanent or
+    /// fight its revert).
+    fn confirmation_waits(&self) -> Option<String> {
+        match confirm::ask("status", Some(Duration::from_secs(1))) {
+            Ok(Answer::Waiting { seconds_left, apply_pid }) => Some(format!(
+                "an `apply --confirm` (pid {apply_pid}) waits for its confirmation ({seconds_left} s left): \
+                 not healing until it is confirmed or reverted"
+            )),
+            Ok(_) => None,
+            // A guard listens but does not answer (starting, busy): wait.
+            Err(e) => Some(format!(
+                "the guard of an `apply --confirm` does not answer ({e}): not healing until it does or is gone"
+            )),
+        }
+    }
+}
