@@ -20,10 +20,12 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::config::{
-    AddrOrigin, AddrUse, Config, ConfigError, Interface, Loc, check_unique_addresses, off_link_hint,
-    unusable_address, v4_subnet_role,
+use crate::config::{Config, ConfigError, Interface, Loc};
+use address_policy::{
+    AddrOrigin, AddrUse, check_unique_addresses, off_link_hint, unusable_address, v4_subnet_role,
 };
+
+pub mod address_policy;
 use crate::model::{self, Address, Family, Link, Prefix, Route, Rule, Sysctl, scope};
 
 pub use crate::model::IPV6_DEFAULT_METRIC;
