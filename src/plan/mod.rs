@@ -39,7 +39,7 @@ use addresses::{Resolved, resolve_addresses};
 pub use addresses::{Unfit, unfit};
 use entries::{routes_for, rules_for, unrouted_host_addresses};
 use gateways::check_gateways;
-pub use not_ready::NotReady;
+pub use not_ready::{NotReady, Subject};
 use shared::settle_shared_addresses;
 
 pub use crate::model::IPV6_DEFAULT_METRIC;
@@ -188,7 +188,7 @@ pub fn plan_with(
             let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
             d.not_ready.push(NotReady {
                 interface: a.name.clone(),
-                address: None,
+                subject: Subject::Interface,
                 reason: format!("does not exist on this host (it has: {})", known.join(", ")),
             });
             d.keep.sysctls_of.insert(a.name.clone());
@@ -214,7 +214,7 @@ pub fn plan_with(
 
 /// `iface` is not ready as a whole: everything of it stays as it is.
 fn whole(d: &mut Desired, iface: &Interface, discovered: &BTreeMap<String, Vec<Prefix>>, reason: String) {
-    d.not_ready.push(NotReady { interface: iface.name.clone(), address: None, reason });
+    d.not_ready.push(NotReady { interface: iface.name.clone(), subject: Subject::Interface, reason });
     d.keep.tables.insert(iface.table);
     d.keep.sysctls_of.insert(iface.name.clone());
     if let Some(found) = discovered.get(&iface.name) {
@@ -233,7 +233,7 @@ fn plan_interface(
     for m in &resolved.missing {
         d.not_ready.push(NotReady {
             interface: iface.name.clone(),
-            address: Some(m.addr.to_string()),
+            subject: Subject::Address(m.addr),
             reason: m.reason.clone(),
         });
         if m.keep {
@@ -269,7 +269,7 @@ fn plan_interface(
     for (gw, reason) in &waiting {
         d.not_ready.push(NotReady {
             interface: iface.name.clone(),
-            address: Some(format!("gateway {gw}")),
+            subject: Subject::Gateway(*gw),
             reason: reason.clone(),
         });
         d.keep.gateways.insert((iface.table, *gw));

@@ -169,7 +169,10 @@ fn a_gateway_that_is_a_host_address_is_not_ready() {
     let d = planned(toml).unwrap();
     assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
     let nr = &d.not_ready[0];
-    assert_eq!((nr.interface.as_str(), nr.address.as_deref()), ("rail0", Some("gateway 198.51.100.11")));
+    assert_eq!(
+        (nr.interface.as_str(), nr.subject),
+        ("rail0", Subject::Gateway("198.51.100.11".parse().unwrap()))
+    );
     assert!(nr.reason.starts_with("is this host's own address (on rail1)"), "{}", nr.reason);
     assert!(nr.reason.contains("(`ip addr del 198.51.100.11/24 dev rail1`)"), "{}", nr.reason);
     assert!(nr.reason.contains("fix the gateway at t.toml:3:"), "{}", nr.reason);
@@ -502,7 +505,7 @@ fn an_address_on_two_configured_interfaces_is_not_ready_where_not_owned() {
         assert_eq!(rules_of(&d), [(ip, 100), (other_ip, 101)]);
         assert_eq!(d.not_ready.len(), 1, "{:#?}", d.not_ready);
         let nr = &d.not_ready[0];
-        assert_eq!((nr.interface.as_str(), nr.address.clone()), ("rail1", Some(ip.to_string())));
+        assert_eq!((nr.interface.as_str(), nr.subject), ("rail1", Subject::Address(ip)));
         assert!(
             nr.reason.starts_with("rail1 has it too, but rail0 lists it (t.toml:3:14) and has it"),
             "{}",
