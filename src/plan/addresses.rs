@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use super::address_policy::{AddrOrigin, unusable_address};
-use crate::config::{ConfigError, Interface};
+use crate::config::{AddrSpec, Interface};
 use crate::model::{Address, Prefix, scope};
 
 /// How `ip addr` takes the address: `A/LEN`, or `A peer P/LEN`.
@@ -59,88 +59,105 @@ pub(super) fn resolve_addresses<'a>(
     addrs: &'a [Address],
     last: Option<&Vec<Prefix>>,
     warnings: &mut Vec<String>,
-) -> Result<Resolved<'a>, ConfigError> {
+) -> Resolved<'a> {
     let live: Vec<&Address> = addrs.iter().filter(|a| a.ifname == iface.name).collect();
     let Some(specs) = &iface.addresses else {
-        return Ok(discover_addresses(iface, &live, addrs, last, warnings));
+        return discover_addresses(iface, &live, addrs, last, warnings);
     };
     let mut out =
         Resolved { found: Vec::new(), missing: Vec::new(), vanished: Vec::new(), none_reason: None };
-    let i = &iface.name;
     for spec in specs {
-        let at = format!("{}:{}", iface.file, spec.loc);
-        let same_ip = || live.iter().copied().filter(|a| a.addr.addr == spec.addr);
-        let found =
-            same_ip().find(|a| spec.len.is_none_or(|len| len == a.addr.len)).or_else(|| same_ip().next());
-        let Some(found) = found else {
-            if let Some(there) = addrs.iter().find(|a| a.addr.addr == spec.addr) {
-                // Moved: its rule would send the other interface's traffic
-                // out of this one, so its entries go.
-                let (o, a) = (&there.ifname, addr_spec(there));
-                out.missing.push(Missing {
-                    addr: spec.addr,
-                    reason: format!(
-                        "is on {o}, not on {i}: traffic from it would leave by {i}, so its entries in \
-                         table {} are removed; move it back (`ip addr del {a} dev {o}; ip addr add {a} dev \
-                         {i}`), or list it for {o} instead of {i} ({at})",
-                        iface.table
-                    ),
-                    keep: false,
-                });
-                continue;
-            }
-            let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
-            let reason = format!(
-                "{i} does not have it (it has: {}); add it (`ip addr add {}/LEN dev {i}`) or fix {at}",
-                if has.is_empty() { "no address".into() } else { has.join(", ") },
-                spec.addr,
-            );
-            out.missing.push(Missing::kept(spec.addr, reason));
-            continue;
-        };
-        if found.tentative && !found.dad_failed {
-            out.missing.push(Missing::kept(spec.addr, tentative_reason()));
-            continue;
+        match listed_address(iface, spec, &live, addrs, warnings) {
+            Ok(found) => out.found.push((found, AddrOrigin::Listed(spec.loc))),
+            Err(missing) => out.missing.push(missing),
         }
-        if let Some(len) = spec.len.filter(|len| *len != found.addr.len) {
-            // Kept: the address is still on the interface, its rule still
-            // leads its traffic out of it.
-            let listed = Address { addr: Prefix::new(spec.addr, len), ..found.clone() };
-            let reason = format!(
-                "{i} has it as {}, but {at} lists it as {}/{len}: its entries stay as they are; give it \
-                 the listed length (`ip addr del {} dev {i}; ip addr add {} dev {i}`), or write \
-                 \"{}\" (or just \"{}\") at {at}",
-                found.addr,
-                spec.addr,
-                addr_spec(found),
-                addr_spec(&listed),
-                found.addr,
-                spec.addr
-            );
-            out.missing.push(Missing::kept(spec.addr, reason));
-            continue;
-        }
-        match unfit(found) {
-            Some(Unfit::DadFailed) => {
-                // Kept: the kernel never takes it as a source, so its rule
-                // is never used, and it needs no change once fixed.
-                let a = addr_spec(found);
-                let reason = format!(
-                    "{}; its entries stay as they are; find the other host (the kernel logs its MAC: \
-                     `dmesg | grep 'duplicate address'`), give one of the two another address, then \
-                     re-add this one (`ip addr del {a} dev {i}; ip addr add {a} dev {i}`), or remove it \
-                     from `addresses` ({at})",
-                    Unfit::DadFailed.why()
-                );
-                out.missing.push(Missing::kept(spec.addr, reason));
-                continue;
-            }
-            Some(u) => warnings.push(format!("{} on {} {}", found.addr, iface.name, u.why())),
-            None => {}
-        }
-        out.found.push((found, AddrOrigin::Listed(spec.loc)));
     }
-    Ok(out)
+    out
+}
+
+/// The address of `live` (the interface's) that `spec` lists, or why it
+/// is not ready.
+fn listed_address<'a>(
+    iface: &Interface,
+    spec: &AddrSpec,
+    live: &[&'a Address],
+    addrs: &'a [Address],
+    warnings: &mut Vec<String>,
+) -> Result<&'a Address, Missing> {
+    let (i, at) = (&iface.name, format!("{}:{}", iface.file, spec.loc));
+    let same_ip = || live.iter().copied().filter(|a| a.addr.addr == spec.addr);
+    let found = same_ip().find(|a| spec.len.is_none_or(|len| len == a.addr.len)).or_else(|| same_ip().next());
+    let Some(found) = found else {
+        return Err(absent(iface, spec, live, addrs, &at));
+    };
+    if found.tentative && !found.dad_failed {
+        return Err(Missing::kept(spec.addr, tentative_reason()));
+    }
+    if let Some(len) = spec.len.filter(|len| *len != found.addr.len) {
+        // Kept: the address is still on the interface, its rule still
+        // leads its traffic out of it.
+        let listed = Address { addr: Prefix::new(spec.addr, len), ..found.clone() };
+        let reason = format!(
+            "{i} has it as {}, but {at} lists it as {}/{len}: its entries stay as they are; give it \
+             the listed length (`ip addr del {} dev {i}; ip addr add {} dev {i}`), or write \
+             \"{}\" (or just \"{}\") at {at}",
+            found.addr,
+            spec.addr,
+            addr_spec(found),
+            addr_spec(&listed),
+            found.addr,
+            spec.addr
+        );
+        return Err(Missing::kept(spec.addr, reason));
+    }
+    match unfit(found) {
+        Some(Unfit::DadFailed) => {
+            // Kept: the kernel never takes it as a source, so its rule
+            // is never used, and it needs no change once fixed.
+            let a = addr_spec(found);
+            let reason = format!(
+                "{}; its entries stay as they are; find the other host (the kernel logs its MAC: \
+                 `dmesg | grep 'duplicate address'`), give one of the two another address, then \
+                 re-add this one (`ip addr del {a} dev {i}; ip addr add {a} dev {i}`), or remove it \
+                 from `addresses` ({at})",
+                Unfit::DadFailed.why()
+            );
+            Err(Missing::kept(spec.addr, reason))
+        }
+        Some(u) => {
+            warnings.push(format!("{} on {} {}", found.addr, iface.name, u.why()));
+            Ok(found)
+        }
+        None => Ok(found),
+    }
+}
+
+/// A listed address the interface does not have: on another interface
+/// (moved), or nowhere; `at` is where it is listed.
+fn absent(iface: &Interface, spec: &AddrSpec, live: &[&Address], addrs: &[Address], at: &str) -> Missing {
+    let i = &iface.name;
+    if let Some(there) = addrs.iter().find(|a| a.addr.addr == spec.addr) {
+        // Moved: its rule would send the other interface's traffic
+        // out of this one, so its entries go.
+        let (o, a) = (&there.ifname, addr_spec(there));
+        return Missing {
+            addr: spec.addr,
+            reason: format!(
+                "is on {o}, not on {i}: traffic from it would leave by {i}, so its entries in \
+                 table {} are removed; move it back (`ip addr del {a} dev {o}; ip addr add {a} dev \
+                 {i}`), or list it for {o} instead of {i} ({at})",
+                iface.table
+            ),
+            keep: false,
+        };
+    }
+    let has: Vec<String> = live.iter().map(|a| a.addr.to_string()).collect();
+    let reason = format!(
+        "{i} does not have it (it has: {}); add it (`ip addr add {}/LEN dev {i}`) or fix {at}",
+        if has.is_empty() { "no address".into() } else { has.join(", ") },
+        spec.addr,
+    );
+    Missing::kept(spec.addr, reason)
 }
 
 fn tentative_reason() -> String {
@@ -189,8 +206,29 @@ fn discover_addresses<'a>(
         }
         out.push((a, AddrOrigin::Discovered(iface.loc)));
     }
-    // Found at the last apply and gone now: not forgotten, not ready; but
-    // one that is on another interface now has moved: not expected back.
+    let vanished = vanished_since(iface, live, host, last, warnings, &mut missing);
+    let none_reason = out.is_empty().then(|| {
+        let has = "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config";
+        if left_out.is_empty() {
+            format!("has no global address; {has}")
+        } else {
+            format!("has no usable global address (left out: {}); {has}", left_out.join(", "))
+        }
+    });
+    Resolved { found: out, missing, vanished, none_reason }
+}
+
+/// The addresses found at the `last` apply and gone now: not forgotten,
+/// not ready (in `missing`); but one that is on another interface now has
+/// moved: not expected back (a warning).
+fn vanished_since(
+    iface: &Interface,
+    live: &[&Address],
+    host: &[Address],
+    last: Option<&Vec<Prefix>>,
+    warnings: &mut Vec<String>,
+    missing: &mut Vec<Missing>,
+) -> Vec<Prefix> {
     let mut vanished = Vec::new();
     for p in last.into_iter().flatten().filter(|p| !live.iter().any(|a| a.addr.addr == p.addr)) {
         if let Some(there) = host.iter().find(|a| a.addr.addr == p.addr) {
@@ -211,15 +249,7 @@ fn discover_addresses<'a>(
             ),
         ));
     }
-    let none_reason = out.is_empty().then(|| {
-        let has = "add one (`ip addr add ADDR/LEN dev IFACE`) or list `addresses` in the config";
-        if left_out.is_empty() {
-            format!("has no global address; {has}")
-        } else {
-            format!("has no usable global address (left out: {}); {has}", left_out.join(", "))
-        }
-    });
-    Resolved { found: out, missing, vanished, none_reason }
+    vanished
 }
 
 /// An address the host has that is not fit to be a rule's source.

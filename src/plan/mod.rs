@@ -25,8 +25,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use crate::config::{Config, ConfigError, Interface};
-use crate::model::{Address, Link, Prefix, Route, Rule, Sysctl};
+use crate::config::{Config, ConfigError, Gateway, Interface};
+use crate::model::{Address, Link, Prefix, Route, Rule, Sysctl, SysctlKey};
 
 pub mod address_policy;
 mod addresses;
@@ -159,13 +159,7 @@ pub fn plan_with(
     let mut rails: Vec<(&Interface, Resolved<'_>)> = Vec::new();
     for iface in &cfg.interfaces {
         let Some(link) = links.iter().find(|l| l.name == iface.name) else {
-            let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
-            whole(
-                &mut d,
-                iface,
-                discovered,
-                format!("does not exist on this host (it has: {})", known.join(", ")),
-            );
+            whole(&mut d, iface, discovered, absent(links));
             continue;
         };
         if !link.admin_up {
@@ -176,31 +170,14 @@ pub fn plan_with(
             whole(&mut d, iface, discovered, reason);
             continue;
         }
-        let resolved = resolve_addresses(iface, addrs, discovered.get(&iface.name), &mut d.warnings)?;
+        let resolved = resolve_addresses(iface, addrs, discovered.get(&iface.name), &mut d.warnings);
         rails.push((iface, resolved));
     }
     settle_shared_addresses(&mut rails)?;
     for (iface, resolved) in &rails {
         plan_interface(&mut d, iface, resolved, addrs, discovered)?;
     }
-    for a in &cfg.arp_only {
-        if !links.iter().any(|l| l.name == a.name) {
-            let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
-            d.not_ready.push(NotReady {
-                interface: a.name.clone(),
-                subject: Subject::Interface,
-                reason: format!("does not exist on this host (it has: {})", known.join(", ")),
-            });
-            d.keep.sysctls_of.insert(a.name.clone());
-            continue;
-        }
-        d.sysctls.extend(a.sysctls.iter().map(|(key, value)| Sysctl {
-            iface: a.name.clone(),
-            key: *key,
-            value: *value,
-        }));
-        d.arp_only.push(a.name.clone());
-    }
+    plan_arp_only(&mut d, cfg, links);
     // In the order of the config, whichever pass found them.
     let order: Vec<&str> = cfg
         .interfaces
@@ -210,6 +187,34 @@ pub fn plan_with(
         .collect();
     d.not_ready.sort_by_key(|n| order.iter().position(|o| *o == n.interface));
     Ok(d)
+}
+
+/// Why a configured interface is not ready when the host has no such link.
+fn absent(links: &[Link]) -> String {
+    let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+    format!("does not exist on this host (it has: {})", known.join(", "))
+}
+
+/// The desired sysctls of interface `name`.
+fn sysctls_of<'a>(name: &'a str, values: &'a BTreeMap<SysctlKey, u32>) -> impl Iterator<Item = Sysctl> + 'a {
+    values.iter().map(move |(key, value)| Sysctl { iface: name.to_string(), key: *key, value: *value })
+}
+
+/// The `[[arp_only]]` interfaces: their sysctls, or not ready when absent.
+fn plan_arp_only(d: &mut Desired, cfg: &Config, links: &[Link]) {
+    for a in &cfg.arp_only {
+        if !links.iter().any(|l| l.name == a.name) {
+            d.not_ready.push(NotReady {
+                interface: a.name.clone(),
+                subject: Subject::Interface,
+                reason: absent(links),
+            });
+            d.keep.sysctls_of.insert(a.name.clone());
+            continue;
+        }
+        d.sysctls.extend(sysctls_of(&a.name, &a.sysctls));
+        d.arp_only.push(a.name.clone());
+    }
 }
 
 /// `iface` is not ready as a whole: everything of it stays as it is.
@@ -230,6 +235,45 @@ fn plan_interface(
     addrs: &[Address],
     discovered: &BTreeMap<String, Vec<Prefix>>,
 ) -> Result<(), ConfigError> {
+    addresses_not_ready(d, iface, resolved);
+    if resolved.found.is_empty() {
+        keep_without_addresses(d, iface, resolved, discovered);
+        return Ok(());
+    }
+    let found: Vec<&Address> = resolved.found.iter().map(|(a, _)| *a).collect();
+    let subnets: Vec<Prefix> = found.iter().map(|a| a.subnet()).collect();
+    let missing: Vec<IpAddr> = resolved.missing.iter().map(|m| m.addr).collect();
+    let waiting = check_gateways(iface, &subnets, &missing, addrs)?;
+    for (gw, reason) in &waiting {
+        d.not_ready.push(NotReady {
+            interface: iface.name.clone(),
+            subject: Subject::Gateway(*gw),
+            reason: reason.clone(),
+        });
+        d.keep.gateways.insert((iface.table, *gw));
+    }
+    let ready_gateways: Vec<&Gateway> =
+        iface.gateways.iter().filter(|g| !waiting.iter().any(|(w, _)| *w == g.addr)).collect();
+    let planned = PlannedInterface {
+        name: iface.name.clone(),
+        table: iface.table,
+        priority: iface.priority,
+        gateways: ready_gateways.iter().map(|g| g.addr).collect(),
+        addresses: found.iter().map(|a| a.addr).collect(),
+        subnets,
+        onlink_gateways: ready_gateways.iter().filter(|g| g.onlink).map(|g| g.addr).collect(),
+    };
+    d.warnings.extend(unrouted_host_addresses(&planned));
+    d.routes.extend(routes_for(&planned, d.protocol));
+    d.rules.extend(rules_for(&planned, d.protocol));
+    d.sysctls.extend(sysctls_of(&iface.name, &iface.sysctls));
+    d.interfaces.push(planned);
+    Ok(())
+}
+
+/// The addresses of `iface` that are not ready, with what stays of them;
+/// and, when it lists none, the addresses to record as found.
+fn addresses_not_ready(d: &mut Desired, iface: &Interface, resolved: &Resolved<'_>) {
     for m in &resolved.missing {
         d.not_ready.push(NotReady {
             interface: iface.name.clone(),
@@ -246,55 +290,28 @@ fn plan_interface(
         all.extend(resolved.vanished.iter().copied());
         d.discovered.insert(iface.name.clone(), all);
     }
-    if resolved.found.is_empty() {
-        if resolved.missing.is_empty() {
-            let reason = resolved.none_reason.clone().unwrap_or_else(|| "has no global address".into());
-            whole(d, iface, discovered, reason);
-        } else if resolved.missing.iter().all(|m| m.keep) {
-            d.keep.tables.insert(iface.table);
-        } else {
-            // Some address it had is on another interface now: its entries
-            // go (they would send that interface's traffic out of this
-            // one), so not the whole table stays: the other addresses'
-            // entries (above), the gateways and the sysctls do.
-            d.keep.gateways.extend(iface.gateways.iter().map(|g| (iface.table, g.addr)));
-            d.keep.sysctls_of.insert(iface.name.clone());
-        }
-        return Ok(());
+}
+
+/// What stays of an interface with no address ready.
+fn keep_without_addresses(
+    d: &mut Desired,
+    iface: &Interface,
+    resolved: &Resolved<'_>,
+    discovered: &BTreeMap<String, Vec<Prefix>>,
+) {
+    if resolved.missing.is_empty() {
+        let reason = resolved.none_reason.clone().unwrap_or_else(|| "has no global address".into());
+        whole(d, iface, discovered, reason);
+    } else if resolved.missing.iter().all(|m| m.keep) {
+        d.keep.tables.insert(iface.table);
+    } else {
+        // Some address it had is on another interface now: its entries
+        // go (they would send that interface's traffic out of this
+        // one), so not the whole table stays: the other addresses'
+        // entries (`addresses_not_ready`), the gateways and the sysctls do.
+        d.keep.gateways.extend(iface.gateways.iter().map(|g| (iface.table, g.addr)));
+        d.keep.sysctls_of.insert(iface.name.clone());
     }
-    let found: Vec<&Address> = resolved.found.iter().map(|(a, _)| *a).collect();
-    let subnets: Vec<Prefix> = found.iter().map(|a| a.subnet()).collect();
-    let missing: Vec<IpAddr> = resolved.missing.iter().map(|m| m.addr).collect();
-    let waiting = check_gateways(iface, &subnets, &missing, addrs)?;
-    for (gw, reason) in &waiting {
-        d.not_ready.push(NotReady {
-            interface: iface.name.clone(),
-            subject: Subject::Gateway(*gw),
-            reason: reason.clone(),
-        });
-        d.keep.gateways.insert((iface.table, *gw));
-    }
-    let ready_gateways: Vec<&crate::config::Gateway> =
-        iface.gateways.iter().filter(|g| !waiting.iter().any(|(w, _)| *w == g.addr)).collect();
-    let planned = PlannedInterface {
-        name: iface.name.clone(),
-        table: iface.table,
-        priority: iface.priority,
-        gateways: ready_gateways.iter().map(|g| g.addr).collect(),
-        addresses: found.iter().map(|a| a.addr).collect(),
-        subnets,
-        onlink_gateways: ready_gateways.iter().filter(|g| g.onlink).map(|g| g.addr).collect(),
-    };
-    d.warnings.extend(unrouted_host_addresses(&planned));
-    d.routes.extend(routes_for(&planned, d.protocol));
-    d.rules.extend(rules_for(&planned, d.protocol));
-    d.sysctls.extend(iface.sysctls.iter().map(|(key, value)| Sysctl {
-        iface: iface.name.clone(),
-        key: *key,
-        value: *value,
-    }));
-    d.interfaces.push(planned);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use super::address_policy::{AddrOrigin, AddrUse, check_unique_addresses};
 use super::addresses::{Missing, Resolved, addr_spec};
-use crate::config::{ConfigError, Interface};
+use crate::config::{ConfigError, Interface, Loc};
 use crate::model::Address;
 
 /// One address a source rule is made for by one interface only. Two
@@ -17,7 +17,7 @@ use crate::model::Address;
 /// own), on every interface that has it when none lists it (left alone:
 /// which one should have it is not for roce-route to guess).
 pub(super) fn settle_shared_addresses(rails: &mut [(&Interface, Resolved<'_>)]) -> Result<(), ConfigError> {
-    let mut claims: BTreeMap<IpAddr, Vec<(usize, &Address, AddrOrigin)>> = BTreeMap::new();
+    let mut claims: BTreeMap<IpAddr, Vec<Claim<'_>>> = BTreeMap::new();
     for (k, (_, r)) in rails.iter().enumerate() {
         for (a, origin) in &r.found {
             claims.entry(a.addr.addr).or_default().push((k, *a, *origin));
@@ -42,47 +42,8 @@ pub(super) fn settle_shared_addresses(rails: &mut [(&Interface, Resolved<'_>)]) 
             AddrOrigin::Listed(at) => Some((*k, *at)),
             AddrOrigin::Discovered(_) => None,
         });
-        let name = |k: usize| rails[k].0.name.as_str();
         for (k, a, _) in claimants {
-            let here = name(*k);
-            let reason = match owner {
-                Some((owner, _)) if owner == *k => continue,
-                Some((owner, at)) => format!(
-                    "{here} has it too, but {} lists it ({}:{at}) and has it; {here} lists no \
-                     `addresses`, so it takes every global address it has, and an address can have \
-                     one source rule only: remove it from {here} (`ip addr del {} dev {here}`), or list \
-                     `addresses` for {here} without it",
-                    name(owner),
-                    rails[owner].0.file,
-                    addr_spec(a)
-                ),
-                _ if claimants.iter().all(|(j, _, _)| j == k) => {
-                    let all: Vec<String> = claimants.iter().map(|(_, b, _)| b.addr.to_string()).collect();
-                    let other = claimants.iter().map(|(_, b, _)| *b).find(|b| b != a).unwrap_or(a);
-                    format!(
-                        "{here} has it {} times ({}), and an address can have one source rule only: \
-                         remove all but one (`ip addr del {} dev {here}`), or list it in `addresses` \
-                         with the length to use",
-                        claimants.len(),
-                        all.join(", "),
-                        addr_spec(other)
-                    )
-                }
-                _ => {
-                    let others: Vec<(&str, &Address)> =
-                        claimants.iter().filter(|(j, _, _)| j != k).map(|(j, b, _)| (name(*j), *b)).collect();
-                    let names: Vec<&str> = others.iter().map(|(n, _)| *n).collect();
-                    let (other, b) = others[0];
-                    format!(
-                        "is on {} too, and none of them lists it in `addresses` (each takes every \
-                         global address it has), and an address can have one source rule only: its \
-                         entries are left as they are; remove it from all but one (`ip addr del {} \
-                         dev {other}`), or list `addresses` for the ones that must not have it",
-                        names.join(", "),
-                        addr_spec(b)
-                    )
-                }
-            };
+            let Some(reason) = not_owned_reason(rails, claimants, owner, *k, a) else { continue };
             if !unready.iter().any(|(j, m)| j == k && m.addr == *ip) {
                 unready.push((*k, Missing { addr: *ip, reason, keep: owner.is_none() }));
             }
@@ -94,4 +55,60 @@ pub(super) fn settle_shared_addresses(rails: &mut [(&Interface, Resolved<'_>)]) 
         r.missing.push(m);
     }
     Ok(())
+}
+
+/// Which rail (by position in `rails`) has an address, found how.
+type Claim<'a> = (usize, &'a Address, AddrOrigin);
+
+/// Why the address `a` of rail `k`, which every one of `claimants` has,
+/// is not ready on `k`; `owner` is the rail that lists it (and where).
+/// None: `k` is the owner.
+fn not_owned_reason(
+    rails: &[(&Interface, Resolved<'_>)],
+    claimants: &[Claim<'_>],
+    owner: Option<(usize, Loc)>,
+    k: usize,
+    a: &Address,
+) -> Option<String> {
+    let name = |k: usize| rails[k].0.name.as_str();
+    let here = name(k);
+    let reason = match owner {
+        Some((owner, _)) if owner == k => return None,
+        Some((owner, at)) => format!(
+            "{here} has it too, but {} lists it ({}:{at}) and has it; {here} lists no \
+             `addresses`, so it takes every global address it has, and an address can have \
+             one source rule only: remove it from {here} (`ip addr del {} dev {here}`), or list \
+             `addresses` for {here} without it",
+            name(owner),
+            rails[owner].0.file,
+            addr_spec(a)
+        ),
+        _ if claimants.iter().all(|(j, _, _)| *j == k) => {
+            let all: Vec<String> = claimants.iter().map(|(_, b, _)| b.addr.to_string()).collect();
+            let other = claimants.iter().map(|(_, b, _)| *b).find(|b| *b != a).unwrap_or(a);
+            format!(
+                "{here} has it {} times ({}), and an address can have one source rule only: \
+                 remove all but one (`ip addr del {} dev {here}`), or list it in `addresses` \
+                 with the length to use",
+                claimants.len(),
+                all.join(", "),
+                addr_spec(other)
+            )
+        }
+        _ => {
+            let others: Vec<(&str, &Address)> =
+                claimants.iter().filter(|(j, _, _)| *j != k).map(|(j, b, _)| (name(*j), *b)).collect();
+            let names: Vec<&str> = others.iter().map(|(n, _)| *n).collect();
+            let (other, b) = others[0];
+            format!(
+                "is on {} too, and none of them lists it in `addresses` (each takes every \
+                 global address it has), and an address can have one source rule only: its \
+                 entries are left as they are; remove it from all but one (`ip addr del {} \
+                 dev {other}`), or list `addresses` for the ones that must not have it",
+                names.join(", "),
+                addr_spec(b)
+            )
+        }
+    };
+    Some(reason)
 }
