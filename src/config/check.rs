@@ -8,12 +8,12 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::error::{key_path_at, toml_hint};
+use super::error::{key_path_at, loc_of, toml_hint};
 use super::raw::{GatewayList, Int, RawArpOnly, RawConfig, RawDefaults, RawInterface, RawSysctls, Str};
 use super::{
     ARP_ONLY_KEYS, AddrSpec, ArpOnly, Config, ConfigError, DEFAULT_ANNOUNCE, DEFAULT_PRIORITY,
     DEFAULT_PROTOCOL, DEFAULT_SYSCTLS, DEFAULT_TABLE_BASE, Defaults, Gateway, Interface, Loc, MAX_ANNOUNCE,
-    check_protocol, loc_of,
+    check_protocol,
 };
 use crate::model::{self, Family, SysctlKey};
 use crate::plan::address_policy::{

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::check::FileChecker;
+use super::error::loc_of;
 use super::raw::RawConfig;
-use super::{Config, ConfigError, Defaults, Interface, Loc, loc_of};
+use super::{Config, ConfigError, Defaults, Interface, Loc};
 use crate::reconcile::tables::assign_tables;
 
 /// Parse and validate `text`; `file` is the path shown in messages.

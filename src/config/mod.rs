@@ -28,7 +28,7 @@ mod protocol;
 mod raw;
 mod types;
 
-pub use error::{ConfigError, Loc, loc_of};
+pub use error::{ConfigError, Loc};
 pub use merge::{parse, parse_many};
 pub use protocol::{check_protocol, protocol_owner};
 pub use types::*;

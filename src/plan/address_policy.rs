@@ -121,3 +121,44 @@ pub(crate) fn off_link_hint(gw: IpAddr) -> String {
          gateway = {{ address = \"{gw}\", onlink = true }}"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_nic_address_is_a_unicast_host_address() {
+        assert_eq!(unusable_address(ip("198.51.100.10"), Some(24)), None);
+        assert_eq!(unusable_address(ip("198.51.100.10"), None), None, "the length is the host's");
+        assert_eq!(unusable_address(ip("198.51.100.0"), Some(31)), None, "a /31 has no network address");
+        assert_eq!(
+            unusable_address(ip("198.51.100.0"), Some(24)).as_deref(),
+            Some("the network address of 198.51.100.0/24, not a host address")
+        );
+        assert_eq!(v4_subnet_role(ip("198.51.100.255"), 24), Some("broadcast"));
+        assert_eq!(v4_subnet_role(ip("2001:db8::"), 64), None, "IPv6 has no broadcast address");
+        assert!(unusable_address(ip("10.1.2.3"), Some(0)).unwrap().contains("/0"));
+        assert_eq!(special_address(ip("ff02::1")), Some("a multicast address"));
+        assert_eq!(special_address(ip("255.255.255.255")), Some("the limited broadcast address"));
+    }
+
+    #[test]
+    fn an_address_listed_twice_is_an_error_at_the_second_found_ones_are_not() {
+        let at = |line| Loc { line, col: 14 };
+        let a = ip("198.51.100.10");
+        let listed =
+            |iface, file, line| AddrUse { iface, file, addr: a, origin: AddrOrigin::Listed(at(line)) };
+        let found =
+            AddrUse { iface: "rail2", file: "a.toml", addr: a, origin: AddrOrigin::Discovered(at(9)) };
+        assert_eq!(check_unique_addresses(&[listed("rail0", "a.toml", 3), found]), Ok(()));
+        let e = check_unique_addresses(&[listed("rail0", "a.toml", 3), found, listed("rail1", "b.toml", 5)])
+            .unwrap_err();
+        assert_eq!((e.file.as_str(), e.loc), ("b.toml", Some(at(5))));
+        assert!(e.what.ends_with("already listed for interface \"rail0\" at a.toml:3:14"), "{e}");
+        assert_eq!(first_duplicate([(1, 'a'), (2, 'b'), (1, 'c')]), Some(('a', 'c')));
+    }
+}

@@ -42,8 +42,6 @@ use gateways::check_gateways;
 pub use not_ready::{NotReady, Subject};
 use shared::settle_shared_addresses;
 
-pub use crate::model::IPV6_DEFAULT_METRIC;
-
 /// What the host should look like, as far as roce-route is concerned.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Desired {

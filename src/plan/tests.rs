@@ -2,7 +2,7 @@ use super::*;
 use crate::config;
 use std::net::IpAddr;
 
-use crate::model::{Family, SysctlKey, fr_act, scope};
+use crate::model::{Family, IPV6_DEFAULT_METRIC, SysctlKey, fr_act, scope};
 
 fn link(index: u32, name: &str) -> Link {
     Link {

@@ -98,7 +98,7 @@ pub async fn routes_of_tables(
 }
 
 /// `conf/all/<key>` for every managed key that can be read.
-pub fn all_sysctls() -> BTreeMap<SysctlKey, u32> {
+fn all_sysctls() -> BTreeMap<SysctlKey, u32> {
     SysctlKey::ALL.into_iter().filter_map(|key| Some((key, sysctl::read("all", key).ok()?))).collect()
 }
 
@@ -183,7 +183,7 @@ pub async fn settle_dad(
 }
 
 /// Whether the plan would take `a` as a rail's address. Pure.
-pub fn plan_uses(cfg: &Config, a: &crate::model::Address) -> bool {
+fn plan_uses(cfg: &Config, a: &crate::model::Address) -> bool {
     if a.scope != crate::model::scope::UNIVERSE {
         return false;
     }
