@@ -38,6 +38,12 @@ journal is written with write-then-rename and no fsync, so the two should
 not differ beyond noise. Both private state directories are deleted on
 exit.
 
+After the timed rounds, a and b run again as many times with
+ROCE_ROUTE_PROFILE=1, which makes roce-route print the wall time of its
+phases (netlink dumps, sysfs and /proc/sys reads, state files, the
+changes, the verification) as one JSON line on stderr; the report gives
+the median of each (these runs are not in the timed medians above).
+
 Python standard library only.
 """
 
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import ipaddress
 import os
 import platform
@@ -81,10 +88,11 @@ def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
     return p
 
 
-def timed(*cmd: str) -> tuple[int, subprocess.CompletedProcess]:
+def timed(*cmd: str, env: dict[str, str] | None = None) -> tuple[int, subprocess.CompletedProcess]:
     """Wall-clock nanoseconds of one whole process, and its result."""
+    full_env = {**os.environ, **env} if env else None
     t0 = time.perf_counter_ns()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
     t1 = time.perf_counter_ns()
     if p.returncode != 0:
         raise BenchError(
@@ -250,8 +258,20 @@ class Bench:
         # What a from-scratch apply does, as iproute2 input (see main).
         self.script: Script | None = None
 
-    def apply(self, tb: Testbed) -> tuple[int, subprocess.CompletedProcess]:
-        return timed(*self.roce_route, "--netns", tb.host, "apply", "--no-announce", self.config)
+    def apply(self, tb: Testbed, env: dict[str, str] | None = None) -> tuple[int, subprocess.CompletedProcess]:
+        return timed(*self.roce_route, "--netns", tb.host, "apply", "--no-announce", self.config, env=env)
+
+    def profiled(self, tb: Testbed, from_scratch: bool) -> tuple[int, dict]:
+        """One apply with ROCE_ROUTE_PROFILE=1: its wall time and its phases."""
+        if from_scratch:
+            tb.reset()
+        else:
+            self.ensure_applied(tb)
+        ns, p = self.apply(tb, env={"ROCE_ROUTE_PROFILE": "1"})
+        lines = [l for l in p.stderr.splitlines() if l.startswith(PROFILE_PREFIX)]
+        if not lines:
+            raise BenchError(f"no profile line on stderr (is {self.binary} older than the profile?):\n{p.stderr}")
+        return ns, json.loads(lines[-1][len(PROFILE_PREFIX):])
 
     def ensure_applied(self, tb: Testbed) -> None:
         sh(*self.roce_route, "--netns", tb.host, "apply", "--no-announce", self.config)
@@ -394,6 +414,42 @@ def measure(bench: Bench, disk: Bench, rounds: int) -> dict[str, list[int]]:
     return samples
 
 
+PROFILE_PREFIX = "roce-route profile: "
+
+
+def profile(bench: Bench, rounds: int) -> dict[str, list[dict]]:
+    """Runs a and b again, profiled (ROCE_ROUTE_PROFILE=1), interleaved."""
+    out: dict[str, list[dict]] = {"a": [], "b": []}
+    for _ in range(rounds):
+        for case, scratch in (("a", True), ("b", False)):
+            ns, prof = bench.profiled(bench.plain, scratch)
+            prof["wall_us"] = ns / 1000
+            out[case].append(prof)
+    return out
+
+
+def report_profile(profiles: dict[str, list[dict]], version_ns: float) -> None:
+    """Where the time goes: median per phase of the profiled runs."""
+    print("\n## Where the time goes (median of the profiled runs, µs)\n")
+    phases = sorted({ph for runs in profiles.values() for r in runs for ph in r["phases"]})
+    med = lambda xs: statistics.median(xs) if xs else 0.0  # noqa: E731
+    cols = list(profiles)
+    print("| part | " + " | ".join(f"{c} µs | {c} share" for c in cols) + " |")
+    print("|---|" + "---:|---:|" * len(cols))
+    rows: list[tuple[str, dict[str, float]]] = []
+    walls = {c: med([r["wall_us"] for r in profiles[c]]) for c in cols}
+    totals = {c: med([r["total_us"] for r in profiles[c]]) for c in cols}
+    rows.append(("process start-up (`--version`, whole)", {c: version_ns / 1000 for c in cols}))
+    rows.append(("start-up and exit outside main", {c: walls[c] - totals[c] for c in cols}))
+    for ph in phases:
+        rows.append((ph, {c: med([r["phases"].get(ph, {}).get("us", 0) for r in profiles[c]]) for c in cols}))
+    rows.append(("rest of main (parse, plan, diff, output)", {
+        c: totals[c] - sum(v[c] for name, v in rows[2:]) for c in cols}))
+    rows.append(("whole process", walls))
+    for name, v in rows:
+        print(f"| {name} | " + " | ".join(f"{v[c]:.0f} | {100 * v[c] / walls[c]:.0f}%" for c in cols) + " |")
+
+
 def ms(ns: float) -> str:
     return f"{ns / 1e6:.2f}"
 
@@ -452,6 +508,8 @@ def main() -> int:
                     help="a tmpfs directory for one state directory (default /dev/shm, like /run)")
     ap.add_argument("--disk", type=Path, default=Path("/var/tmp"), metavar="DIR",
                     help="a directory on disk for the other state directory (default /var/tmp)")
+    ap.add_argument("--no-profile", dest="profile", action="store_false",
+                    help="skip the profiled runs (ROCE_ROUTE_PROFILE=1) that show where the time goes")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
@@ -479,7 +537,10 @@ def main() -> int:
                 script = bench.script = disk.script = Script(bench.dry_run(plain), work)
                 check_equivalent(bench)
                 samples = measure(bench, disk, args.rounds)
+                profiles = profile(bench, args.rounds) if args.profile else None
         report(samples, args.rounds, binary, script, args.tmpfs, args.disk, disk)
+        if profiles:
+            report_profile(profiles, statistics.median(samples["v"]))
     except BenchError as e:
         print(f"bench.py: FAILED: {e}", file=sys.stderr)
         return 1

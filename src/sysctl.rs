@@ -7,7 +7,7 @@
 //! to a file other than the four documented sysctls.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use crate::model::SysctlKey;
@@ -82,9 +82,20 @@ pub fn dotted_name(iface: &str, key: SysctlKey) -> String {
     format!("net.ipv4.conf.{}.{}", iface.replace('.', "/"), key.name())
 }
 
+/// Reads one value with a single read(2) into a small buffer: a sysctl
+/// file hands over its whole text in one read, so the size query and the
+/// read that confirms the end (what `read_to_string` adds) are left out;
+/// an apply reads some fifty of these.
 pub fn read(iface: &str, key: SysctlKey) -> io::Result<u32> {
     let p = path(iface, key)?;
-    let text = fs::read_to_string(&p).map_err(|e| with_path(e, &p))?;
+    let mut buf = [0u8; 32];
+    let n = fs::File::open(&p).and_then(|mut f| f.read(&mut buf)).map_err(|e| with_path(e, &p))?;
+    parse_value(&buf[..n], &p)
+}
+
+/// The number a sysctl file holds (`"1\n"`).
+fn parse_value(bytes: &[u8], p: &std::path::Path) -> io::Result<u32> {
+    let text = String::from_utf8_lossy(bytes);
     text.trim().parse().map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -116,6 +127,24 @@ mod tests {
             path("ib0.100", SysctlKey::ArpIgnore).unwrap(),
             PathBuf::from("/proc/sys/net/ipv4/conf/ib0.100/arp_ignore")
         );
+    }
+
+    #[test]
+    fn a_value_is_the_number_the_file_holds() {
+        let p = std::path::Path::new("/proc/sys/net/ipv4/conf/all/arp_ignore");
+        assert_eq!(parse_value(b"2\n", p).unwrap(), 2);
+        assert_eq!(parse_value(b"0", p).unwrap(), 0);
+        let e = parse_value(b"", p).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().starts_with("/proc/sys/net/ipv4/conf/all/arp_ignore: not a number"), "{e}");
+        assert!(parse_value(b"1 2\n", p).is_err(), "one number only");
+    }
+
+    #[test]
+    fn reading_names_the_file_that_is_missing() {
+        let e = read("rr-no-such-if0", SysctlKey::ArpIgnore).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("/proc/sys/net/ipv4/conf/rr-no-such-if0/arp_ignore"), "{e}");
     }
 
     #[test]

@@ -65,7 +65,128 @@ fn the_manual_page_renders_without_warnings() {
     let man = man.expect("man (man-db) is installed");
     assert!(man.status.success(), "man -l: {}", String::from_utf8_lossy(&man.stderr));
     let text = String::from_utf8_lossy(&man.stdout);
-    for section in ["EXIT STATUS", "CONFIGURATION", "FILES", "ENVIRONMENT"] {
+    for section in ["COMMANDS", "EXIT STATUS", "FILES", "ENVIRONMENT", "SEE ALSO"] {
         assert!(text.contains(section), "{section} not rendered");
+    }
+}
+
+/// `man -l` of a page, as text (no formatting), and groff's warnings.
+fn render(page: &str, name: &str) -> (String, String) {
+    let path = std::env::temp_dir().join(format!("roce-route-{}-{name}", std::process::id()));
+    std::fs::write(&path, page).unwrap();
+    let groff = Command::new("groff").args(["-ww", "-mandoc", "-Tutf8"]).arg(&path).output().unwrap();
+    let man = Command::new("man").arg("-l").arg(&path).env("MANPAGER", "cat").env("MANWIDTH", "200").output();
+    let _ = std::fs::remove_file(&path);
+    let man = man.expect("man (man-db) is installed");
+    assert!(man.status.success(), "man -l {name}: {}", String::from_utf8_lossy(&man.stderr));
+    (String::from_utf8_lossy(&man.stdout).into_owned(), String::from_utf8_lossy(&groff.stderr).into_owned())
+}
+
+/// The subcommands `--help` lists, and the long options of each one's help.
+fn help_options() -> Vec<(String, Vec<String>)> {
+    let top = rr(&["--help"]);
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{top}");
+    commands
+        .into_iter()
+        .map(|c| {
+            let help = rr(&[&c, "--help"]);
+            let longs = help
+                .split(|ch: char| ch.is_whitespace() || ch == ',')
+                .filter(|w| {
+                    w.starts_with("--")
+                        && w.len() > 2
+                        && w[2..].chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
+                })
+                .filter(|w| *w != "--help")
+                .map(str::to_string)
+                .collect();
+            (c, longs)
+        })
+        .collect()
+}
+
+#[test]
+fn every_option_of_every_command_is_in_its_section_of_the_manual_page() {
+    let (text, warnings) = render(&rr(&["man"]), "roce-route.8");
+    assert!(warnings.is_empty(), "groff -ww warns:\n{warnings}");
+    let commands = help_options();
+    let start = text.find("COMMANDS").expect("a COMMANDS section");
+    let end = text[start..].find("\nEXAMPLES").map(|e| start + e).expect("EXAMPLES after COMMANDS");
+    // A command's section runs from its heading (indented 3) to the next.
+    let is_heading = |l: &str| l.starts_with("   ") && !l.starts_with("    ");
+    let section_of = |c: &str| {
+        let lines: Vec<&str> = text[start..end].lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| *l == format!("   {c}"))
+            .unwrap_or_else(|| panic!("no section for {c}"));
+        let to = lines[at + 1..].iter().position(|l| is_heading(l)).map_or(lines.len(), |n| at + 1 + n);
+        lines[at..to].join("\n")
+    };
+    let global: Vec<&str> =
+        ["--netns", "--state-dir", "--lock-timeout", "--json", "--verbose", "--quiet"].into();
+    let globals_section = &text[..start];
+    for (c, longs) in &commands {
+        let section = &section_of(c);
+        assert!(section.contains(&format!("roce-route {c}")), "{c}: no synopsis:\n{section}");
+        assert!(section.contains("Exit status: 0"), "{c}: no exit status:\n{section}");
+        for long in longs {
+            if global.contains(&long.as_str()) {
+                assert!(globals_section.contains(long.as_str()), "global {long} missing");
+            } else {
+                assert!(
+                    section.contains(long.as_str()),
+                    "{c} {long} is in --help but not in the page:\n{section}"
+                );
+            }
+        }
+    }
+    // SEE ALSO names only pages that exist: this one's sibling, or ones on the system.
+    let see_also: String = text[text.find("SEE ALSO").unwrap()..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with(' ') || l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for page in
+        see_also.split([',', ' ', '\n']).map(|p| p.trim().trim_end_matches('.')).filter(|p| p.contains('('))
+    {
+        let name = page.split('(').next().unwrap().trim();
+        if name == "roce-route.toml" {
+            continue;
+        }
+        let found = Command::new("man").args(["-w", name]).output().unwrap();
+        assert!(found.status.success(), "SEE ALSO names {page}, which is not installed");
+    }
+}
+
+#[test]
+fn the_configuration_page_renders_and_documents_every_key() {
+    let (text, warnings) = render(&roce_route::man::page_5(env!("CARGO_PKG_VERSION")), "roce-route.toml.5");
+    assert!(warnings.is_empty(), "groff -ww warns:\n{warnings}");
+    // serde names the keys a table takes when it meets an unknown one.
+    for (table, doc) in [
+        ("[defaults]\n", "[defaults]"),
+        ("[[interface]]\nname = \"a\"\n", "[[interface]]"),
+        ("[[arp_only]]\nname = \"a\"\n", "[[arp_only]]"),
+    ] {
+        let e =
+            roce_route::config::parse("x.toml", &format!("{table}zz_unknown = 1\n")).unwrap_err().to_string();
+        let listed = e.split("expected one of").nth(1).unwrap_or_else(|| panic!("{e}"));
+        let keys: Vec<&str> = listed.split('`').skip(1).step_by(2).collect();
+        assert!(keys.len() >= 3, "{table}: keys not found in {e:?}");
+        let section = &text[text.find(&format!("\n{doc}")).unwrap_or_else(|| panic!("no {doc} section"))..];
+        for key in keys {
+            let words = section.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            assert!(words.clone().any(|w| w == key), "{doc} {key} is not documented");
+        }
     }
 }

@@ -38,7 +38,7 @@
 //! side map (`Codec`) from those bytes back to the entry (the same content
 //! always gets the same bytes, as in a real dump; bytes the model never
 //! produced fail with EINVAL, as a corrupt saved message does). Whether
-//! netlink.rs encodes and decodes real messages faithfully is for the
+//! src/netlink/ encodes and decodes real messages faithfully is for the
 //! real-kernel tests. Attributes the crate's types leave out (a route's
 //! `mtu`, a rule's `ipproto`) are one `Hidden` value, carried only by the
 //! raw bytes. Also left out: routes the kernel removes by itself (link
@@ -227,7 +227,7 @@ impl Kernel {
         Kernel { errors: Vec::new(), stale_olds: Vec::new(), ..self.clone() }
     }
 
-    /// One operation, as netlink.rs sends it (or sysctl.rs writes it).
+    /// One operation, as src/netlink/ sends it (or sysctl.rs writes it).
     fn apply(&mut self, op: &Op) -> Result<(), Errno> {
         match op {
             Op::AddRoute { route } => self.add_route(RouteEntry::plain(route)),
@@ -241,7 +241,7 @@ impl Kernel {
                 let request = match raw {
                     Some(raw) => self.codec.route(&raw.0)?,
                     None => {
-                        // netlink.rs looks the interface up to build the message.
+                        // src/netlink/ looks the interface up to build the message.
                         self.check_oif(route)?;
                         RouteEntry::plain(route)
                     }

@@ -378,7 +378,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Records tests/fixtures/netlink/{routes,rules}.hex, which the decode unit
-/// tests of src/netlink.rs read: `cargo test --test netlink_kernel
+/// tests of src/netlink/{route,rule}.rs read: `cargo test --test netlink_kernel
 /// record_decode_fixtures -- --ignored`. Each fixture line is `NAME HEX`
 /// (one message payload); `link INDEX NAME` lines give the interface
 /// names. Run it again only to re-record on another kernel, and check the

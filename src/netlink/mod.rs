@@ -1,0 +1,263 @@
+//! rtnetlink I/O: the only module that speaks netlink.
+//!
+//! It turns kernel messages into the plain types of `model` (dumps) and
+//! plain operations back into kernel messages (changes). Every field is set
+//! deliberately: rtnetlink's builders default to protocol static, scope
+//! universe, table main and rule action unspec, which silently change what
+//! is added or filter dumps to nothing on a strict socket (see
+//! shared/netlink-notes.md), so this module builds its messages by hand.
+//!
+//! Here: the connection (`Netlink`), its link cache, and the requests that
+//! are not dumps (changes and route lookups). `dump` reads, `route`,
+//! `rule`, `address` and `link` translate between model and messages,
+//! `extack` reads the kernel's errors.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use futures::StreamExt;
+use nix::errno::Errno;
+use rtnetlink::Handle;
+use rtnetlink::packet_core::{
+    Emitable, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
+    NetlinkPayload,
+};
+use rtnetlink::packet_route::link::LinkMessage;
+use rtnetlink::packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
+use rtnetlink::sys::AsyncSocket;
+
+use crate::model::{Family, Link, Op, Route};
+
+mod address;
+mod dump;
+mod extack;
+#[cfg(test)]
+mod fixture;
+mod link;
+mod route;
+mod rule;
+
+pub use extack::NlError;
+use link::{broadcast_of, link_from};
+use route::{parse_route, route_from, route_msg};
+use rule::rule_msg;
+
+/// A connection to the kernel's routing subsystem in the current network
+/// namespace, with a cache of the links (name <-> index).
+pub struct Netlink {
+    handle: Handle,
+    links: Vec<Link>,
+    by_index: HashMap<u32, String>,
+    by_name: HashMap<String, u32>,
+    /// Each link's IFLA_BROADCAST (by index), which announcements on
+    /// IPoIB are sent to: kept beside `Link` rather than in it, so that
+    /// nothing that builds a `Link` changes.
+    broadcasts: HashMap<u32, Vec<u8>>,
+}
+
+impl Netlink {
+    /// Opens a socket with extended acks (kernel error strings), capped acks
+    /// and strict dump checking (kernel-side filtering of route dumps), and
+    /// reads the link table. Must run inside a tokio runtime.
+    pub async fn connect() -> Result<Netlink, NlError> {
+        let (mut conn, handle, _) =
+            rtnetlink::new_connection().map_err(|e| NlError::io(e, "cannot open a netlink socket"))?;
+        // netlink-proto swallows NLMSG_DONE unless told otherwise, and a
+        // dump's error travels in NLMSG_DONE: without this, a failed dump
+        // reads as an empty one. (Header flags, NLM_F_DUMP_INTR included,
+        // always reach the request stream: it yields whole messages.)
+        conn.set_forward_done(true);
+        {
+            let sock = conn.socket_mut().socket_mut();
+            sock.set_ext_ack(true).map_err(|e| NlError::io(e, "NETLINK_EXT_ACK"))?;
+            sock.set_cap_ack(true).map_err(|e| NlError::io(e, "NETLINK_CAP_ACK"))?;
+            sock.set_netlink_get_strict_chk(true).map_err(|e| NlError::io(e, "NETLINK_GET_STRICT_CHK"))?;
+        }
+        tokio::spawn(conn);
+        let mut nl = Netlink {
+            handle,
+            links: Vec::new(),
+            by_index: HashMap::new(),
+            by_name: HashMap::new(),
+            broadcasts: HashMap::new(),
+        };
+        nl.refresh_links().await?;
+        Ok(nl)
+    }
+
+    /// Re-reads the link table.
+    pub async fn refresh_links(&mut self) -> Result<(), NlError> {
+        let req = RouteNetlinkMessage::GetLink(LinkMessage::default());
+        let msgs: Vec<LinkMessage> = self
+            .dump(req)
+            .await?
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => Some(l),
+                _ => None,
+            })
+            .collect();
+        let links: Vec<Link> = msgs.iter().map(link_from).collect();
+        self.broadcasts =
+            msgs.iter().filter_map(|l| broadcast_of(l).map(|b| (l.header.index, b.to_vec()))).collect();
+        self.by_index = links.iter().map(|l| (l.index, l.name.clone())).collect();
+        self.by_name = links.iter().map(|l| (l.name.clone(), l.index)).collect();
+        self.links = links;
+        Ok(())
+    }
+
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// The link-layer broadcast address of link `index` (IFLA_BROADCAST:
+    /// ff:ff:ff:ff:ff:ff on Ethernet; on IPoIB 20 bytes that carry the
+    /// partition key), as of the last read of the link table.
+    pub fn broadcast(&self, index: u32) -> Option<&[u8]> {
+        self.broadcasts.get(&index).map(Vec::as_slice)
+    }
+
+    fn ifname(&self, index: u32) -> String {
+        self.by_index.get(&index).cloned().unwrap_or_else(|| format!("if{index}"))
+    }
+
+    fn ifindex(&self, name: &str) -> Result<u32, NlError> {
+        self.by_name.get(name).copied().ok_or_else(|| {
+            NlError::local(
+                Errno::ENODEV,
+                format!("interface {name:?} does not exist in this network namespace"),
+            )
+        })
+    }
+
+    /// Asks the kernel which way a packet from `src` to `dst` goes, the way
+    /// `ip route get DST from SRC` does: the route it picks, including the
+    /// table that matched (RTM_F_LOOKUP_TABLE). The header is otherwise
+    /// zero, as a strict socket requires.
+    pub async fn route_get(&self, src: IpAddr, dst: IpAddr) -> Result<Route, NlError> {
+        let family = Family::of(&dst);
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = af(family);
+        msg.header.destination_prefix_length = family.max_len();
+        msg.header.source_prefix_length = family.max_len();
+        msg.header.table = RouteHeader::RT_TABLE_UNSPEC;
+        msg.header.protocol = RouteProtocol::Unspec;
+        msg.header.scope = RouteScope::Universe;
+        msg.header.kind = RouteType::Unspec;
+        // IPv4 reports the matching table only when asked; IPv6 always
+        // reports it and refuses any flag but RTM_F_FIB_MATCH.
+        msg.header.flags = match family {
+            Family::V4 => RouteFlags::LookupTable,
+            Family::V6 => RouteFlags::empty(),
+        };
+        msg.attributes.push(RouteAttribute::Destination(RouteAddress::from(dst)));
+        msg.attributes.push(RouteAttribute::Source(RouteAddress::from(src)));
+        let answer = self.request(RouteNetlinkMessage::GetRoute(msg), 0).await?;
+        answer
+            .iter()
+            .find_map(|m| match m {
+                RouteNetlinkMessage::NewRoute(r) => route_from(r, |i| self.ifname(i)),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                NlError::local(Errno::ENODATA, "the kernel answered the route lookup with no route")
+            })
+    }
+
+    /// Runs one route or rule operation. Sysctl operations are not netlink
+    /// and are refused here.
+    pub async fn execute(&self, op: &Op) -> Result<(), NlError> {
+        let create = NLM_F_CREATE | NLM_F_EXCL;
+        let replace = NLM_F_CREATE | NLM_F_REPLACE;
+        let (msg, flags) = match op {
+            Op::AddRoute { route } => {
+                (RouteNetlinkMessage::NewRoute(route_msg(route, |n| self.ifindex(n))?), create)
+            }
+            Op::ReplaceRoute { new, .. } => {
+                (RouteNetlinkMessage::NewRoute(route_msg(new, |n| self.ifindex(n))?), replace)
+            }
+            Op::RestoreRoute { old, .. } => (RouteNetlinkMessage::NewRoute(parse_route(&old.raw)?), replace),
+            Op::DelRoute { route, raw } => {
+                let msg = match raw {
+                    Some(raw) => parse_route(&raw.0)?,
+                    None => route_msg(route, |n| self.ifindex(n))?,
+                };
+                (RouteNetlinkMessage::DelRoute(msg), 0)
+            }
+            Op::AddRule { rule, raw } => (RouteNetlinkMessage::NewRule(rule_msg(rule, raw)?), create),
+            Op::DelRule { rule, raw } => (RouteNetlinkMessage::DelRule(rule_msg(rule, raw)?), 0),
+            Op::SetSysctl { .. } => {
+                return Err(NlError::local(
+                    Errno::EINVAL,
+                    "internal error: a sysctl operation reached netlink",
+                ));
+            }
+        };
+        self.request(msg, flags).await.map(|_| ())
+    }
+
+    /// Sends one request that is not a dump and collects the answer. Errors
+    /// carry the kernel's extended-ack text when there is one.
+    async fn request(
+        &self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+        let mut out = Vec::new();
+        for reply in self.exchange(msg, NLM_F_ACK | flags).await? {
+            match reply.payload {
+                NetlinkPayload::InnerMessage(m) => out.push(m),
+                NetlinkPayload::Error(e) => {
+                    if let Some(e) = NlError::of_nlmsg_error(&e) {
+                        return Err(e);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sends one message and returns every reply to it, headers included,
+    /// up to the one that ends the exchange (ack, error or NLMSG_DONE).
+    async fn exchange(
+        &self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<NetlinkMessage<RouteNetlinkMessage>>, NlError> {
+        let mut req = NetlinkMessage::from(msg);
+        req.header.flags = NLM_F_REQUEST | flags;
+        let mut handle = self.handle.clone();
+        let stream = handle
+            .request(req)
+            .map_err(|e| NlError::local(Errno::EIO, format!("netlink request failed: {e}")))?;
+        Ok(stream.collect().await)
+    }
+}
+
+/// The netlink address family of `f`.
+fn af(f: Family) -> AddressFamily {
+    match f {
+        Family::V4 => AddressFamily::Inet,
+        Family::V6 => AddressFamily::Inet6,
+    }
+}
+
+/// The family of a message, when it is IPv4 or IPv6.
+fn family_of(a: AddressFamily) -> Option<Family> {
+    match a {
+        AddressFamily::Inet => Some(Family::V4),
+        AddressFamily::Inet6 => Some(Family::V6),
+        _ => None,
+    }
+}
+
+/// A message's bytes, as the kernel would send them.
+fn emit<T: Emitable>(m: &T) -> Vec<u8> {
+    let mut buf = vec![0u8; m.buffer_len()];
+    m.emit(&mut buf);
+    buf
+}

@@ -1,0 +1,152 @@
+//! The metrics as Prometheus' own linter reads them: `promtool check
+//! metrics` (Debian package `prometheus`) must accept every rendered
+//! snapshot without a single problem (names, types, units, HELP, syntax).
+//! The text goes through `write_textfile`, as watch writes it, and promtool
+//! reads the file that node_exporter would.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, UNIX_EPOCH};
+
+use roce_route::metrics::{self, HealTrigger, NotReadyPart, RdmaPort, Snapshot};
+use roce_route::plan::NotReady;
+
+/// promtool's verdict on `text`: its exit status and everything it printed.
+fn promtool(text: &str) -> (bool, String) {
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "promtool is not installed: it is in the Debian package `prometheus` \
+             (apt-get install -y --no-install-recommends prometheus)"
+        ),
+        Err(e) => panic!("cannot run promtool: {e}"),
+    };
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}
+
+/// Renders `s`, writes it as a textfile, and has promtool read that file.
+fn lint(what: &str, s: &Snapshot) -> String {
+    let name = what.replace(' ', "_");
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("roce-route-promtool-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("roce_route.prom");
+    metrics::write_textfile(&path, &metrics::render(s)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (ok, said) = promtool(&text);
+    assert!(ok && said.trim().is_empty(), "{what}: promtool says:\n{said}\non:\n{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    text
+}
+
+fn port(i: u32, state_id: u32, physical_state_id: u32, gid_index: Option<u32>) -> RdmaPort {
+    RdmaPort { device: format!("mlx5_{i}"), port: 1, state_id, physical_state_id, gid_index }
+}
+
+#[test]
+fn promtool_is_there_and_strict() {
+    // The check below means something only if promtool rejects what breaks
+    // the conventions: a counter without `_total`, a unit not in base units.
+    let (ok, said) = promtool(
+        "# HELP roce_route_heals Heals.\n# TYPE roce_route_heals counter\nroce_route_heals 1\n\
+         # HELP roce_route_age_milliseconds Age.\n# TYPE roce_route_age_milliseconds gauge\n\
+         roce_route_age_milliseconds 1\n",
+    );
+    assert!(!ok, "{said}");
+    assert!(said.contains("_total") && said.contains("base unit"), "{said}");
+}
+
+#[test]
+fn an_empty_host() {
+    let text = lint("empty host", &Snapshot { in_sync: true, ..Snapshot::default() });
+    assert!(text.contains("\nroce_route_in_sync 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_rails_not_ready 0\n"), "{text}");
+}
+
+#[test]
+fn eight_rails_with_drift() {
+    let mut s = Snapshot { in_sync: false, ..Snapshot::default() };
+    let mut kinds = Vec::new();
+    for i in 0..8u32 {
+        let rail = s.rail(&format!("rail{i}"));
+        rail.in_sync = i % 3 != 0;
+        rail.rdma = Some(port(i, if i == 5 { 1 } else { 4 }, if i == 5 { 3 } else { 5 }, Some(3)));
+        if !rail.in_sync {
+            kinds.extend(["missing_route", "sysctl", "traffic"]);
+        }
+    }
+    kinds.extend(["arp_flux", "shadowed", "rdma_port", "a_kind_check_has_not_yet"]);
+    s.set_drift(kinds.iter().copied());
+    s.counters.found(kinds.iter().copied());
+    let text = lint("eight rails", &s);
+    assert!(text.contains("roce_route_drift{kind=\"missing_route\"} 3\n"), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("roce_route_rdma_port_state_id{")).count(), 8);
+}
+
+#[test]
+fn not_ready_rails() {
+    let mut s = Snapshot { in_sync: false, ..Snapshot::default() };
+    let gone = NotReady { interface: "rail2".into(), address: None, reason: "does not exist".into() };
+    let addr =
+        NotReady { interface: "rail3".into(), address: Some("10.0.3.5".into()), reason: "absent".into() };
+    let gw =
+        NotReady { interface: "rail3".into(), address: Some("gateway 10.0.3.1".into()), reason: "x".into() };
+    s.rail("rail0").in_sync = true;
+    s.rail("rail2").add_not_ready(&gone);
+    s.rail("rail3").add_not_ready(&addr);
+    s.rail("rail3").add_not_ready(&gw);
+    s.rail("rail3").rdma = Some(port(3, 4, 5, None));
+    s.set_drift(["not_ready", "not_ready", "not_ready"]);
+    s.counters.found(["not_ready", "not_ready", "not_ready"]);
+    let text = lint("not ready", &s);
+    assert!(text.contains("\nroce_route_rails_not_ready 2\n"), "{text}");
+    assert!(s.rails["rail3"].not_ready[&NotReadyPart::Gateway] == 1);
+    assert!(!text.contains("roce_route_nccl_gid_index{"), "no GID index known: no sample\n{text}");
+}
+
+#[test]
+fn label_values_with_quotes_backslashes_and_line_feeds() {
+    let mut s = Snapshot::default();
+    s.rail("a\"quoted\" rail").in_sync = true;
+    s.rail("back\\slash").rdma = Some(RdmaPort {
+        device: "dev\"ice\\\n".into(),
+        port: 2,
+        state_id: 4,
+        physical_state_id: 5,
+        gid_index: Some(0),
+    });
+    s.rail("line\nfeed").in_sync = false;
+    s.set_drift(["odd \"kind\"\\\n"]);
+    lint("odd labels", &s);
+}
+
+#[test]
+fn a_watch_that_ran_a_while() {
+    let mut s = Snapshot { in_sync: true, ..Snapshot::default() };
+    for i in 0..4u32 {
+        let rail = s.rail(&format!("ib{i}.8001"));
+        rail.in_sync = true;
+        rail.rdma = Some(port(i, 4, 5, None));
+    }
+    for t in HealTrigger::ALL {
+        s.counters.heal(t);
+    }
+    s.counters.heal(HealTrigger::Events);
+    s.counters.found(["missing_rule", "extra_rule"]);
+    s.counters.announced(12);
+    s.last_heal = Some(UNIX_EPOCH + Duration::from_millis(1_750_000_000_125));
+    s.last_apply = Some(UNIX_EPOCH + Duration::from_secs(1_749_000_000));
+    let text = lint("watch", &s);
+    assert!(text.contains("roce_route_heals_total{trigger=\"events\"} 2\n"), "{text}");
+    assert!(text.contains("\nroce_route_last_heal_timestamp_seconds 1750000000.125\n"), "{text}");
+}
