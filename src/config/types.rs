@@ -86,7 +86,7 @@ pub struct Interface {
     pub gateways: Vec<Gateway>,
     /// The `table` given, or table_base + position until the host is read:
     /// then `reconcile` keeps the table the interface had at the last apply
-    /// or gives it the lowest free one (`plan::assign_tables`).
+    /// or gives it the lowest free one (`reconcile::tables::assign_tables`).
     pub table: u32,
     /// Whether `table` was written in the config (it then always wins).
     pub table_explicit: bool,

@@ -48,12 +48,12 @@ impl Missing {
 
 /// The host's addresses the config lists, or every global address of the
 /// interface when the config lists none, each with where it comes from.
-/// Both go through the same checks: an unusable address (config's
-/// `unusable_address`) or one that failed duplicate address detection is
-/// not ready when listed (the host must change, or the config), the same
-/// when discovered and unusable, and left out when discovered and
-/// dad-failed; a deprecated or temporary one is left out when discovered;
-/// with a warning when left out or used anyway.
+/// Both go through the same checks: an unusable address
+/// (`address_policy::unusable_address`, as for the config) or one that
+/// failed duplicate address detection is not ready when listed (the host
+/// must change, or the config), the same when discovered and unusable, and
+/// left out when discovered and dad-failed; a deprecated or temporary one
+/// is left out when discovered; with a warning when left out or used anyway.
 pub(super) fn resolve_addresses<'a>(
     iface: &Interface,
     addrs: &'a [Address],
