@@ -87,7 +87,7 @@ pub async fn converge(
         );
         header.files = cfg.files.clone();
         header.sources = cfg.interfaces.iter().map(|i| (i.name.clone(), i.file.clone())).collect();
-        header.assigned = reconcile::assignments(cfg, &desired);
+        header.assigned = reconcile::tables::assignments(cfg, &desired);
         header.discovered = desired.discovered.clone();
         header.config_files = req.config_files.to_vec();
         header.trial = req.trial.clone();

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::plan::NotReady;
+use crate::plan::{NotReady, Subject};
 use crate::rdma::Port;
 
 /// The kinds of difference `check` reports (its `Difference::kind`). Each
@@ -121,13 +121,12 @@ impl NotReadyPart {
         }
     }
 
-    /// The part a `NotReady` is about: no address is the whole interface;
-    /// `plan` names a gateway "gateway ADDR".
+    /// The part a `NotReady` is about.
     pub fn of(nr: &NotReady) -> NotReadyPart {
-        match nr.address.as_deref() {
-            None => NotReadyPart::Interface,
-            Some(a) if a.starts_with("gateway ") => NotReadyPart::Gateway,
-            Some(_) => NotReadyPart::Address,
+        match nr.subject {
+            Subject::Interface => NotReadyPart::Interface,
+            Subject::Address(_) => NotReadyPart::Address,
+            Subject::Gateway(_) => NotReadyPart::Gateway,
         }
     }
 }
@@ -533,7 +532,7 @@ mod tests {
         let r1 = s.rail("ib0.8001");
         r1.add_not_ready(&NotReady {
             interface: "ib0.8001".into(),
-            address: Some("10.0.1.5".into()),
+            subject: Subject::Address("10.0.1.5".parse().unwrap()),
             reason: "is not on ib0.8001".into(),
         });
         r1.rdma = Some(RdmaPort {
@@ -740,19 +739,20 @@ roce_route_nccl_gid_index{rail="rail0",device="mlx5_0",port="1"} 3
 
     #[test]
     fn not_ready_parts_are_told_apart() {
-        let nr = |address: Option<&str>| NotReady {
+        let nr = |subject: Subject| NotReady {
             interface: "rail0".into(),
-            address: address.map(String::from),
+            subject,
             reason: "whatever \"words\"".into(),
         };
-        assert_eq!(NotReadyPart::of(&nr(None)), NotReadyPart::Interface);
-        assert_eq!(NotReadyPart::of(&nr(Some("192.0.2.1"))), NotReadyPart::Address);
-        assert_eq!(NotReadyPart::of(&nr(Some("2001:db8::1"))), NotReadyPart::Address);
-        assert_eq!(NotReadyPart::of(&nr(Some("gateway 192.0.2.254"))), NotReadyPart::Gateway);
+        let ip = |s: &str| s.parse().unwrap();
+        assert_eq!(NotReadyPart::of(&nr(Subject::Interface)), NotReadyPart::Interface);
+        assert_eq!(NotReadyPart::of(&nr(Subject::Address(ip("192.0.2.1")))), NotReadyPart::Address);
+        assert_eq!(NotReadyPart::of(&nr(Subject::Address(ip("2001:db8::1")))), NotReadyPart::Address);
+        assert_eq!(NotReadyPart::of(&nr(Subject::Gateway(ip("192.0.2.254")))), NotReadyPart::Gateway);
         let mut r = Rail::default();
         assert!(r.is_ready());
-        r.add_not_ready(&nr(Some("192.0.2.1")));
-        r.add_not_ready(&nr(Some("192.0.2.2")));
+        r.add_not_ready(&nr(Subject::Address(ip("192.0.2.1"))));
+        r.add_not_ready(&nr(Subject::Address(ip("192.0.2.2"))));
         assert!(!r.is_ready());
         assert_eq!(r.not_ready.get(&NotReadyPart::Address), Some(&2));
         let mut s = Snapshot::default();

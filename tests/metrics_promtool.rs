@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, UNIX_EPOCH};
 
 use roce_route::metrics::{self, HealTrigger, NotReadyPart, RdmaPort, Snapshot};
-use roce_route::plan::NotReady;
+use roce_route::plan::{NotReady, Subject};
 
 /// promtool's verdict on `text`: its exit status and everything it printed.
 fn promtool(text: &str) -> (bool, String) {
@@ -96,11 +96,18 @@ fn eight_rails_with_drift() {
 #[test]
 fn not_ready_rails() {
     let mut s = Snapshot { in_sync: false, ..Snapshot::default() };
-    let gone = NotReady { interface: "rail2".into(), address: None, reason: "does not exist".into() };
-    let addr =
-        NotReady { interface: "rail3".into(), address: Some("10.0.3.5".into()), reason: "absent".into() };
-    let gw =
-        NotReady { interface: "rail3".into(), address: Some("gateway 10.0.3.1".into()), reason: "x".into() };
+    let gone =
+        NotReady { interface: "rail2".into(), subject: Subject::Interface, reason: "does not exist".into() };
+    let addr = NotReady {
+        interface: "rail3".into(),
+        subject: Subject::Address("10.0.3.5".parse().unwrap()),
+        reason: "absent".into(),
+    };
+    let gw = NotReady {
+        interface: "rail3".into(),
+        subject: Subject::Gateway("10.0.3.1".parse().unwrap()),
+        reason: "x".into(),
+    };
     s.rail("rail0").in_sync = true;
     s.rail("rail2").add_not_ready(&gone);
     s.rail("rail3").add_not_ready(&addr);

@@ -38,7 +38,7 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     for nr in &desired.not_ready {
         ctx.warn(format!(
             "{} is not announced: it is not ready: {}",
-            nr.address.as_deref().unwrap_or(&nr.interface),
+            nr.subject.text().unwrap_or_else(|| nr.interface.clone()),
             nr.describe()
         ));
     }

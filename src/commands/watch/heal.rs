@@ -151,7 +151,7 @@ impl Watcher<'_> {
                 self.ctx,
                 "not_ready",
                 &format!("not ready, left alone until it is: {}", nr.describe()),
-                json!({ "interface": nr.interface, "address": nr.address, "reason": nr.reason }),
+                json!({ "interface": nr.interface, "address": nr.subject, "reason": nr.reason }),
             );
         }
         self.not_ready = now.to_vec();

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use anyhow::{Context, Result};
 
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::diff::{self, Observed, Plan};
 use crate::error::Error;
 use crate::model::{Family, RESERVED_TABLES, SysctlKey};
@@ -18,6 +18,8 @@ use crate::netlink::Netlink;
 use crate::plan::{self, Desired};
 use crate::state::Record;
 use crate::sysctl;
+
+pub mod tables;
 
 /// Plans `cfg` against the live host and diffs it with what is there.
 pub async fn reconcile(
@@ -27,83 +29,20 @@ pub async fn reconcile(
     record: &Record,
 ) -> Result<(Desired, Plan), Error> {
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
-    let cfg = resolve_tables(nl, cfg, record, &addrs).await?;
+    let cfg = tables::resolve_tables(nl, cfg, record, &addrs).await?;
     let desired = plan::plan_with(&cfg, nl.links(), &addrs, &record.discovered)?;
-    let observed = observe_with(nl, &desired, record, addrs).await?;
+    let observed = observe(nl, &desired, record, addrs).await?;
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan))
 }
 
-/// The config with every interface's table given (`config::assign_tables`):
-/// kept from the last apply, or the lowest table from table_base that no
-/// foreign route or rule of another interface uses. A table is checked for
-/// foreign routes only when it is about to be given out (a table-filtered
-/// dump each), so a large main table is never read.
-async fn resolve_tables(
-    nl: &Netlink,
-    cfg: &Config,
-    record: &Record,
-    addrs: &[crate::model::Address],
-) -> Result<Config, Error> {
-    let ours = |p: u8| p == cfg.defaults.protocol || record.protocols.contains(&p);
-    let owner_of = |ip: &IpAddr| addrs.iter().find(|a| a.addr.addr == *ip).map(|a| a.ifname.clone());
-    // Table -> the interfaces its foreign entries belong to (None: none).
-    let mut foreign: BTreeMap<u32, BTreeSet<Option<String>>> = BTreeMap::new();
-    for r in nl.rules().await.context("cannot read the policy rules")? {
-        if !ours(r.item.protocol) && r.item.table != 0 {
-            let owner = r.item.src.and_then(|s| owner_of(&s.addr));
-            foreign.entry(r.item.table).or_default().insert(owner);
-        }
-    }
-    let mut checked: BTreeSet<u32> = BTreeSet::new();
-    loop {
-        let mut resolved = cfg.clone();
-        let occupied = |t: u32, iface: &str| {
-            foreign.get(&t).is_some_and(|owners| owners.iter().any(|o| o.as_deref() != Some(iface)))
-        };
-        config::assign_tables(&mut resolved, &record.assigned, &occupied)?;
-        let fresh: BTreeSet<u32> = resolved
-            .interfaces
-            .iter()
-            .filter(|i| !i.table_explicit && record.assigned.get(&i.name) != Some(&i.table))
-            .map(|i| i.table)
-            .filter(|t| !checked.contains(t))
-            .collect();
-        if fresh.is_empty() {
-            return Ok(resolved);
-        }
-        for r in routes_of_tables(nl, &fresh).await? {
-            if !ours(r.item.protocol) {
-                foreign.entry(r.item.table).or_default().insert(r.item.oif.clone());
-            }
-        }
-        checked.extend(fresh);
-    }
-}
-
-/// The tables given to interfaces without an explicit `table`, to record.
-pub fn assignments(cfg: &Config, desired: &Desired) -> BTreeMap<String, u32> {
-    desired
-        .interfaces
-        .iter()
-        .filter(|pi| cfg.interfaces.iter().any(|i| i.name == pi.name && !i.table_explicit))
-        .map(|pi| (pi.name.clone(), pi.table))
-        .collect()
-}
-
-/// Reads what the diff needs: every rule, the routes of the tables
+/// Reads what the diff needs (the addresses are read already): every rule, the routes of the tables
 /// concerned (kernel-filtered by table), the sysctls concerned: the
 /// desired ones and the recorded ones (interfaces that may have left the
 /// config; one that no longer exists has nothing left to restore), and for
 /// `risks`: the links, the addresses and the ARP sysctls of interfaces
 /// outside the config with an address in a managed subnet.
-pub async fn observe(nl: &Netlink, desired: &Desired, record: &Record) -> Result<Observed> {
-    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
-    observe_with(nl, desired, record, addrs).await
-}
-
-/// `observe`, with the addresses already read.
-async fn observe_with(
+async fn observe(
     nl: &Netlink,
     desired: &Desired,
     record: &Record,
@@ -159,7 +98,7 @@ pub async fn routes_of_tables(
 }
 
 /// `conf/all/<key>` for every managed key that can be read.
-pub fn all_sysctls() -> BTreeMap<SysctlKey, u32> {
+fn all_sysctls() -> BTreeMap<SysctlKey, u32> {
     SysctlKey::ALL.into_iter().filter_map(|key| Some((key, sysctl::read("all", key).ok()?))).collect()
 }
 
@@ -180,7 +119,7 @@ pub async fn verify(
     adopt: bool,
 ) -> Result<Vec<String>, Error> {
     // Only the operations matter here: the addresses (for `risks`) are not read again.
-    let observed = observe_with(nl, desired, record, Vec::new()).await?;
+    let observed = observe(nl, desired, record, Vec::new()).await?;
     let again = diff::diff(desired, &observed, adopt);
     Ok(again.ops.iter().map(crate::render::describe).collect())
 }
@@ -244,7 +183,7 @@ pub async fn settle_dad(
 }
 
 /// Whether the plan would take `a` as a rail's address. Pure.
-pub fn plan_uses(cfg: &Config, a: &crate::model::Address) -> bool {
+fn plan_uses(cfg: &Config, a: &crate::model::Address) -> bool {
     if a.scope != crate::model::scope::UNIVERSE {
         return false;
     }
