@@ -25,8 +25,7 @@ use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
 use crate::state::confirm::{self, Answer};
-use crate::state::journal::kind as journal_kind;
-use crate::state::{Pending, StateDir, StateError};
+use crate::state::{Pending, RunKind, StateDir, StateError};
 use crate::tell;
 
 /// The fields of `apply --json` (and `apply --dry-run --json`).
@@ -182,7 +181,7 @@ pub async fn run(
         cfg: &cfg,
         config_files: &config_files,
         adopt: args.adopt,
-        kind: journal_kind::APPLY,
+        kind: RunKind::Apply,
         trial: guard.as_ref().map(|g| g.trial.clone()),
         notice: &|m| tell!("roce-route: {m}"),
     };

@@ -362,8 +362,8 @@ pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<String>, Err
         } else {
             header.files.clone()
         };
-        let finish = match header.kind.as_str() {
-            "apply" if !files.is_empty() => {
+        let finish = match header.kind {
+            crate::state::RunKind::Apply if !files.is_empty() => {
                 let mut words = vec!["apply"];
                 words.extend(files.iter().map(String::as_str));
                 format!(" or `{}` to finish it", ctx.suggest(&words))

@@ -16,7 +16,7 @@ use crate::netlink::Netlink;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
-use crate::state::Record;
+use crate::state::{Record, RunKind};
 use crate::sysctl;
 use crate::transaction::{self, Env};
 
@@ -80,7 +80,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
         state.write_record(&Record::default())?;
         return Ok(Done::new(exit::OK, false, report(vec![])));
     }
-    let mut header = transaction::header_for("remove", None, 0, &ops, &record);
+    let mut header = transaction::header_for(RunKind::Remove, None, 0, &ops, &record);
     header.protocols = record.protocols.iter().copied().collect();
     header.assigned = record.assigned.clone();
     let env = Env { state: &state, nl: &nl, stop: &ctx.stop };

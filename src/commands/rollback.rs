@@ -14,7 +14,7 @@ use crate::model::Family;
 use crate::netlink::Netlink;
 use crate::render::count;
 use crate::say;
-use crate::state::journal::kind;
+use crate::state::RunKind;
 use crate::transaction::{self, Env};
 
 #[derive(Debug, Serialize)]
@@ -86,7 +86,7 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     };
     // The heals by watch since the user's run are undone first, newest
     // first, then the run itself: watch then follows the config before it.
-    let heals = set.iter().filter(|j| j.header.kind == kind::HEAL).count();
+    let heals = set.iter().filter(|j| j.header.kind == RunKind::Heal).count();
     let mut steps: Vec<Change> = Vec::new();
     for j in &set {
         steps.extend(j.undo_ops().iter().rev().map(Change::of));
@@ -102,7 +102,7 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
         let of = journal.header.config.as_ref().map_or(String::new(), |c| format!(" of {c}"));
         let ago = crate::state::unix_now().saturating_sub(journal.header.started_unix);
         let n = count(steps.len(), "step", "steps");
-        let what = if journal.header.kind == kind::HEAL {
+        let what = if journal.header.kind == RunKind::Heal {
             count(heals, "heal by watch", "heals by watch")
         } else if heals > 0 {
             format!(
@@ -126,7 +126,7 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     let changed = !steps.is_empty();
     let report = RollbackReport {
         dry_run,
-        undid: Some(journal.header.kind.clone()),
+        undid: Some(journal.header.kind.to_string()),
         finished: Some(journal.committed),
         heals,
         steps,

@@ -26,7 +26,6 @@ use crate::plan::NotReady;
 use crate::render::{self, count};
 use crate::say;
 use crate::state::confirm::{self, Answer};
-use crate::state::journal::kind as journal_kind;
 use crate::state::{NetnsLock, Record, StateDir, StateError, lock, rundir};
 use crate::tell;
 
@@ -572,7 +571,7 @@ impl<'a> Watcher<'a> {
             cfg: &cfg,
             config_files: &record.config_files,
             adopt: false,
-            kind: journal_kind::HEAL,
+            kind: crate::state::RunKind::Heal,
             trial: None,
             notice: &|m| log(ctx, "retry", m, json!({})),
         };

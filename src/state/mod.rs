@@ -30,11 +30,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use confirm::Pending;
-pub use journal::{JOURNAL_VERSION, Journal, JournalHeader, JournalWriter};
+pub use journal::{JOURNAL_VERSION, Journal, JournalHeader, JournalWriter, RunKind};
 pub use lock::{Holder, NetnsLock};
 pub use record::{Origins, Record, RunOrigins};
 
-use files::{atomic_write, corrupt, ensure_dir, read_json, remove_if_exists, unsafe_path};
+use files::{atomic_write, ensure_dir, read_json, remove_if_exists, unsafe_path};
 
 pub const DEFAULT_BASE: &str = "/run/roce-route";
 /// How many runs of the user (apply, remove: each can be rolled back,
@@ -109,7 +109,7 @@ impl StateDir {
     /// whole plan is recorded up front.
     pub fn begin_journal(&self, header: JournalHeader, undo: &[Op]) -> Result<JournalWriter, StateError> {
         let seq = self.journal_files()?.last().map_or(1, |(seq, _)| seq + 1);
-        let name = journal::file_name(seq, &header.kind);
+        let name = journal::file_name(seq, header.kind);
         let path = self.file(&name);
         atomic_write(&self.dir, &name, &journal::encode(&path, header, undo)?)?;
         Ok(JournalWriter { path })
@@ -267,21 +267,6 @@ fn read_journal(path: &Path) -> Result<Journal, StateError> {
     journal::parse(path, &files::read_file(path)?)
 }
 
-/// Parses the bytes of a state file as `roce-route` would read them from
-/// `name` (a journal, `record.json` or `pending`); for fuzzing the parsers.
-pub fn parse_state_file(name: &str, bytes: &[u8]) -> Result<(), StateError> {
-    let path = Path::new(name);
-    if journal::seq(name).is_some() {
-        journal::parse(path, bytes).map(drop)
-    } else if name == RECORD_FILE {
-        serde_json::from_slice::<Record>(bytes).map(drop).map_err(|e| corrupt(path, e.to_string()))
-    } else if name == PENDING_FILE {
-        serde_json::from_slice::<Pending>(bytes).map(drop).map_err(|e| corrupt(path, e.to_string()))
-    } else {
-        Err(corrupt(path, "not a state file name"))
-    }
-}
-
 /// The namespace id names one directory under the base, nothing else.
 fn check_ns_id(base: &Path, ns_id: &str) -> Result<(), StateError> {
     let single = !matches!(ns_id, "" | "." | "..") && !ns_id.contains(['/', '\0']);
@@ -307,5 +292,7 @@ fn check_dir(path: &Path) -> Result<(), StateError> {
     files::open_safe(path, std::fs::OpenOptions::new().read(true), files::Kind::Dir).map(drop)
 }
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;
