@@ -158,10 +158,9 @@ pub async fn run(
     let state = ctx.state()?;
     let asked = std::time::Instant::now();
     let lock = ctx.lock()?;
-    ctx.refuse_during_confirmation("this apply")?;
     // The trial of an `apply --confirm` whose guard died is not kept by
     // building on it.
-    if let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
+    if let Some(what) = ctx.settle_confirmation("this apply", &state, &nl).await? {
         ctx.warn(what);
     }
     // A wait for --settle or for the lock may have seen rails come and go:

@@ -33,7 +33,8 @@ use crate::netlink::Netlink;
 use crate::plan::Desired;
 use crate::render::quote;
 use crate::signals::StopFlag;
-use crate::state::{NetnsLock, Record, StateDir};
+use crate::state::confirm::{Confirmation, confirmation};
+use crate::state::{NetnsLock, Pending, Record, StateDir};
 
 /// `println!` that never panics: a closed stdout (`| head`) must not abort
 /// a command after its work is done; the exit code still tells the outcome.
@@ -203,45 +204,57 @@ impl Ctx {
         Ok(NetnsLock::acquire(self.lock_timeout, &self.stop)?)
     }
 
-    /// Refuses to change the host while an `apply --confirm` waits for its
-    /// confirmation (its guard would revert on top of the new change).
-    pub fn refuse_during_confirmation(&self, what: &str) -> Result<(), Error> {
-        match crate::state::confirm::ask("status", Some(Duration::from_secs(1))) {
-            Ok(crate::state::confirm::Answer::Waiting { seconds_left, apply_pid }) => {
-                Err(Error::Busy(format!(
-                    "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation ({seconds_left} s left); \
+    /// Before a run changes the host, under the lock: refuses while an
+    /// `apply --confirm` waits for its confirmation (its guard would revert
+    /// on top of `what`), and reverts the trial of one whose guard is gone
+    /// (see `revert_orphan`). Says what that did, if anything.
+    pub async fn settle_confirmation(
+        &self,
+        what: &str,
+        state: &StateDir,
+        nl: &Netlink,
+    ) -> Result<Option<String>, Error> {
+        match confirmation(Some(state))? {
+            Confirmation::None => Ok(None),
+            Confirmation::Waiting { seconds_left, apply_pid } => Err(Error::Busy(format!(
+                "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation ({seconds_left} s left); \
                  {what} would be undone by its revert: run `{}` to keep that change, or wait for it to revert",
-                    self.suggest(&["confirm"])
-                )))
-            }
-            Ok(_) => Ok(()),
-            // A guard listens but does not answer (its deadline passed and
-            // it reverts, or it is busy): as good as waiting.
-            Err(e) => Err(Error::Busy(format!(
+                self.suggest(&["confirm"])
+            ))),
+            Confirmation::Unanswered(e) => Err(Error::Busy(format!(
                 "the guard of an `apply --confirm` does not answer ({e}); {what} would race its revert: try again \
                  in a few seconds"
             ))),
+            Confirmation::Orphaned(p) => revert_orphan(&self.stop, state, nl, &p).await.map(Some),
         }
     }
 }
 
-/// A trial of `apply --confirm` whose guard is gone without an answer
-/// (`pending` is left and no guard listens: the OOM killer, a stopped
-/// unit, a kill). Under the lock, before a run changes the host: it is
-/// reverted (the journals that carry its id), or, when a later run
-/// superseded it, forgotten; never kept by accident. Says what happened,
-/// if anything.
+/// The trial of an `apply --confirm` whose guard is gone (`Orphaned`), if
+/// there is one, reverted (see `revert_orphan`); says what happened. For
+/// a run that has already refused to work during a confirmation.
 pub async fn settle_orphaned_trial(
     stop: &StopFlag,
     state: &StateDir,
     nl: &Netlink,
 ) -> Result<Option<String>, Error> {
-    use crate::state::confirm::{Answer, ask};
-    use crate::transaction::{Env, TrialRevert, revert_trial};
-    let Some(p) = state.pending()? else { return Ok(None) };
-    if !matches!(ask("status", Some(Duration::from_secs(1))), Ok(Answer::NoGuard)) {
-        return Ok(None);
+    match confirmation(Some(state))? {
+        Confirmation::Orphaned(p) => revert_orphan(stop, state, nl, &p).await.map(Some),
+        _ => Ok(None),
     }
+}
+
+/// A trial whose guard is gone without an answer. Under the lock, before
+/// a run changes the host: it is reverted (the journals that carry its
+/// id), or, when a later run superseded it, forgotten; never kept by
+/// accident. Says what happened.
+async fn revert_orphan(
+    stop: &StopFlag,
+    state: &StateDir,
+    nl: &Netlink,
+    p: &Pending,
+) -> Result<String, Error> {
+    use crate::transaction::{Env, TrialRevert, revert_trial};
     let whose = format!(
         "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer",
         p.guard_pid, p.pid
@@ -256,7 +269,7 @@ pub async fn settle_orphaned_trial(
         ),
     };
     state.clear_pending()?;
-    Ok(Some(what))
+    Ok(what)
 }
 
 pub async fn connect() -> Result<Netlink, Error> {
@@ -328,57 +341,79 @@ impl Change {
     }
 }
 
+/// What a note of `run_notes` is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    /// An `apply --confirm` waits for its confirmation.
+    ConfirmationWaiting,
+    /// The guard of an `apply --confirm` is gone with its trial in place.
+    OrphanedTrial,
+    /// The latest run did not finish (killed or crashed).
+    InterruptedRun,
+}
+
+/// A note on the state of roce-route's runs, in plain words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub kind: NoteKind,
+    pub text: String,
+}
+
 /// What check and show say about the state of roce-route's runs: an
 /// interrupted run, an apply waiting for its confirmation.
-pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<String>, Error> {
+pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<Note>, Error> {
     let mut notes = Vec::new();
-    match crate::state::confirm::ask("status", Some(Duration::from_secs(1))) {
-        Ok(crate::state::confirm::Answer::Waiting { seconds_left, apply_pid }) => notes.push(format!(
-            "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation: it is reverted in \
-             {seconds_left} s unless `{}` runs",
-            ctx.suggest(&["confirm"])
-        )),
-        Ok(crate::state::confirm::Answer::NoGuard) => {
-            if let Some(p) = state.and_then(|s| s.pending().ok().flatten()) {
-                notes.push(format!(
-                    "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer: its \
-                     unconfirmed change may still be in place; a running `roce-route watch` reverts it, or \
-                     undo it with `{}`",
-                    p.guard_pid,
-                    p.pid,
-                    ctx.suggest(&["rollback"])
-                ));
-            }
-        }
-        _ => {}
+    // A `pending` that cannot be read is for the commands that act on it
+    // (apply, rollback, remove, watch) to report: these only describe.
+    match confirmation(state).unwrap_or(Confirmation::None) {
+        Confirmation::Waiting { seconds_left, apply_pid } => notes.push(Note {
+            kind: NoteKind::ConfirmationWaiting,
+            text: format!(
+                "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation: it is reverted in \
+                 {seconds_left} s unless `{}` runs",
+                ctx.suggest(&["confirm"])
+            ),
+        }),
+        Confirmation::Orphaned(p) => notes.push(Note {
+            kind: NoteKind::OrphanedTrial,
+            text: format!(
+                "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer: its unconfirmed \
+                 change may still be in place; a running `roce-route watch` reverts it, or undo it with `{}`",
+                p.guard_pid,
+                p.pid,
+                ctx.suggest(&["rollback"])
+            ),
+        }),
+        Confirmation::None | Confirmation::Unanswered(_) => {}
     }
     if let Some(state) = state
         && let Some((header, false)) = state.latest_committed()?
     {
-        let ago = crate::state::unix_now().saturating_sub(header.started_unix);
-        let of = header.config.as_deref().map_or(String::new(), |c| format!(" of {c}"));
-        let files: Vec<String> = if header.files.is_empty() {
-            header.config.iter().cloned().collect()
-        } else {
-            header.files.clone()
-        };
-        let finish = match header.kind {
-            crate::state::RunKind::Apply if !files.is_empty() => {
-                let mut words = vec!["apply"];
-                words.extend(files.iter().map(String::as_str));
-                format!(" or `{}` to finish it", ctx.suggest(&words))
-            }
-            _ => String::new(),
-        };
-        notes.push(format!(
-            "the last {}{of} (pid {}, {ago} s ago) did not finish (killed or crashed): run `{}` to undo \
-             what it made{finish}",
-            header.kind,
-            header.pid,
-            ctx.suggest(&["rollback"])
-        ));
+        notes.push(Note { kind: NoteKind::InterruptedRun, text: interrupted_run(ctx, &header) });
     }
     Ok(notes)
+}
+
+/// The note on a run that did not finish, with the commands that undo
+/// or finish it.
+fn interrupted_run(ctx: &Ctx, header: &crate::state::JournalHeader) -> String {
+    let ago = crate::state::unix_now().saturating_sub(header.started_unix);
+    let of = header.config.as_deref().map_or(String::new(), |c| format!(" of {c}"));
+    let files: Vec<String> =
+        if header.files.is_empty() { header.config.iter().cloned().collect() } else { header.files.clone() };
+    let finish = match header.kind {
+        crate::state::RunKind::Apply if !files.is_empty() => {
+            format!(" or `{}` to finish it", ctx.suggest(&apply::apply_args(&files, &[])))
+        }
+        _ => String::new(),
+    };
+    format!(
+        "the last {}{of} (pid {}, {ago} s ago) did not finish (killed or crashed): run `{}` to undo what it \
+         made{finish}",
+        header.kind,
+        header.pid,
+        ctx.suggest(&["rollback"])
+    )
 }
 
 /// One address announced to the peers (`announced` in the JSON document).

@@ -34,11 +34,8 @@ pub struct RemoveReport {
 pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done, Error> {
     let state = ctx.state()?;
     let _lock = ctx.lock()?;
-    if !dry_run {
-        ctx.refuse_during_confirmation("a remove")?;
-    }
     let nl = connect().await?;
-    if !dry_run && let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
+    if !dry_run && let Some(what) = ctx.settle_confirmation("a remove", &state, &nl).await? {
         ctx.warn(what);
     }
     let record = state.record()?;

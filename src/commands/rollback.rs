@@ -37,13 +37,10 @@ pub struct RollbackReport {
 pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     let state = ctx.state()?;
     let _lock = ctx.lock()?;
-    if !dry_run {
-        ctx.refuse_during_confirmation("a rollback")?;
-    }
     let nl = connect().await?;
     // The trial of an `apply --confirm` whose guard died is the latest
     // change: reverting it is this rollback.
-    if !dry_run && let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
+    if !dry_run && let Some(what) = ctx.settle_confirmation("a rollback", &state, &nl).await? {
         if ctx.chatty() {
             say!("roce-route: {what}");
         }
