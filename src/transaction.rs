@@ -113,10 +113,6 @@ impl<'a> Applied<'a> {
         }
         Error::Other(anyhow::anyhow!("{why}; the change was rolled back: the host is as it was before"))
     }
-
-    pub fn header(&self) -> &JournalHeader {
-        &self.header
-    }
 }
 
 /// A cleanly undone run: its journal goes and the record is as before it.

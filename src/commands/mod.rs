@@ -318,14 +318,6 @@ fn netns_cookie() -> Option<u64> {
     (rc == 0 && len as usize == std::mem::size_of::<u64>()).then_some(cookie)
 }
 
-/// Prints a JSON document on stdout.
-pub fn print_json<T: Serialize>(doc: &T) {
-    match serde_json::to_string_pretty(doc) {
-        Ok(text) => crate::say!("{text}"),
-        Err(e) => tell!("roce-route: error: cannot write the JSON report: {e}"),
-    }
-}
-
 /// One change in a report: its kind, the equivalent command, and the
 /// entry it is about as structured fields.
 #[derive(Clone, Debug, PartialEq, Serialize)]

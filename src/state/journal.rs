@@ -6,7 +6,7 @@
 //! reader; it is pure so that it can be fuzzed.
 
 use std::fs::OpenOptions;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -277,14 +277,6 @@ pub fn is_heal_name(name: &str) -> bool {
 pub(super) fn file_name(seq: u64, kind: RunKind) -> String {
     let suffix = if kind == RunKind::Heal { HEAL_SUFFIX } else { SUFFIX };
     format!("{PREFIX}{seq:06}{suffix}")
-}
-
-/// The first line of a journal file, parsed.
-pub(super) fn read_header(path: &Path) -> Result<JournalHeader, StateError> {
-    let file = open_safe(path, OpenOptions::new().read(true), Kind::File)?;
-    let mut line = Vec::new();
-    std::io::BufReader::new(file).read_until(b'\n', &mut line).map_err(|e| io_error(path, e))?;
-    parse_header(path, line.strip_suffix(b"\n").unwrap_or(&line))
 }
 
 /// The sequence number of a file named `journal-<digits>.jsonl` (a

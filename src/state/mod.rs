@@ -92,6 +92,7 @@ impl StateDir {
         Ok(StateDir { dir })
     }
 
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.dir
     }
@@ -180,20 +181,13 @@ impl StateDir {
         }
     }
 
-    /// The newest journal's header (its first line only), if any.
-    pub fn latest_header(&self) -> Result<Option<JournalHeader>, StateError> {
-        match self.journal_files()?.pop() {
-            Some((_, path)) => journal::read_header(&path).map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// Whether the newest journal is complete; None without journals.
     pub fn latest_committed(&self) -> Result<Option<(JournalHeader, bool)>, StateError> {
         Ok(self.latest_journal()?.map(|j| (j.header, j.committed)))
     }
 
     /// All journals, oldest first.
+    #[cfg(test)]
     pub fn journals(&self) -> Result<Vec<Journal>, StateError> {
         self.journal_files()?.iter().map(|(_, path)| read_journal(path)).collect()
     }
@@ -256,11 +250,6 @@ use crate::model::Op;
 /// Whether a journal path is a heal's (by its name).
 fn is_heal(path: &Path) -> bool {
     path.file_name().and_then(|n| n.to_str()).is_some_and(journal::is_heal_name)
-}
-
-/// The sequence number of a journal path.
-pub fn journal_seq(path: &Path) -> Option<u64> {
-    path.file_name().and_then(|n| n.to_str()).and_then(journal::seq)
 }
 
 fn read_journal(path: &Path) -> Result<Journal, StateError> {

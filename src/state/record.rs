@@ -39,12 +39,6 @@ impl Origins {
     pub fn keys(&self) -> impl Iterator<Item = &SysctlId> {
         self.0.keys()
     }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
 
     /// What a run of `ops` does to the record: a sysctl changed for the
     /// first time records its value before the change; one written back to
@@ -303,7 +297,7 @@ mod tests {
         let mut o = before.clone();
         o.on_start(&run);
         o.on_commit(&run);
-        assert!(o.is_empty());
+        assert_eq!(o, Origins::default());
         o.on_undo(&run);
         assert_eq!(o, before);
     }

@@ -160,7 +160,7 @@ fn journals_form_a_stack() {
     let kinds: Vec<RunKind> = all.iter().map(|j| j.header.kind).collect();
     assert_eq!(kinds, [RunKind::Apply, RunKind::Remove]);
     assert!(all[1].path.ends_with("journal-000002.jsonl"));
-    assert_eq!(dir.latest_header().unwrap().unwrap().kind, RunKind::Remove);
+    assert_eq!(dir.latest_journal().unwrap().unwrap().header.kind, RunKind::Remove);
 
     let latest = dir.latest_journal().unwrap().unwrap();
     dir.discard(&latest).unwrap();
@@ -246,7 +246,7 @@ fn rollback_takes_the_heals_since_the_users_run_and_that_run() {
     );
     assert!(set[2].path.ends_with("journal-000003.jsonl"));
     let after: Vec<u64> =
-        dir.journals_after(Some(3)).unwrap().iter().filter_map(|j| journal_seq(&j.path)).collect();
+        dir.journals_after(Some(3)).unwrap().iter().filter_map(|j| journal::seq(j.path.file_name()?.to_str()?)).collect();
     assert_eq!(after, [5, 4]);
 }
 
