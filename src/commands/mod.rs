@@ -558,14 +558,38 @@ fn socket_error(e: &std::io::Error) -> String {
 /// "announced 6 addresses to the peers, each from its own interface (2
 /// times, 100 ms apart):" and one line per interface.
 pub fn announced_lines(announced: &[Announced], rounds: u32) -> Vec<String> {
-    let how = match rounds {
+    let by_interface = by_interface(announced);
+    let mut lines = vec![format!(
+        "roce-route: announced {} to the peers, each from its own interface ({}):",
+        crate::render::count(announced.len(), "address", "addresses"),
+        how_often(rounds)
+    )];
+    lines.extend(by_interface.into_iter().map(|(i, addrs)| format!("  {i}: {}", addrs.join(" "))));
+    lines
+}
+
+/// One line for them all: "announced 64 addresses on 32 rails to the
+/// peers, each from its own interface (2 times, 100 ms apart)" (what
+/// `announced_lines` lists, summed up for apply at many rails).
+pub fn announced_summary(announced: &[Announced], rounds: u32) -> String {
+    format!(
+        "roce-route: announced {} on {} to the peers, each from its own interface ({})",
+        crate::render::count(announced.len(), "address", "addresses"),
+        crate::render::count(by_interface(announced).len(), "rail", "rails"),
+        how_often(rounds)
+    )
+}
+
+/// "once", or "2 times, 100 ms apart".
+fn how_often(rounds: u32) -> String {
+    match rounds {
         1 => "once".to_string(),
         n => format!("{n} times, {} ms apart", crate::announce::INTERVAL.as_millis()),
-    };
-    let mut lines = vec![format!(
-        "roce-route: announced {} to the peers, each from its own interface ({how}):",
-        crate::render::count(announced.len(), "address", "addresses"),
-    )];
+    }
+}
+
+/// The addresses of each interface, interfaces in the order first announced.
+fn by_interface(announced: &[Announced]) -> Vec<(&str, Vec<String>)> {
     let mut by_interface: Vec<(&str, Vec<String>)> = Vec::new();
     for a in announced {
         match by_interface.iter_mut().find(|(i, _)| *i == a.interface) {
@@ -573,8 +597,7 @@ pub fn announced_lines(announced: &[Announced], rounds: u32) -> Vec<String> {
             None => by_interface.push((&a.interface, vec![a.address.to_string()])),
         }
     }
-    lines.extend(by_interface.into_iter().map(|(i, addrs)| format!("  {i}: {}", addrs.join(" "))));
-    lines
+    by_interface
 }
 
 /// The sysfs root `--sysfs-root` names, checked: a root that is not a
@@ -642,5 +665,43 @@ pub fn rail_addresses(
             })
             .collect(),
         None => on_rail().filter(|a| crate::plan::unfit(a).is_none()).map(|a| a.addr).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn announced(rails: usize) -> Vec<Announced> {
+        (0..rails)
+            .flat_map(|k| {
+                let v4: IpAddr = format!("198.51.100.{}", 10 + k).parse().unwrap();
+                let v6: IpAddr = format!("2001:db8:1::{:x}", 0x10 + k).parse().unwrap();
+                [v4, v6].map(|address| Announced { interface: format!("rail{k}"), address })
+            })
+            .collect()
+    }
+
+    /// At 32 rails the summary is one line, the list a line per rail under
+    /// its header; both count the same addresses.
+    #[test]
+    fn announcements_sum_up_in_one_line_and_list_per_rail() {
+        let all = announced(32);
+        assert_eq!(
+            announced_summary(&all, 2),
+            "roce-route: announced 64 addresses on 32 rails to the peers, each from its own interface (2 times, \
+             100 ms apart)"
+        );
+        let lines = announced_lines(&all, 1);
+        assert_eq!(lines.len(), 33);
+        assert_eq!(
+            lines[0],
+            "roce-route: announced 64 addresses to the peers, each from its own interface (once):"
+        );
+        assert_eq!(lines[2], "  rail1: 198.51.100.11 2001:db8:1::11");
+        assert_eq!(
+            announced_summary(&announced(1)[..1], 1),
+            "roce-route: announced 1 address on 1 rail to the peers, each from its own interface (once)"
+        );
     }
 }

@@ -245,8 +245,12 @@ fn rollback_takes_the_heals_since_the_users_run_and_that_run() {
         "newest first, down to the user's latest run"
     );
     assert!(set[2].path.ends_with("journal-000003.jsonl"));
-    let after: Vec<u64> =
-        dir.journals_after(Some(3)).unwrap().iter().filter_map(|j| journal::seq(j.path.file_name()?.to_str()?)).collect();
+    let after: Vec<u64> = dir
+        .journals_after(Some(3))
+        .unwrap()
+        .iter()
+        .filter_map(|j| journal::seq(j.path.file_name()?.to_str()?))
+        .collect();
     assert_eq!(after, [5, 4]);
 }
 
