@@ -434,24 +434,47 @@ pub async fn tell_peers(
     only: Option<&BTreeSet<String>>,
     rounds: u32,
 ) -> Told {
-    use crate::announce;
-    use crate::packet::PacketSocket;
-
-    let mut told = Told::default();
     // Read now, not at planning time: DAD may have ended (or failed) since.
     let addrs = match nl.addresses().await {
         Ok(a) => a,
         Err(e) => {
             ctx.warn(format!("nothing was announced to the peers: cannot read the addresses: {e}"));
-            return told;
+            return Told::default();
         }
     };
     let broadcast = |index| nl.broadcast(index).map(<[u8]>::to_vec);
-    let selection = announce::select(desired, only, nl.links(), broadcast, &addrs);
+    let selection = crate::announce::select(desired, only, nl.links(), broadcast, &addrs);
     selection.skipped.into_iter().for_each(|w| ctx.warn(w));
-    // The Router flag of each interface's IPv6 advertisements, read once.
+    let routers = router_flags(ctx, &selection.targets);
+    let mut sends: Vec<Send> = selection
+        .targets
+        .into_iter()
+        .map(|t| {
+            let router = routers.get(&t.interface).copied().unwrap_or(false);
+            Send {
+                out: crate::announce::outgoing(&t.medium, t.address, router),
+                target: t,
+                sent: 0,
+                error: None,
+            }
+        })
+        .collect();
+    send_rounds(ctx, &mut sends, rounds).await;
+    told(ctx, sends, rounds)
+}
+
+/// One address's announcement and how its sending went.
+struct Send {
+    target: crate::announce::Target,
+    out: crate::announce::Outgoing,
+    sent: u32,
+    error: Option<String>,
+}
+
+/// The Router flag of each interface's IPv6 advertisements, read once.
+fn router_flags(ctx: &Ctx, targets: &[crate::announce::Target]) -> BTreeMap<String, bool> {
     let mut routers: BTreeMap<String, bool> = BTreeMap::new();
-    for t in selection.targets.iter().filter(|t| t.address.is_ipv6()) {
+    for t in targets.iter().filter(|t| t.address.is_ipv6()) {
         if !routers.contains_key(&t.interface) {
             let router = ipv6_forwarding(&t.interface).unwrap_or_else(|e| {
                 ctx.warn(format!(
@@ -464,30 +487,23 @@ pub async fn tell_peers(
             routers.insert(t.interface.clone(), router);
         }
     }
-    // One socket per interface, opened once.
+    routers
+}
+
+/// Sends every announcement `rounds` times, `announce::INTERVAL` apart,
+/// from one socket per interface (opened once); a stop request ends it
+/// between rounds.
+async fn send_rounds(ctx: &Ctx, sends: &mut [Send], rounds: u32) {
+    use crate::packet::PacketSocket;
     let mut sockets: BTreeMap<u32, Result<PacketSocket, String>> = BTreeMap::new();
-    struct Pending {
-        target: announce::Target,
-        out: announce::Outgoing,
-        sent: u32,
-        error: Option<String>,
-    }
-    let mut pending: Vec<Pending> = selection
-        .targets
-        .into_iter()
-        .map(|t| {
-            let router = routers.get(&t.interface).copied().unwrap_or(false);
-            Pending { out: announce::outgoing(&t.medium, t.address, router), target: t, sent: 0, error: None }
-        })
-        .collect();
     for round in 0..rounds {
         if round > 0 {
             if ctx.stop.requested().is_some() {
                 break;
             }
-            tokio::time::sleep(announce::INTERVAL).await;
+            tokio::time::sleep(crate::announce::INTERVAL).await;
         }
-        for p in &mut pending {
+        for p in sends.iter_mut() {
             let socket = sockets.entry(p.target.ifindex).or_insert_with(|| {
                 PacketSocket::bound(p.target.ifindex, p.out.link_header).map_err(|e| socket_error(&e))
             });
@@ -501,7 +517,13 @@ pub async fn tell_peers(
             }
         }
     }
-    for p in pending {
+}
+
+/// What the rounds did: an address sent at least once is announced (short
+/// of `rounds`, with a warning), one never sent failed.
+fn told(ctx: &Ctx, sends: Vec<Send>, rounds: u32) -> Told {
+    let mut told = Told::default();
+    for p in sends {
         let what = Announced { interface: p.target.interface, address: p.target.address };
         match (p.sent, p.error) {
             (0, error) => {
