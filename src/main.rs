@@ -100,9 +100,12 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     runtime.block_on(dispatch(ctx, &cli.command, config, config_files, protocol))
 }
 
+/// Config files as read: each file's name and text.
+type Files = Vec<(String, String)>;
+
 /// The config of a command that takes one, parsed and checked (and, for
 /// apply, the files as read, recorded for watch).
-fn read_config(command: &Command) -> Result<(Option<config::Config>, Vec<(String, String)>), Error> {
+fn read_config(command: &Command) -> Result<(Option<config::Config>, Files), Error> {
     let load = roce_route::config_files::load;
     Ok(match command {
         Command::Apply(a) => {
@@ -157,7 +160,7 @@ async fn dispatch(
     ctx: &Ctx,
     command: &Command,
     config: Option<config::Config>,
-    config_files: Vec<(String, String)>,
+    config_files: Files,
     protocol: Option<u8>,
 ) -> Result<Done, Error> {
     match (command, config) {
