@@ -39,7 +39,8 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// apply: list every command it ran (default: a summary per interface).
+    /// apply: list every command it ran and every address it announced
+    /// (default: a summary per interface and one line for the announcements).
     #[arg(short, long, global = true, conflicts_with = "quiet")]
     pub verbose: bool,
 

@@ -15,7 +15,7 @@ use crate::plan::Desired;
 use crate::reconcile;
 use crate::render::count;
 use crate::signals::StopFlag;
-use crate::state::{JournalHeader, Record, StateDir};
+use crate::state::{JournalHeader, Record, RunKind, StateDir};
 use crate::transaction::{self, Env};
 
 /// How many times the loop reads the host again when another actor
@@ -29,10 +29,10 @@ pub struct Request<'a> {
     /// text).
     pub config_files: &'a [(String, String)],
     pub adopt: bool,
-    /// The journal kind of a change: `kind::APPLY` for the user's apply,
-    /// `kind::HEAL` for watch (rollback undoes heals with the apply they
+    /// The journal kind of a change: `RunKind::Apply` for the user's apply,
+    /// `RunKind::Heal` for watch (rollback undoes heals with the apply they
     /// build on, and they never push it out of the journal window).
-    pub kind: &'static str,
+    pub kind: RunKind,
     /// The trial id of an `apply --confirm`, recorded in its journal.
     pub trial: Option<String>,
     /// Says a notice of the run (a retry after the host changed) as the

@@ -77,27 +77,8 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         _ => {}
     }
     // A bad config or argument is exit 2 whoever runs it: validate first.
-    let mut config_files = Vec::new();
-    let config = match &cli.command {
-        Command::Apply(a) => {
-            config_files = roce_route::config_files::read(&a.config)?;
-            Some(config::parse_many(&config_files)?)
-        }
-        Command::Check(c) => Some(roce_route::config_files::load(&c.config)?),
-        Command::Announce(a) => Some(roce_route::config_files::load(&a.config)?),
-        Command::NcclEnv(n) if !n.config.is_empty() => Some(roce_route::config_files::load(&n.config)?),
-        Command::Probe(p) if !p.config.is_empty() => Some(roce_route::config_files::load(&p.config)?),
-        _ => None,
-    };
-    let protocol = match &cli.command {
-        Command::Remove(r) => r.protocol,
-        Command::Show(s) => s.protocol,
-        _ => None,
-    }
-    .map(|p| {
-        config::check_protocol(p).map_err(|(what, hint)| Error::Usage(format!("--protocol: {what}; {hint}")))
-    })
-    .transpose()?;
+    let (config, config_files) = read_config(&cli.command)?;
+    let protocol = protocol(&cli.command)?;
     if cli.command.changes_network() {
         netns::require_admin(&cli.command)?;
     }
@@ -111,16 +92,59 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     if let Some(name) = &cli.netns {
         netns::enter(name)?;
     }
+    let ctx = ctx_out.insert(context(&cli, stop));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Other(anyhow::anyhow!("cannot start the runtime: {e}")))?;
+    runtime.block_on(dispatch(ctx, &cli.command, config, config_files, protocol))
+}
+
+/// Config files as read: each file's name and text.
+type Files = Vec<(String, String)>;
+
+/// The config of a command that takes one, parsed and checked (and, for
+/// apply, the files as read, recorded for watch).
+fn read_config(command: &Command) -> Result<(Option<config::Config>, Files), Error> {
+    let load = roce_route::config_files::load;
+    Ok(match command {
+        Command::Apply(a) => {
+            let files = roce_route::config_files::read(&a.config)?;
+            (Some(config::parse_many(&files)?), files)
+        }
+        Command::Check(c) => (Some(load(&c.config)?), Vec::new()),
+        Command::Announce(a) => (Some(load(&a.config)?), Vec::new()),
+        Command::NcclEnv(n) if !n.config.is_empty() => (Some(load(&n.config)?), Vec::new()),
+        Command::Probe(p) if !p.config.is_empty() => (Some(load(&p.config)?), Vec::new()),
+        _ => (None, Vec::new()),
+    })
+}
+
+/// `--protocol` of remove and show, validated like `[defaults] protocol`.
+fn protocol(command: &Command) -> Result<Option<u8>, Error> {
+    match command {
+        Command::Remove(r) => r.protocol,
+        Command::Show(s) => s.protocol,
+        _ => None,
+    }
+    .map(|p| {
+        config::check_protocol(p).map_err(|(what, hint)| Error::Usage(format!("--protocol: {what}; {hint}")))
+    })
+    .transpose()
+}
+
+/// The context of the run, from the global options.
+fn context(cli: &Cli, stop: StopFlag) -> Ctx {
     let state_base_given = std::env::var_os("ROCE_ROUTE_STATE_DIR").is_some()
         || cli.state_dir != std::path::Path::new(roce_route::state::DEFAULT_BASE);
-    let ctx = ctx_out.insert(Ctx::new(
+    let mut ctx = Ctx::new(
         cli.netns.clone(),
         cli.state_dir.clone(),
         state_base_given,
         Duration::from_secs(cli.lock_timeout),
         stop,
         cli.json,
-    ));
+    );
     ctx.verbosity = if cli.quiet {
         Verbosity::Quiet
     } else if cli.verbose {
@@ -128,27 +152,32 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     } else {
         Verbosity::Normal
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Other(anyhow::anyhow!("cannot start the runtime: {e}")))?;
-    runtime.block_on(async {
-        match (&cli.command, config) {
-            (Command::Apply(a), Some(cfg)) => commands::apply::run(ctx, a, cfg, config_files).await,
-            (Command::Check(c), Some(cfg)) => commands::check::run(ctx, cfg, &c.sysfs).await,
-            (Command::Discover(d), _) => commands::discover::run(ctx, d).await,
-            (Command::NcclEnv(n), cfg) => commands::nccl_env::run(ctx, n, cfg).await,
-            (Command::Probe(p), cfg) => commands::probe::run(ctx, p, cfg).await,
-            (Command::Announce(_), Some(cfg)) => commands::announce::run(ctx, cfg).await,
-            (Command::Rollback(r), _) => commands::rollback::run(ctx, r.dry_run).await,
-            (Command::Remove(r), _) => commands::remove::run(ctx, protocol, r.dry_run).await,
-            (Command::Show(s), _) => commands::show::run(ctx, protocol, &s.sysfs).await,
-            (Command::Confirm, _) => commands::confirm::run(ctx),
-            (Command::Watch(w), _) => commands::watch::run(ctx, w).await,
-            (Command::ConfirmGuard(g), _) => commands::guard::run(ctx, g)
-                .await
-                .map(|code| Done::new(code, code != 0, serde_json::json!({}))),
-            _ => unreachable!("apply, check and announce always carry a config"),
+    ctx
+}
+
+/// Runs the command.
+async fn dispatch(
+    ctx: &Ctx,
+    command: &Command,
+    config: Option<config::Config>,
+    config_files: Files,
+    protocol: Option<u8>,
+) -> Result<Done, Error> {
+    match (command, config) {
+        (Command::Apply(a), Some(cfg)) => commands::apply::run(ctx, a, cfg, config_files).await,
+        (Command::Check(c), Some(cfg)) => commands::check::run(ctx, cfg, &c.sysfs).await,
+        (Command::Discover(d), _) => commands::discover::run(ctx, d).await,
+        (Command::NcclEnv(n), cfg) => commands::nccl_env::run(ctx, n, cfg).await,
+        (Command::Probe(p), cfg) => commands::probe::run(ctx, p, cfg).await,
+        (Command::Announce(_), Some(cfg)) => commands::announce::run(ctx, cfg).await,
+        (Command::Rollback(r), _) => commands::rollback::run(ctx, r.dry_run).await,
+        (Command::Remove(r), _) => commands::remove::run(ctx, protocol, r.dry_run).await,
+        (Command::Show(s), _) => commands::show::run(ctx, protocol, &s.sysfs).await,
+        (Command::Confirm, _) => commands::confirm::run(ctx),
+        (Command::Watch(w), _) => commands::watch::run(ctx, w).await,
+        (Command::ConfirmGuard(g), _) => {
+            commands::guard::run(ctx, g).await.map(|code| Done::new(code, code != 0, serde_json::json!({})))
         }
-    })
+        _ => unreachable!("apply, check and announce always carry a config"),
+    }
 }

@@ -24,32 +24,25 @@ pub fn enter(name: &str) -> Result<(), Error> {
     })
 }
 
-const CAP_NET_ADMIN: u32 = 12;
-const CAP_NET_RAW: u32 = 13;
+use caps::{CapSet, Capability};
 
 /// Whether this process may change the network: CAP_NET_ADMIN in its
 /// effective set (root has it).
 pub fn can_admin_network() -> bool {
-    has_capability(CAP_NET_ADMIN)
+    has_capability(Capability::CAP_NET_ADMIN)
 }
 
-/// Whether `cap` is in this process's effective set.
-fn has_capability(cap: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << cap) != 0)
+/// Whether `cap` is in this process's effective set (capget(2); an error
+/// is a no).
+fn has_capability(cap: Capability) -> bool {
+    caps::has_cap(None, CapSet::Effective, cap).unwrap_or(false)
 }
 
 pub fn require_admin(command: &crate::cli::Command) -> Result<(), Error> {
     use crate::cli::Command;
     if let Command::Announce(_) = command {
         // It changes nothing on the host, but sends raw frames.
-        if has_capability(CAP_NET_RAW) {
+        if has_capability(Capability::CAP_NET_RAW) {
             return Ok(());
         }
         return Err(Error::NotPermitted(

@@ -20,7 +20,9 @@ pub fn command(op: &Op) -> String {
         Op::AddRule { rule, .. } => rule_cmd("add", rule),
         Op::DelRule { rule, .. } => rule_cmd("del", rule),
         Op::SetSysctl { iface, key, new, .. } => {
-            format!("sysctl -w {}", quote(&format!("{}={new}", sysctl::dotted_name(iface, *key))))
+            // Only the name needs quoting: `=` past its start is literal in
+            // every shell.
+            format!("sysctl -w {}={new}", quote(&sysctl::dotted_name(iface, *key)))
         }
     }
 }
@@ -224,16 +226,15 @@ fn rule_spec(r: &Rule) -> String {
     s
 }
 
-/// A word as `sh` reads it back unchanged. Linux interface names may hold
-/// `;`, `$`, quotes and other characters the shell would act on; only the
-/// harmless ones are left bare.
+/// A word as a shell reads it back unchanged (sh, bash, zsh, fish).
+/// Linux interface names may hold `;`, `$`, quotes and other characters
+/// the shell would act on; only the harmless ones are left bare. shlex also
+/// quotes what acts at a word's start in some shell (zsh's `=cmd`, `~`)
+/// and avoids the backslash in single quotes that fish reads as an escape.
 pub fn quote(word: &str) -> std::borrow::Cow<'_, str> {
-    let bare = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
-    if !word.is_empty() && word.chars().all(bare) {
-        word.into()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''")).into()
-    }
+    // A NUL cannot be in an interface name, a path or an argument; allowed
+    // here, quoting cannot fail.
+    shlex::Quoter::new().allow_nul(true).quote(word).unwrap_or_else(|_| "''".into())
 }
 
 fn dst(p: &Prefix) -> String {
@@ -379,7 +380,13 @@ mod tests {
             "ip -4 route add 198.51.100.0/24 dev 'r;touch' table 100 proto 234 scope link src 198.51.100.10"
         );
         let op = Op::SetSysctl { iface: "a'b$(x)".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 };
-        assert_eq!(command(&op), "sysctl -w 'net.ipv4.conf.a'\\''b$(x).arp_ignore=1'");
+        assert_eq!(command(&op), "sysctl -w \"net.ipv4.conf.a'b\"'$(x).arp_ignore'=1");
+        let op = Op::SetSysctl { iface: "ib0.100".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 };
+        assert_eq!(
+            command(&op),
+            "sysctl -w net.ipv4.conf.ib0/100.arp_ignore=1",
+            "no quotes where none are needed"
+        );
         assert_eq!(quote("ib0.100"), "ib0.100");
     }
 
@@ -387,5 +394,36 @@ mod tests {
     fn script_prefixes_comments() {
         let s = script(&["two\nlines".into()], &[Op::AddRoute { route: connected() }]);
         assert!(s.starts_with("# two\n# lines\nip -4 route add"), "{s}");
+    }
+
+    /// What `quote` makes of hostile words, read back by a real `sh`: the
+    /// word itself, never an expansion or a command.
+    #[test]
+    fn quoted_words_read_back_unchanged_in_sh() {
+        let words = [
+            "rail0",
+            "a'b",
+            "r;touch x",
+            "$(id)",
+            "`id`",
+            "a\\b",
+            "=cmd",
+            "~root",
+            "x,y",
+            "50%",
+            "!x",
+            "^x",
+            "a\"b",
+            "tab\there",
+            "new\nline",
+            "\u{e9}t\u{e9}",
+            "*",
+            "",
+        ];
+        let script: String = words.iter().map(|w| format!("printf '%s\\0' {}\n", quote(w))).collect();
+        let out = std::process::Command::new("sh").arg("-c").arg(&script).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let back: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().split_terminator('\0').collect();
+        assert_eq!(back, words, "{script}");
     }
 }

@@ -15,7 +15,7 @@ use crate::executor::{self, Effects, Recorder, StepFailure, TxError};
 use crate::model::Op;
 use crate::netlink::Netlink;
 use crate::signals::StopFlag;
-use crate::state::{Journal, JournalHeader, JournalWriter, Record, StateDir};
+use crate::state::{Journal, JournalHeader, JournalWriter, Record, RunKind, StateDir};
 use crate::sysctl;
 
 /// What a transaction works with.
@@ -28,18 +28,14 @@ pub struct Env<'a> {
 /// A journal header for a run of `ops`: the sysctl values it records
 /// first and gives back, and the tables it touches.
 pub fn header_for(
-    kind: &str,
+    kind: RunKind,
     config: Option<String>,
     protocol: u8,
     ops: &[Op],
     record: &Record,
 ) -> JournalHeader {
     let mut header = JournalHeader::new(kind, config, protocol);
-    let run = if kind == crate::state::journal::kind::REMOVE {
-        record.origins.removal()
-    } else {
-        record.origins.run_of(ops)
-    };
+    let run = if kind == RunKind::Remove { record.origins.removal() } else { record.origins.run_of(ops) };
     header.sysctl_origins = run.recorded;
     header.released_origins = run.released;
     header.tables = tables_of(ops).into_iter().collect();
@@ -117,10 +113,6 @@ impl<'a> Applied<'a> {
         }
         Error::Other(anyhow::anyhow!("{why}; the change was rolled back: the host is as it was before"))
     }
-
-    pub fn header(&self) -> &JournalHeader {
-        &self.header
-    }
 }
 
 /// A cleanly undone run: its journal goes and the record is as before it.
@@ -158,7 +150,7 @@ pub enum TrialRevert {
     Undone(usize),
     /// A run of someone else is newer than the trial: it was superseded
     /// (the host has moved on), and nothing was undone.
-    Superseded { journal: String, kind: String },
+    Superseded { journal: String, kind: RunKind },
 }
 
 /// Reverts the trial of an `apply --confirm`: every journal newer than
@@ -170,7 +162,7 @@ pub async fn revert_trial(env: &Env<'_>, after: Option<u64>, trial: &str) -> Res
     if let Some(other) = newer.iter().find(|j| j.header.trial.as_deref() != Some(trial)) {
         return Ok(TrialRevert::Superseded {
             journal: other.path.display().to_string(),
-            kind: other.header.kind.clone(),
+            kind: other.header.kind,
         });
     }
     for j in &newer {
@@ -271,11 +263,11 @@ mod tests {
             origins: Origins::from_iter([(("rail3".to_string(), SysctlKey::ArpIgnore), 0)]),
             ..Record::default()
         };
-        let h = header_for("apply", None, 234, &ops, &record);
+        let h = header_for(RunKind::Apply, None, 234, &ops, &record);
         assert_eq!(h.sysctl_origins, [("rail0".to_string(), SysctlKey::ArpIgnore, 0)]);
         assert_eq!(h.released_origins, [("rail3".to_string(), SysctlKey::ArpIgnore, 0)]);
         assert_eq!(h.tables, [103]);
-        let h = header_for("remove", None, 234, &[], &record);
+        let h = header_for(RunKind::Remove, None, 234, &[], &record);
         assert_eq!(h.released_origins.len(), 1, "remove gives back every recorded value");
     }
 }

@@ -38,3 +38,48 @@ fn apply_summarises_per_interface_lists_with_v_and_is_silent_with_q() {
     let dry = tb.rr(&["-q", "apply", "--dry-run", &cfg]).expect_code(EXIT_OK);
     assert!(dry.stdout().contains("ip -4 route add 198.51.100.0/24 dev rail3 table 103"), "{}", dry.report());
 }
+
+/// At 32 rails apply prints a line per rail and one line for the
+/// announcements (issue 17); -v lists every announced address, a line per
+/// rail under the old header. --json lists them all either way.
+#[test]
+fn apply_at_32_rails_announces_in_one_line_and_lists_the_addresses_with_v() {
+    let tb = Testbed::builder().rails(32).ipv6(true).build();
+    for r in tb.rails() {
+        tb.host().set_sysctl(&format!("net/ipv6/conf/{}/router_solicitations", r.name), "0");
+    }
+    let cfg = tb.config_for(32, &[]);
+    let run = tb.rr(&["apply", &cfg]).expect_code(EXIT_OK);
+    let out = run.stdout();
+    let announced: Vec<&str> = out.lines().filter(|l| l.contains("announced")).collect();
+    assert_eq!(
+        announced,
+        [
+            "roce-route: announced 64 addresses on 32 rails to the peers, each from its own interface (2 times, \
+          100 ms apart)"
+        ],
+        "{}",
+        run.report()
+    );
+    assert_eq!(out.lines().count(), 34, "a header, a line per rail and one for the announcements:\n{out}");
+
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
+    let run = tb.rr(&["-v", "apply", &cfg]).expect_code(EXIT_OK);
+    let out = run.stdout();
+    assert!(
+        out.contains(
+            "roce-route: announced 64 addresses to the peers, each from its own interface (2 times, 100 ms apart):\n"
+        ),
+        "{}",
+        run.report()
+    );
+    for r in tb.rails() {
+        let line = format!("  {}: {} {}\n", r.name, r.v4, r.v6.as_deref().unwrap());
+        assert!(out.contains(&line), "-v lists {line:?}:\n{out}");
+    }
+
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
+    let run = tb.rr(&["--json", "apply", &cfg]).expect_code(EXIT_OK);
+    let doc = json_doc(&run);
+    assert_eq!(doc["announced"].as_array().map(Vec::len), Some(64), "{}", run.report());
+}

@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{
-    Announced, Change, Ctx, Done, Verbosity, announced_lines, connect, read_rdma_lenient, tell_peers,
+    Announced, Change, Ctx, Done, Verbosity, announced_lines, announced_summary, connect, read_rdma_lenient,
+    tell_peers,
 };
 use crate::announce;
 use crate::cli::ApplyArgs;
@@ -20,13 +21,12 @@ use crate::config::Config;
 use crate::converge::{self, Converged, Request, table_owners};
 use crate::diff::Plan;
 use crate::error::{Error, exit};
-use crate::plan::NotReady;
+use crate::plan::{Desired, NotReady};
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
 use crate::state::confirm::{self, Answer};
-use crate::state::journal::kind as journal_kind;
-use crate::state::{Pending, StateDir, StateError};
+use crate::state::{Pending, RunKind, StateDir, StateError};
 use crate::tell;
 
 /// The fields of `apply --json` (and `apply --dry-run --json`).
@@ -133,23 +133,10 @@ pub async fn run(
     // address without its RoCE v2 GID): read first, so a bad --sysfs-root
     // is refused before anything changes; warned about once planned.
     let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
-    let warn_rdma = |desired: &crate::plan::Desired| {
-        for d in rdma.drift(&desired.interfaces) {
-            ctx.warn(format!("{}; {}", d.description, d.fix));
-        }
-    };
+    let run = Apply { ctx, args, cfg: &cfg, rdma: &rdma };
     let settled = reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
     if args.dry_run {
-        let record = ctx.readable_record()?;
-        let (desired, plan) = reconcile::reconcile(&nl, &cfg, args.adopt, &record).await?;
-        warn_rdma(&desired);
-        strict_check(args, &desired.not_ready)?;
-        report_not_ready(ctx, &desired.not_ready);
-        let dropped = dropped_with_file(&record, &cfg);
-        warn_dropped(ctx, &dropped);
-        let mut done = report_dry_run(ctx, args, &cfg.files, &plan, &desired.not_ready)?;
-        done.doc["dropped_with_file"] = serde_json::to_value(&dropped).unwrap_or_default();
-        return Ok(done);
+        return run.dry_run(&nl).await;
     }
     // A manager that deletes foreign rules undoes this apply at its next
     // reconfiguration: say so now, not after the rails broke.
@@ -157,19 +144,7 @@ pub async fn run(
         ctx.warn(w);
     }
     let state = ctx.state()?;
-    let asked = std::time::Instant::now();
-    let lock = ctx.lock()?;
-    ctx.refuse_during_confirmation("this apply")?;
-    // The trial of an `apply --confirm` whose guard died is not kept by
-    // building on it.
-    if let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
-        ctx.warn(what);
-    }
-    // A wait for --settle or for the lock may have seen rails come and go:
-    // plan on the links as they are now.
-    if settled || asked.elapsed() > Duration::from_millis(20) {
-        nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
-    }
+    let lock = run.lock(&state, &mut nl, settled).await?;
     // --confirm: the guard owns the deadline before the first netlink
     // message, so that a kill of this process at any instant of the change
     // (or after it) still ends with the host as before.
@@ -177,28 +152,8 @@ pub async fn run(
         Some(seconds) => Some(Guard::arm(ctx, &state, &cfg, seconds)?),
         None => None,
     };
-    let mut dropped = Vec::new();
-    let req = Request {
-        cfg: &cfg,
-        config_files: &config_files,
-        adopt: args.adopt,
-        kind: journal_kind::APPLY,
-        trial: guard.as_ref().map(|g| g.trial.clone()),
-        notice: &|m| tell!("roce-route: {m}"),
-    };
-    let gate = |record: &crate::state::Record, desired: &crate::plan::Desired, plan: &Plan| {
-        plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
-        warn_rdma(desired);
-        dropped = dropped_with_file(record, &cfg);
-        warn_dropped(ctx, &dropped);
-        strict_check(args, &desired.not_ready)?;
-        if !plan.conflicts.is_empty() && !args.adopt {
-            return Err(conflicts(ctx, &cfg.files, plan));
-        }
-        Ok(())
-    };
-    let converged = converge::converge(&state, &mut nl, &ctx.stop, &req, gate, |_| {}).await;
-    let Converged { desired, plan, header } = match converged {
+    let (converged, dropped) = run.converge(&state, &mut nl, &config_files, guard.as_ref()).await;
+    let converged = match converged {
         Ok(c) => c,
         Err(e) => {
             // Nothing to guard (the run was refused or rolled back); a
@@ -211,67 +166,174 @@ pub async fn run(
             return Err(e);
         }
     };
-    let Some(header) = header else {
+    let mut report = ApplyReport::new(&converged.plan, false).with_not_ready(&converged.desired.not_ready);
+    report.dropped_with_file = dropped;
+    let Some(header) = &converged.header else {
         drop(lock);
         // Nothing to keep: the guard ends at once.
         if let Some(g) = &guard {
             g.dismiss("ready");
             g.dismiss("confirm");
         }
-        report_not_ready(ctx, &desired.not_ready);
-        if ctx.chatty() {
-            say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
-        }
-        let mut report = ApplyReport::new(&plan, false).with_not_ready(&desired.not_ready);
-        report.dropped_with_file = dropped;
-        return Ok(Done::new(code_for(&desired.not_ready), false, report));
+        return Ok(run.in_sync(&converged.desired, report));
     };
-    // `pending` names the trial's journal now that it exists (for show);
-    // under the lock, so that it never races the guard clearing it.
-    if guard.is_some()
-        && let (Ok(Some(mut pending)), Ok(Some(journal))) = (state.pending(), state.latest_journal())
-    {
-        pending.journal =
-            journal.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        pending.config = header.config.clone();
-        let _ = state.set_pending(&pending);
+    if let Some(g) = &guard {
+        g.name_journal(&state, header);
     }
     // The change is complete: others may read and change the host while
     // the peers are told; with --confirm the guard keeps them from
     // changing it until it is confirmed or reverted.
     drop(lock);
-    let owners = table_owners(&desired, &plan.ops);
-    let not_ready = desired.not_ready.clone();
-    report_not_ready(ctx, &not_ready);
-    let mut report = ApplyReport::new(&plan, false).with_not_ready(&not_ready);
-    report.dropped_with_file = dropped;
-    // Before a --confirm wait too: the change is live, and whether traffic
-    // works during the trial depends on the peers' entries.
-    let rounds = if args.no_announce { 0 } else { cfg.defaults.announce };
-    if rounds > 0 {
-        let rails = announce::touched(&desired, &plan.ops);
-        report.announced = tell_peers(ctx, &nl, &desired, Some(&rails), rounds).await.announced;
+    run.changed(&state, &nl, converged, guard, report).await
+}
+
+/// One `apply` run: what every part of it reads.
+struct Apply<'a> {
+    ctx: &'a Ctx,
+    args: &'a ApplyArgs,
+    cfg: &'a Config,
+    rdma: &'a crate::rdma_check::Observed,
+}
+
+impl Apply<'_> {
+    /// Takes the namespace lock and makes ready to change the host under
+    /// it: refuses while an `apply --confirm` waits, and reverts the trial
+    /// of one whose guard died (it is not kept by building on it). A wait
+    /// for --settle (`settled`) or for the lock may have seen rails come
+    /// and go: the plan is made on the links as they are now.
+    async fn lock(
+        &self,
+        state: &StateDir,
+        nl: &mut crate::netlink::Netlink,
+        settled: bool,
+    ) -> Result<crate::state::NetnsLock, Error> {
+        let asked = std::time::Instant::now();
+        let lock = self.ctx.lock()?;
+        if let Some(what) = self.ctx.settle_confirmation("this apply", state, nl).await? {
+            self.ctx.warn(what);
+        }
+        if settled || asked.elapsed() > Duration::from_millis(20) {
+            nl.refresh_links()
+                .await
+                .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
+        }
+        Ok(lock)
     }
-    if let Some(guard) = guard {
-        confirm_or_revert(ctx, &state, &nl, &cfg, guard, plan.ops.len()).await?;
-        report.confirmation = Some("kept");
+
+    fn warn_rdma(&self, desired: &Desired) {
+        for d in self.rdma.drift(&desired.interfaces) {
+            self.ctx.warn(format!("{}; {}", d.description, d.fix));
+        }
     }
-    if ctx.chatty() {
+
+    /// `--dry-run`: the plan as a script, nothing changed.
+    async fn dry_run(&self, nl: &crate::netlink::Netlink) -> Result<Done, Error> {
+        let (ctx, args) = (self.ctx, self.args);
+        let record = ctx.readable_record()?;
+        let (desired, plan) = reconcile::reconcile(nl, self.cfg, args.adopt, &record).await?;
+        self.warn_rdma(&desired);
+        strict_check(args, &desired.not_ready)?;
+        report_not_ready(ctx, &desired.not_ready);
+        let dropped = dropped_with_file(&record, self.cfg);
+        warn_dropped(ctx, &dropped);
+        let mut done = report_dry_run(ctx, args, &self.cfg.files, &plan, &desired.not_ready)?;
+        done.doc["dropped_with_file"] = serde_json::to_value(&dropped).unwrap_or_default();
+        Ok(done)
+    }
+
+    /// The change as one verified transaction (see `converge`), after the
+    /// checks of every reading; also the interfaces it drops with a file.
+    async fn converge(
+        &self,
+        state: &StateDir,
+        nl: &mut crate::netlink::Netlink,
+        config_files: &[(String, String)],
+        guard: Option<&Guard>,
+    ) -> (Result<Converged, Error>, Vec<DroppedWithFile>) {
+        let (ctx, args, cfg) = (self.ctx, self.args, self.cfg);
+        let mut dropped = Vec::new();
+        let req = Request {
+            cfg,
+            config_files,
+            adopt: args.adopt,
+            kind: RunKind::Apply,
+            trial: guard.map(|g| g.trial.clone()),
+            notice: &|m| tell!("roce-route: {m}"),
+        };
+        let gate = |record: &crate::state::Record, desired: &Desired, plan: &Plan| {
+            plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
+            self.warn_rdma(desired);
+            dropped = dropped_with_file(record, cfg);
+            warn_dropped(ctx, &dropped);
+            strict_check(args, &desired.not_ready)?;
+            if !plan.conflicts.is_empty() && !args.adopt {
+                return Err(conflicts(ctx, &cfg.files, plan));
+            }
+            Ok(())
+        };
+        let converged = converge::converge(state, nl, &ctx.stop, &req, gate, |_| {}).await;
+        (converged, dropped)
+    }
+
+    /// Nothing to change.
+    fn in_sync(&self, desired: &Desired, report: ApplyReport) -> Done {
+        report_not_ready(self.ctx, &desired.not_ready);
+        if self.ctx.chatty() {
+            say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
+        }
+        Done::new(code_for(&desired.not_ready), false, report)
+    }
+
+    /// The change is made and committed: the peers are told, a --confirm
+    /// waits for its outcome, and the change is reported.
+    async fn changed(
+        &self,
+        state: &StateDir,
+        nl: &crate::netlink::Netlink,
+        converged: Converged,
+        guard: Option<Guard>,
+        mut report: ApplyReport,
+    ) -> Result<Done, Error> {
+        let Converged { desired, plan, .. } = converged;
+        report_not_ready(self.ctx, &desired.not_ready);
+        // Before a --confirm wait too: the change is live, and whether traffic
+        // works during the trial depends on the peers' entries.
+        let rounds = if self.args.no_announce { 0 } else { self.cfg.defaults.announce };
+        if rounds > 0 {
+            let rails = announce::touched(&desired, &plan.ops);
+            report.announced = tell_peers(self.ctx, nl, &desired, Some(&rails), rounds).await.announced;
+        }
+        if let Some(guard) = guard {
+            confirm_or_revert(self.ctx, state, nl, self.cfg, guard, plan.ops.len()).await?;
+            report.confirmation = Some("kept");
+        }
+        if self.ctx.chatty() {
+            self.print_applied(&desired, &plan, &report.announced, rounds);
+        }
+        Ok(Done::new(code_for(&desired.not_ready), true, report))
+    }
+
+    /// A line per rail (every command with -v), and one line for the
+    /// announcements (every address with -v).
+    fn print_applied(&self, desired: &Desired, plan: &Plan, announced: &[Announced], rounds: u32) {
         say!(
             "roce-route: applied {}{}:",
             count(plan.ops.len(), "change", "changes"),
-            not_ready_tail(&not_ready)
+            not_ready_tail(&desired.not_ready)
         );
-        if ctx.verbosity == Verbosity::Verbose {
+        let verbose = self.ctx.verbosity == Verbosity::Verbose;
+        if verbose {
             plan.ops.iter().for_each(|op| say!("  {}", render::command(op)));
         } else {
+            let owners = table_owners(desired, &plan.ops);
             render::summary(&plan.ops, &owners).iter().for_each(|line| say!("  {line}"));
         }
-        if !report.announced.is_empty() {
-            announced_lines(&report.announced, rounds).iter().for_each(|l| say!("{l}"));
+        match (announced.is_empty(), verbose) {
+            (true, _) => {}
+            (false, true) => announced_lines(announced, rounds).iter().for_each(|l| say!("{l}")),
+            (false, false) => say!("{}", announced_summary(announced, rounds)),
         }
     }
-    Ok(Done::new(code_for(&not_ready), true, report))
 }
 
 /// "; 2 parts not ready (left alone)" or nothing.
@@ -375,6 +437,17 @@ impl Guard {
         }
     }
 
+    /// `pending` names the trial's journal now that it exists (for show);
+    /// under the lock, so that it never races the guard clearing it.
+    fn name_journal(&self, state: &StateDir, header: &crate::state::JournalHeader) {
+        if let (Ok(Some(mut pending)), Ok(Some(journal))) = (state.pending(), state.latest_journal()) {
+            pending.journal =
+                journal.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            pending.config = header.config.clone();
+            let _ = state.set_pending(&pending);
+        }
+    }
+
     /// Ends the guard when there is nothing to confirm: `confirm` (in
     /// sync) or `revert` (the run failed and was rolled back).
     fn dismiss(&self, request: &str) {
@@ -408,8 +481,35 @@ async fn confirm_or_revert(
     guard: Guard,
     changes: usize,
 ) -> Result<(), Error> {
-    let seconds = guard.seconds;
-    let outcome = match guard.ready() {
+    let outcome = await_outcome(ctx, &guard);
+    let reverted = |why: String| {
+        Error::NotConfirmed(format!(
+            "{why}: rolled back the {}; the host is as it was before (config {})",
+            count(changes, "change", "changes"),
+            cfg.file
+        ))
+    };
+    match outcome {
+        Answer::Kept => {
+            say_kept(ctx);
+            Ok(())
+        }
+        Answer::Reverted => Err(reverted(match ctx.stop.requested() {
+            Some(sig) => format!("{} before confirmation", crate::signals::name(sig)),
+            None => format!("not confirmed within {} s", guard.seconds),
+        })),
+        Answer::RevertFailed(why) => Err(Error::RevertFailed(format!(
+            "reverting the unconfirmed change failed: {why}; run `{}` again",
+            ctx.suggest(&["rollback"])
+        ))),
+        Answer::Waiting { .. } | Answer::NoGuard => guard_lost(ctx, state, nl, &guard, reverted).await,
+    }
+}
+
+/// Tells the guard the change is made and waits for its outcome (Enter
+/// confirms on a terminal); `NoGuard` when the guard is lost.
+fn await_outcome(ctx: &Ctx, guard: &Guard) -> Answer {
+    match guard.ready() {
         Ok(Err(early)) => early,
         Ok(Ok(link)) => {
             let left = guard.deadline_unix.saturating_sub(crate::state::unix_now());
@@ -422,73 +522,59 @@ async fn confirm_or_revert(
             wait_for_outcome(ctx, enter.as_deref(), link)
         }
         Err(_) => Answer::NoGuard,
-    };
-    let signal = ctx.stop.requested();
-    let reverted = |why: String| {
-        Error::NotConfirmed(format!(
-            "{why}: rolled back the {}; the host is as it was before (config {})",
-            count(changes, "change", "changes"),
-            cfg.file
-        ))
-    };
-    match outcome {
-        Answer::Kept => {
-            if ctx.chatty() {
-                tell!("roce-route: confirmed, keeping the change");
-            }
-            Ok(())
+    }
+}
+
+fn say_kept(ctx: &Ctx) {
+    if ctx.chatty() {
+        tell!("roce-route: confirmed, keeping the change");
+    }
+}
+
+/// The guard stopped without an answer. One that settled the trial
+/// clears `pending` before it answers, and was confirmed (the trial's
+/// journals are there) or reverted (they are gone): its outcome, read
+/// from the state. One that died with the trial open leaves it to this
+/// process: no one else will revert it now.
+async fn guard_lost(
+    ctx: &Ctx,
+    state: &StateDir,
+    nl: &crate::netlink::Netlink,
+    guard: &Guard,
+    reverted: impl Fn(String) -> Error,
+) -> Result<(), Error> {
+    let why = format!("the confirmation guard (pid {}) stopped without an answer", guard.pid);
+    if state.pending()?.is_none() {
+        let kept = state
+            .journals_after(guard.after)?
+            .iter()
+            .any(|j| j.committed && j.header.trial.as_deref() == Some(guard.trial.as_str()));
+        if kept {
+            say_kept(ctx);
+            return Ok(());
         }
-        Answer::Reverted => Err(reverted(match signal {
-            Some(sig) => format!("{} before confirmation", crate::signals::name(sig)),
-            None => format!("not confirmed within {seconds} s"),
-        })),
-        Answer::RevertFailed(why) => Err(Error::RevertFailed(format!(
-            "reverting the unconfirmed change failed: {why}; run `{}` again",
+        return Err(reverted(format!("the confirmation guard (pid {}) reverted it", guard.pid)));
+    }
+    let stop = crate::signals::StopFlag::default();
+    let undone = async {
+        let _lock = crate::state::NetnsLock::acquire(Duration::from_secs(600), &stop)?;
+        let env = crate::transaction::Env { state, nl, stop: &stop };
+        let done = crate::transaction::revert_trial(&env, guard.after, &guard.trial).await?;
+        state.clear_pending()?;
+        Ok::<_, Error>(done)
+    }
+    .await;
+    match undone {
+        Ok(crate::transaction::TrialRevert::Undone(_)) => Err(reverted(why)),
+        Ok(crate::transaction::TrialRevert::Superseded { journal, kind }) => Err(Error::RevertFailed(
+            format!("{why}, and a later {kind} ({journal}) was made during the trial: nothing was reverted"),
+        )),
+        Err(e) => Err(Error::RevertFailed(format!(
+            "{why}, and reverting the change failed: {e}; the change may still be in place: check with `{}` \
+             and undo it with `{}`",
+            ctx.suggest(&["show"]),
             ctx.suggest(&["rollback"])
         ))),
-        Answer::Waiting { .. } | Answer::NoGuard => {
-            let why = format!("the confirmation guard (pid {}) stopped without an answer", guard.pid);
-            // A guard that settled the trial clears `pending` before it
-            // answers, and was confirmed (the trial's journals are there)
-            // or reverted (they are gone): its outcome, read from the state.
-            if state.pending()?.is_none() {
-                let kept = state
-                    .journals_after(guard.after)?
-                    .iter()
-                    .any(|j| j.committed && j.header.trial.as_deref() == Some(guard.trial.as_str()));
-                if kept {
-                    if ctx.chatty() {
-                        tell!("roce-route: confirmed, keeping the change");
-                    }
-                    return Ok(());
-                }
-                return Err(reverted(format!("the confirmation guard (pid {}) reverted it", guard.pid)));
-            }
-            // Died with the trial open: no one else will revert it now.
-            let stop = crate::signals::StopFlag::default();
-            let undone = async {
-                let _lock = crate::state::NetnsLock::acquire(Duration::from_secs(600), &stop)?;
-                let env = crate::transaction::Env { state, nl, stop: &stop };
-                let done = crate::transaction::revert_trial(&env, guard.after, &guard.trial).await?;
-                state.clear_pending()?;
-                Ok::<_, Error>(done)
-            }
-            .await;
-            match undone {
-                Ok(crate::transaction::TrialRevert::Undone(_)) => Err(reverted(why)),
-                Ok(crate::transaction::TrialRevert::Superseded { journal, kind }) => {
-                    Err(Error::RevertFailed(format!(
-                        "{why}, and a later {kind} ({journal}) was made during the trial: nothing was reverted"
-                    )))
-                }
-                Err(e) => Err(Error::RevertFailed(format!(
-                    "{why}, and reverting the change failed: {e}; the change may still be in place: check with \
-                     `{}` and undo it with `{}`",
-                    ctx.suggest(&["show"]),
-                    ctx.suggest(&["rollback"])
-                ))),
-            }
-        }
     }
 }
 

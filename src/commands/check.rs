@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, read_rdma_lenient, run_notes};
+use super::{Ctx, Done, NoteKind, connect, read_rdma_lenient, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::cli::SysfsArg;
 use crate::config::{Config, ConfigError};
@@ -92,15 +92,16 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
         Err(e) => return Err(e),
     };
     for note in notes {
-        if note.starts_with("the last") {
-            report.differences.push(Difference {
-                kind: "interrupted_run",
-                fix: ctx.suggest(&["rollback"]),
-                description: note,
-            });
-            report.in_sync = false;
-        } else {
-            ctx.warn(note);
+        match note.kind {
+            NoteKind::InterruptedRun => {
+                report.differences.push(Difference {
+                    kind: "interrupted_run",
+                    fix: ctx.suggest(&["rollback"]),
+                    description: note.text,
+                });
+                report.in_sync = false;
+            }
+            NoteKind::ConfirmationWaiting | NoteKind::OrphanedTrial => ctx.warn(note.text),
         }
     }
     if ctx.chatty() {

@@ -42,6 +42,40 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
     listener.set_nonblocking(true).map_err(|e| Error::Other(anyhow::anyhow!("guard socket: {e}")))?;
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let mut waiters: Vec<UnixStream> = Vec::new();
+    let (decided_by, revert) = decide(ctx, args, &listener, deadline, &mut waiters);
+    let (outcome, settled) = if revert { revert_change(ctx, args).await } else { (Answer::Kept, true) };
+    // A revert that failed leaves `pending`: the trial is still there, and
+    // watch (or the next apply, rollback or remove) reverts it, rather than
+    // taking its config for confirmed.
+    if settled && let Ok(state) = ctx.state() {
+        let _ = state.clear_pending();
+    }
+    waiters.extend(decided_by);
+    for w in waiters {
+        reply(w, &outcome);
+    }
+    // A request that raced the decision gets the truth too.
+    listener.set_nonblocking(true).ok();
+    while let Ok((stream, _)) = listener.accept() {
+        if confirm::trusted_peer(&stream) && read_request(&stream).is_some() {
+            reply(stream, &outcome);
+        }
+    }
+    Ok(if matches!(outcome, Answer::RevertFailed(_)) { crate::error::exit::ROLLBACK_FAILED } else { 0 })
+}
+
+/// Answers requests until the change is decided: kept (a confirmation
+/// once the change is complete) or to be reverted (the deadline, a
+/// signal, a `revert`). Returns the connection of the one who decided, if
+/// any, and whether to revert; the connections waiting for the outcome
+/// are left in `waiters`.
+fn decide(
+    ctx: &Ctx,
+    args: &GuardArgs,
+    listener: &std::os::unix::net::UnixListener,
+    deadline: Instant,
+    waiters: &mut Vec<UnixStream>,
+) -> (Option<UnixStream>, bool) {
     // Until the apply says its change is complete, a confirmation waits:
     // only a whole, committed change is ever kept.
     let mut ready = false;
@@ -50,14 +84,14 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
         let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64().ceil() as u64;
         Answer::Waiting { seconds_left: left, apply_pid: args.apply_pid }
     };
-    // The one who decided gets the outcome as its answer as well.
-    let (decided_by, revert) = loop {
+    loop {
         if ctx.stop.requested().is_some() || Instant::now() >= deadline {
-            break (None, true);
+            waiters.append(&mut confirmers);
+            return (None, true);
         }
         if !confirmers.is_empty() && (ready || trial_complete(ctx, args)) {
             waiters.extend(confirmers.drain(1..));
-            break (confirmers.pop(), false);
+            return (confirmers.pop(), false);
         }
         match listener.accept() {
             // Only root can reach the socket; a peer of another user is
@@ -75,33 +109,15 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
                     }
                 }
                 Some(Request::Confirm) => confirmers.push(stream),
-                Some(Request::Revert) => break (Some(stream), true),
+                Some(Request::Revert) => {
+                    waiters.append(&mut confirmers);
+                    return (Some(stream), true);
+                }
                 None => {}
             },
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
             Err(_) => std::thread::sleep(POLL),
         }
-    };
-    let (outcome, settled) = if revert { revert_change(ctx, args).await } else { (Answer::Kept, true) };
-    // A revert that failed leaves `pending`: the trial is still there, and
-    // watch (or the next apply, rollback or remove) reverts it, rather than
-    // taking its config for confirmed.
-    if settled && let Ok(state) = ctx.state() {
-        let _ = state.clear_pending();
     }
-    waiters.extend(decided_by);
-    waiters.extend(confirmers);
-    for w in waiters {
-        reply(w, &outcome);
-    }
-    // A request that raced the decision gets the truth too.
-    listener.set_nonblocking(true).ok();
-    while let Ok((stream, _)) = listener.accept() {
-        if confirm::trusted_peer(&stream) && read_request(&stream).is_some() {
-            reply(stream, &outcome);
-        }
-    }
-    Ok(if matches!(outcome, Answer::RevertFailed(_)) { crate::error::exit::ROLLBACK_FAILED } else { 0 })
 }
 
 /// Whether the trial's change is whole though the apply did not say so

@@ -33,7 +33,8 @@ use crate::netlink::Netlink;
 use crate::plan::Desired;
 use crate::render::quote;
 use crate::signals::StopFlag;
-use crate::state::{NetnsLock, Record, StateDir};
+use crate::state::confirm::{Confirmation, confirmation};
+use crate::state::{NetnsLock, Pending, Record, StateDir};
 
 /// `println!` that never panics: a closed stdout (`| head`) must not abort
 /// a command after its work is done; the exit code still tells the outcome.
@@ -203,45 +204,57 @@ impl Ctx {
         Ok(NetnsLock::acquire(self.lock_timeout, &self.stop)?)
     }
 
-    /// Refuses to change the host while an `apply --confirm` waits for its
-    /// confirmation (its guard would revert on top of the new change).
-    pub fn refuse_during_confirmation(&self, what: &str) -> Result<(), Error> {
-        match crate::state::confirm::ask("status", Some(Duration::from_secs(1))) {
-            Ok(crate::state::confirm::Answer::Waiting { seconds_left, apply_pid }) => {
-                Err(Error::Busy(format!(
-                    "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation ({seconds_left} s left); \
+    /// Before a run changes the host, under the lock: refuses while an
+    /// `apply --confirm` waits for its confirmation (its guard would revert
+    /// on top of `what`), and reverts the trial of one whose guard is gone
+    /// (see `revert_orphan`). Says what that did, if anything.
+    pub async fn settle_confirmation(
+        &self,
+        what: &str,
+        state: &StateDir,
+        nl: &Netlink,
+    ) -> Result<Option<String>, Error> {
+        match confirmation(Some(state))? {
+            Confirmation::None => Ok(None),
+            Confirmation::Waiting { seconds_left, apply_pid } => Err(Error::Busy(format!(
+                "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation ({seconds_left} s left); \
                  {what} would be undone by its revert: run `{}` to keep that change, or wait for it to revert",
-                    self.suggest(&["confirm"])
-                )))
-            }
-            Ok(_) => Ok(()),
-            // A guard listens but does not answer (its deadline passed and
-            // it reverts, or it is busy): as good as waiting.
-            Err(e) => Err(Error::Busy(format!(
+                self.suggest(&["confirm"])
+            ))),
+            Confirmation::Unanswered(e) => Err(Error::Busy(format!(
                 "the guard of an `apply --confirm` does not answer ({e}); {what} would race its revert: try again \
                  in a few seconds"
             ))),
+            Confirmation::Orphaned(p) => revert_orphan(&self.stop, state, nl, &p).await.map(Some),
         }
     }
 }
 
-/// A trial of `apply --confirm` whose guard is gone without an answer
-/// (`pending` is left and no guard listens: the OOM killer, a stopped
-/// unit, a kill). Under the lock, before a run changes the host: it is
-/// reverted (the journals that carry its id), or, when a later run
-/// superseded it, forgotten; never kept by accident. Says what happened,
-/// if anything.
+/// The trial of an `apply --confirm` whose guard is gone (`Orphaned`), if
+/// there is one, reverted (see `revert_orphan`); says what happened. For
+/// a run that has already refused to work during a confirmation.
 pub async fn settle_orphaned_trial(
     stop: &StopFlag,
     state: &StateDir,
     nl: &Netlink,
 ) -> Result<Option<String>, Error> {
-    use crate::state::confirm::{Answer, ask};
-    use crate::transaction::{Env, TrialRevert, revert_trial};
-    let Some(p) = state.pending()? else { return Ok(None) };
-    if !matches!(ask("status", Some(Duration::from_secs(1))), Ok(Answer::NoGuard)) {
-        return Ok(None);
+    match confirmation(Some(state))? {
+        Confirmation::Orphaned(p) => revert_orphan(stop, state, nl, &p).await.map(Some),
+        _ => Ok(None),
     }
+}
+
+/// A trial whose guard is gone without an answer. Under the lock, before
+/// a run changes the host: it is reverted (the journals that carry its
+/// id), or, when a later run superseded it, forgotten; never kept by
+/// accident. Says what happened.
+async fn revert_orphan(
+    stop: &StopFlag,
+    state: &StateDir,
+    nl: &Netlink,
+    p: &Pending,
+) -> Result<String, Error> {
+    use crate::transaction::{Env, TrialRevert, revert_trial};
     let whose = format!(
         "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer",
         p.guard_pid, p.pid
@@ -256,7 +269,7 @@ pub async fn settle_orphaned_trial(
         ),
     };
     state.clear_pending()?;
-    Ok(Some(what))
+    Ok(what)
 }
 
 pub async fn connect() -> Result<Netlink, Error> {
@@ -305,14 +318,6 @@ fn netns_cookie() -> Option<u64> {
     (rc == 0 && len as usize == std::mem::size_of::<u64>()).then_some(cookie)
 }
 
-/// Prints a JSON document on stdout.
-pub fn print_json<T: Serialize>(doc: &T) {
-    match serde_json::to_string_pretty(doc) {
-        Ok(text) => crate::say!("{text}"),
-        Err(e) => tell!("roce-route: error: cannot write the JSON report: {e}"),
-    }
-}
-
 /// One change in a report: its kind, the equivalent command, and the
 /// entry it is about as structured fields.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -328,57 +333,79 @@ impl Change {
     }
 }
 
+/// What a note of `run_notes` is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    /// An `apply --confirm` waits for its confirmation.
+    ConfirmationWaiting,
+    /// The guard of an `apply --confirm` is gone with its trial in place.
+    OrphanedTrial,
+    /// The latest run did not finish (killed or crashed).
+    InterruptedRun,
+}
+
+/// A note on the state of roce-route's runs, in plain words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub kind: NoteKind,
+    pub text: String,
+}
+
 /// What check and show say about the state of roce-route's runs: an
 /// interrupted run, an apply waiting for its confirmation.
-pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<String>, Error> {
+pub fn run_notes(ctx: &Ctx, state: Option<&StateDir>) -> Result<Vec<Note>, Error> {
     let mut notes = Vec::new();
-    match crate::state::confirm::ask("status", Some(Duration::from_secs(1))) {
-        Ok(crate::state::confirm::Answer::Waiting { seconds_left, apply_pid }) => notes.push(format!(
-            "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation: it is reverted in \
-             {seconds_left} s unless `{}` runs",
-            ctx.suggest(&["confirm"])
-        )),
-        Ok(crate::state::confirm::Answer::NoGuard) => {
-            if let Some(p) = state.and_then(|s| s.pending().ok().flatten()) {
-                notes.push(format!(
-                    "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer: its \
-                     unconfirmed change may still be in place; a running `roce-route watch` reverts it, or \
-                     undo it with `{}`",
-                    p.guard_pid,
-                    p.pid,
-                    ctx.suggest(&["rollback"])
-                ));
-            }
-        }
-        _ => {}
+    // A `pending` that cannot be read is for the commands that act on it
+    // (apply, rollback, remove, watch) to report: these only describe.
+    match confirmation(state).unwrap_or(Confirmation::None) {
+        Confirmation::Waiting { seconds_left, apply_pid } => notes.push(Note {
+            kind: NoteKind::ConfirmationWaiting,
+            text: format!(
+                "an `apply --confirm` (pid {apply_pid}) is waiting for its confirmation: it is reverted in \
+                 {seconds_left} s unless `{}` runs",
+                ctx.suggest(&["confirm"])
+            ),
+        }),
+        Confirmation::Orphaned(p) => notes.push(Note {
+            kind: NoteKind::OrphanedTrial,
+            text: format!(
+                "the guard (pid {}) of an `apply --confirm` (pid {}) is gone without an answer: its unconfirmed \
+                 change may still be in place; a running `roce-route watch` reverts it, or undo it with `{}`",
+                p.guard_pid,
+                p.pid,
+                ctx.suggest(&["rollback"])
+            ),
+        }),
+        Confirmation::None | Confirmation::Unanswered(_) => {}
     }
     if let Some(state) = state
         && let Some((header, false)) = state.latest_committed()?
     {
-        let ago = crate::state::unix_now().saturating_sub(header.started_unix);
-        let of = header.config.as_deref().map_or(String::new(), |c| format!(" of {c}"));
-        let files: Vec<String> = if header.files.is_empty() {
-            header.config.iter().cloned().collect()
-        } else {
-            header.files.clone()
-        };
-        let finish = match header.kind.as_str() {
-            "apply" if !files.is_empty() => {
-                let mut words = vec!["apply"];
-                words.extend(files.iter().map(String::as_str));
-                format!(" or `{}` to finish it", ctx.suggest(&words))
-            }
-            _ => String::new(),
-        };
-        notes.push(format!(
-            "the last {}{of} (pid {}, {ago} s ago) did not finish (killed or crashed): run `{}` to undo \
-             what it made{finish}",
-            header.kind,
-            header.pid,
-            ctx.suggest(&["rollback"])
-        ));
+        notes.push(Note { kind: NoteKind::InterruptedRun, text: interrupted_run(ctx, &header) });
     }
     Ok(notes)
+}
+
+/// The note on a run that did not finish, with the commands that undo
+/// or finish it.
+fn interrupted_run(ctx: &Ctx, header: &crate::state::JournalHeader) -> String {
+    let ago = crate::state::unix_now().saturating_sub(header.started_unix);
+    let of = header.config.as_deref().map_or(String::new(), |c| format!(" of {c}"));
+    let files: Vec<String> =
+        if header.files.is_empty() { header.config.iter().cloned().collect() } else { header.files.clone() };
+    let finish = match header.kind {
+        crate::state::RunKind::Apply if !files.is_empty() => {
+            format!(" or `{}` to finish it", ctx.suggest(&apply::apply_args(&files, &[])))
+        }
+        _ => String::new(),
+    };
+    format!(
+        "the last {}{of} (pid {}, {ago} s ago) did not finish (killed or crashed): run `{}` to undo what it \
+         made{finish}",
+        header.kind,
+        header.pid,
+        ctx.suggest(&["rollback"])
+    )
 }
 
 /// One address announced to the peers (`announced` in the JSON document).
@@ -407,24 +434,47 @@ pub async fn tell_peers(
     only: Option<&BTreeSet<String>>,
     rounds: u32,
 ) -> Told {
-    use crate::announce;
-    use crate::packet::PacketSocket;
-
-    let mut told = Told::default();
     // Read now, not at planning time: DAD may have ended (or failed) since.
     let addrs = match nl.addresses().await {
         Ok(a) => a,
         Err(e) => {
             ctx.warn(format!("nothing was announced to the peers: cannot read the addresses: {e}"));
-            return told;
+            return Told::default();
         }
     };
     let broadcast = |index| nl.broadcast(index).map(<[u8]>::to_vec);
-    let selection = announce::select(desired, only, nl.links(), broadcast, &addrs);
+    let selection = crate::announce::select(desired, only, nl.links(), broadcast, &addrs);
     selection.skipped.into_iter().for_each(|w| ctx.warn(w));
-    // The Router flag of each interface's IPv6 advertisements, read once.
+    let routers = router_flags(ctx, &selection.targets);
+    let mut sends: Vec<Send> = selection
+        .targets
+        .into_iter()
+        .map(|t| {
+            let router = routers.get(&t.interface).copied().unwrap_or(false);
+            Send {
+                out: crate::announce::outgoing(&t.medium, t.address, router),
+                target: t,
+                sent: 0,
+                error: None,
+            }
+        })
+        .collect();
+    send_rounds(ctx, &mut sends, rounds).await;
+    told(ctx, sends, rounds)
+}
+
+/// One address's announcement and how its sending went.
+struct Send {
+    target: crate::announce::Target,
+    out: crate::announce::Outgoing,
+    sent: u32,
+    error: Option<String>,
+}
+
+/// The Router flag of each interface's IPv6 advertisements, read once.
+fn router_flags(ctx: &Ctx, targets: &[crate::announce::Target]) -> BTreeMap<String, bool> {
     let mut routers: BTreeMap<String, bool> = BTreeMap::new();
-    for t in selection.targets.iter().filter(|t| t.address.is_ipv6()) {
+    for t in targets.iter().filter(|t| t.address.is_ipv6()) {
         if !routers.contains_key(&t.interface) {
             let router = ipv6_forwarding(&t.interface).unwrap_or_else(|e| {
                 ctx.warn(format!(
@@ -437,30 +487,23 @@ pub async fn tell_peers(
             routers.insert(t.interface.clone(), router);
         }
     }
-    // One socket per interface, opened once.
+    routers
+}
+
+/// Sends every announcement `rounds` times, `announce::INTERVAL` apart,
+/// from one socket per interface (opened once); a stop request ends it
+/// between rounds.
+async fn send_rounds(ctx: &Ctx, sends: &mut [Send], rounds: u32) {
+    use crate::packet::PacketSocket;
     let mut sockets: BTreeMap<u32, Result<PacketSocket, String>> = BTreeMap::new();
-    struct Pending {
-        target: announce::Target,
-        out: announce::Outgoing,
-        sent: u32,
-        error: Option<String>,
-    }
-    let mut pending: Vec<Pending> = selection
-        .targets
-        .into_iter()
-        .map(|t| {
-            let router = routers.get(&t.interface).copied().unwrap_or(false);
-            Pending { out: announce::outgoing(&t.medium, t.address, router), target: t, sent: 0, error: None }
-        })
-        .collect();
     for round in 0..rounds {
         if round > 0 {
             if ctx.stop.requested().is_some() {
                 break;
             }
-            tokio::time::sleep(announce::INTERVAL).await;
+            tokio::time::sleep(crate::announce::INTERVAL).await;
         }
-        for p in &mut pending {
+        for p in sends.iter_mut() {
             let socket = sockets.entry(p.target.ifindex).or_insert_with(|| {
                 PacketSocket::bound(p.target.ifindex, p.out.link_header).map_err(|e| socket_error(&e))
             });
@@ -474,7 +517,13 @@ pub async fn tell_peers(
             }
         }
     }
-    for p in pending {
+}
+
+/// What the rounds did: an address sent at least once is announced (short
+/// of `rounds`, with a warning), one never sent failed.
+fn told(ctx: &Ctx, sends: Vec<Send>, rounds: u32) -> Told {
+    let mut told = Told::default();
+    for p in sends {
         let what = Announced { interface: p.target.interface, address: p.target.address };
         match (p.sent, p.error) {
             (0, error) => {
@@ -531,14 +580,38 @@ fn socket_error(e: &std::io::Error) -> String {
 /// "announced 6 addresses to the peers, each from its own interface (2
 /// times, 100 ms apart):" and one line per interface.
 pub fn announced_lines(announced: &[Announced], rounds: u32) -> Vec<String> {
-    let how = match rounds {
+    let by_interface = by_interface(announced);
+    let mut lines = vec![format!(
+        "roce-route: announced {} to the peers, each from its own interface ({}):",
+        crate::render::count(announced.len(), "address", "addresses"),
+        how_often(rounds)
+    )];
+    lines.extend(by_interface.into_iter().map(|(i, addrs)| format!("  {i}: {}", addrs.join(" "))));
+    lines
+}
+
+/// One line for them all: "announced 64 addresses on 32 rails to the
+/// peers, each from its own interface (2 times, 100 ms apart)" (what
+/// `announced_lines` lists, summed up for apply at many rails).
+pub fn announced_summary(announced: &[Announced], rounds: u32) -> String {
+    format!(
+        "roce-route: announced {} on {} to the peers, each from its own interface ({})",
+        crate::render::count(announced.len(), "address", "addresses"),
+        crate::render::count(by_interface(announced).len(), "rail", "rails"),
+        how_often(rounds)
+    )
+}
+
+/// "once", or "2 times, 100 ms apart".
+fn how_often(rounds: u32) -> String {
+    match rounds {
         1 => "once".to_string(),
         n => format!("{n} times, {} ms apart", crate::announce::INTERVAL.as_millis()),
-    };
-    let mut lines = vec![format!(
-        "roce-route: announced {} to the peers, each from its own interface ({how}):",
-        crate::render::count(announced.len(), "address", "addresses"),
-    )];
+    }
+}
+
+/// The addresses of each interface, interfaces in the order first announced.
+fn by_interface(announced: &[Announced]) -> Vec<(&str, Vec<String>)> {
     let mut by_interface: Vec<(&str, Vec<String>)> = Vec::new();
     for a in announced {
         match by_interface.iter_mut().find(|(i, _)| *i == a.interface) {
@@ -546,8 +619,7 @@ pub fn announced_lines(announced: &[Announced], rounds: u32) -> Vec<String> {
             None => by_interface.push((&a.interface, vec![a.address.to_string()])),
         }
     }
-    lines.extend(by_interface.into_iter().map(|(i, addrs)| format!("  {i}: {}", addrs.join(" "))));
-    lines
+    by_interface
 }
 
 /// The sysfs root `--sysfs-root` names, checked: a root that is not a
@@ -615,5 +687,43 @@ pub fn rail_addresses(
             })
             .collect(),
         None => on_rail().filter(|a| crate::plan::unfit(a).is_none()).map(|a| a.addr).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn announced(rails: usize) -> Vec<Announced> {
+        (0..rails)
+            .flat_map(|k| {
+                let v4: IpAddr = format!("198.51.100.{}", 10 + k).parse().unwrap();
+                let v6: IpAddr = format!("2001:db8:1::{:x}", 0x10 + k).parse().unwrap();
+                [v4, v6].map(|address| Announced { interface: format!("rail{k}"), address })
+            })
+            .collect()
+    }
+
+    /// At 32 rails the summary is one line, the list a line per rail under
+    /// its header; both count the same addresses.
+    #[test]
+    fn announcements_sum_up_in_one_line_and_list_per_rail() {
+        let all = announced(32);
+        assert_eq!(
+            announced_summary(&all, 2),
+            "roce-route: announced 64 addresses on 32 rails to the peers, each from its own interface (2 times, \
+             100 ms apart)"
+        );
+        let lines = announced_lines(&all, 1);
+        assert_eq!(lines.len(), 33);
+        assert_eq!(
+            lines[0],
+            "roce-route: announced 64 addresses to the peers, each from its own interface (once):"
+        );
+        assert_eq!(lines[2], "  rail1: 198.51.100.11 2001:db8:1::11");
+        assert_eq!(
+            announced_summary(&announced(1)[..1], 1),
+            "roce-route: announced 1 address on 1 rail to the peers, each from its own interface (once)"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! first changed them. `rollback` undoes a remove.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::ErrorKind;
 
 use anyhow::Context;
 use serde::Serialize;
@@ -16,7 +17,7 @@ use crate::netlink::Netlink;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
-use crate::state::Record;
+use crate::state::{Record, RunKind};
 use crate::sysctl;
 use crate::transaction::{self, Env};
 
@@ -34,11 +35,8 @@ pub struct RemoveReport {
 pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done, Error> {
     let state = ctx.state()?;
     let _lock = ctx.lock()?;
-    if !dry_run {
-        ctx.refuse_during_confirmation("a remove")?;
-    }
     let nl = connect().await?;
-    if !dry_run && let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
+    if !dry_run && let Some(what) = ctx.settle_confirmation("a remove", &state, &nl).await? {
         ctx.warn(what);
     }
     let record = state.record()?;
@@ -46,7 +44,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);
     let ops = plan_removal(&nl, &record, &protocols).await?;
-    let not_restored = unrecorded_sysctls(&ops, &record);
+    let not_restored = unrecorded_sysctls(&ops, &record)?;
     if !not_restored.is_empty() {
         ctx.warn(format!(
             "not restored: {} (roce-route never recorded their values from before the change: the host was set up \
@@ -80,7 +78,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
         state.write_record(&Record::default())?;
         return Ok(Done::new(exit::OK, false, report(vec![])));
     }
-    let mut header = transaction::header_for("remove", None, 0, &ops, &record);
+    let mut header = transaction::header_for(RunKind::Remove, None, 0, &ops, &record);
     header.protocols = record.protocols.iter().copied().collect();
     header.assigned = record.assigned.clone();
     let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
@@ -114,7 +112,7 @@ async fn plan_removal(nl: &Netlink, record: &Record, protocols: &BTreeSet<u8>) -
     }
     for ((iface, key), origin) in record.origins.iter() {
         // An interface that is gone has no sysctl left to restore.
-        let Ok(current) = sysctl::read(iface, *key) else {
+        let Some(current) = read_sysctl(iface, *key)? else {
             continue;
         };
         if current != *origin {
@@ -126,7 +124,7 @@ async fn plan_removal(nl: &Netlink, record: &Record, protocols: &BTreeSet<u8>) -
 
 /// The ARP sysctls of interfaces whose routes are removed that have no
 /// recorded original and are not at the kernel's default (0).
-fn unrecorded_sysctls(ops: &[Op], record: &Record) -> Vec<String> {
+fn unrecorded_sysctls(ops: &[Op], record: &Record) -> Result<Vec<String>, Error> {
     let ifaces: BTreeSet<&str> = ops
         .iter()
         .filter_map(|op| match op {
@@ -140,12 +138,26 @@ fn unrecorded_sysctls(ops: &[Op], record: &Record) -> Vec<String> {
             if record.origins.get(iface, key).is_some() {
                 continue;
             }
-            if let Ok(value) = sysctl::read(iface, key)
+            if let Some(value) = read_sysctl(iface, key)?
                 && value != 0
             {
                 found.insert(sysctl::dotted_name(iface, key), value);
             }
         }
     }
-    found.into_iter().map(|(name, v)| format!("{name}={v}")).collect()
+    Ok(found.into_iter().map(|(name, v)| format!("{name}={v}")).collect())
+}
+
+/// A sysctl of `iface`; None when there is none to read: the interface is
+/// gone (no such file) or its name has no sysctl path (one only the
+/// kernel's routes carry). Any other failure is an error.
+fn read_sysctl(iface: &str, key: SysctlKey) -> Result<Option<u32>, Error> {
+    if sysctl::ifname_problem(iface).is_some() {
+        return Ok(None);
+    }
+    match sysctl::read(iface, key) {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::Other(anyhow::anyhow!("cannot read a sysctl of {iface}: {e}"))),
+    }
 }

@@ -14,7 +14,7 @@ use crate::model::Family;
 use crate::netlink::Netlink;
 use crate::render::count;
 use crate::say;
-use crate::state::journal::kind;
+use crate::state::{Journal, RunKind, StateDir};
 use crate::transaction::{self, Env};
 
 #[derive(Debug, Serialize)]
@@ -37,56 +37,23 @@ pub struct RollbackReport {
 pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     let state = ctx.state()?;
     let _lock = ctx.lock()?;
-    if !dry_run {
-        ctx.refuse_during_confirmation("a rollback")?;
-    }
     let nl = connect().await?;
     // The trial of an `apply --confirm` whose guard died is the latest
     // change: reverting it is this rollback.
-    if !dry_run && let Some(what) = super::settle_orphaned_trial(&ctx.stop, &state, &nl).await? {
+    if !dry_run && let Some(what) = ctx.settle_confirmation("a rollback", &state, &nl).await? {
         if ctx.chatty() {
             say!("roce-route: {what}");
         }
-        let report = RollbackReport {
-            dry_run,
-            undid: Some("trial".into()),
-            finished: None,
-            heals: 0,
-            steps: vec![],
-            still_owned: None,
-        };
+        let report = RollbackReport { undid: Some("trial".into()), ..RollbackReport::empty(dry_run) };
         return Ok(Done::new(exit::OK, true, report));
     }
     let set = state.rollback_set()?;
     let Some(journal) = set.last() else {
-        let mut protocols = state.record()?.protocols;
-        protocols.insert(DEFAULT_PROTOCOL);
-        let owned = owned_entries(&nl, &protocols).await?;
-        if ctx.chatty() {
-            if owned == 0 {
-                say!("roce-route: nothing to roll back");
-            } else {
-                say!(
-                    "roce-route: nothing to roll back (no journal is left), but roce-route still owns {} here; \
-                     run `{}` to take them out",
-                    count(owned, "route or rule", "routes and rules"),
-                    ctx.suggest(&["remove"])
-                );
-            }
-        }
-        let report = RollbackReport {
-            dry_run,
-            undid: None,
-            finished: None,
-            heals: 0,
-            steps: vec![],
-            still_owned: Some(owned),
-        };
-        return Ok(Done::new(exit::OK, false, report));
+        return nothing_to_roll_back(ctx, &state, &nl, dry_run).await;
     };
     // The heals by watch since the user's run are undone first, newest
     // first, then the run itself: watch then follows the config before it.
-    let heals = set.iter().filter(|j| j.header.kind == kind::HEAL).count();
+    let heals = set.iter().filter(|j| j.header.kind == RunKind::Heal).count();
     let mut steps: Vec<Change> = Vec::new();
     for j in &set {
         steps.extend(j.undo_ops().iter().rev().map(Change::of));
@@ -98,41 +65,80 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
         }
     }
     if ctx.chatty() {
-        let how = if journal.committed { "" } else { " (it had not finished: killed or crashed)" };
-        let of = journal.header.config.as_ref().map_or(String::new(), |c| format!(" of {c}"));
-        let ago = crate::state::unix_now().saturating_sub(journal.header.started_unix);
-        let n = count(steps.len(), "step", "steps");
-        let what = if journal.header.kind == kind::HEAL {
-            count(heals, "heal by watch", "heals by watch")
-        } else if heals > 0 {
-            format!(
-                "{}{of} made {ago} s ago{how}, and the {} built on it",
-                journal.header.kind,
-                count(heals, "heal by watch", "heals by watch")
-            )
-        } else {
-            format!("{}{of} made {ago} s ago{how}", journal.header.kind)
-        };
-        if dry_run {
-            say!("# roce-route rollback --dry-run: would undo the {what}: {n}");
-        } else {
-            say!("roce-route: rolled back the {what}: {n} undone");
-        }
-        for s in &steps {
-            say!("{}{}", if dry_run { "" } else { "  " }, s.command);
-        }
+        say_undone(journal, heals, &steps, dry_run);
     }
     // With --dry-run, "changed" says whether the rollback would change the host.
     let changed = !steps.is_empty();
     let report = RollbackReport {
-        dry_run,
-        undid: Some(journal.header.kind.clone()),
+        undid: Some(journal.header.kind.to_string()),
         finished: Some(journal.committed),
         heals,
         steps,
-        still_owned: None,
+        ..RollbackReport::empty(dry_run)
     };
     Ok(Done::new(exit::OK, changed, report))
+}
+
+impl RollbackReport {
+    fn empty(dry_run: bool) -> RollbackReport {
+        RollbackReport { dry_run, undid: None, finished: None, heals: 0, steps: vec![], still_owned: None }
+    }
+}
+
+/// No journal is left: says so, and how many routes and rules roce-route
+/// still owns (only `remove` takes those out).
+async fn nothing_to_roll_back(
+    ctx: &Ctx,
+    state: &StateDir,
+    nl: &Netlink,
+    dry_run: bool,
+) -> Result<Done, Error> {
+    let mut protocols = state.record()?.protocols;
+    protocols.insert(DEFAULT_PROTOCOL);
+    let owned = owned_entries(nl, &protocols).await?;
+    if ctx.chatty() {
+        if owned == 0 {
+            say!("roce-route: nothing to roll back");
+        } else {
+            say!(
+                "roce-route: nothing to roll back (no journal is left), but roce-route still owns {} here; run \
+                 `{}` to take them out",
+                count(owned, "route or rule", "routes and rules"),
+                ctx.suggest(&["remove"])
+            );
+        }
+    }
+    let report = RollbackReport { still_owned: Some(owned), ..RollbackReport::empty(dry_run) };
+    Ok(Done::new(exit::OK, false, report))
+}
+
+/// "rolled back the apply of c.toml made 5 s ago, and the 2 heals by watch
+/// built on it: 7 steps undone" and the steps (what it would undo with
+/// --dry-run).
+fn say_undone(journal: &Journal, heals: usize, steps: &[Change], dry_run: bool) {
+    let how = if journal.committed { "" } else { " (it had not finished: killed or crashed)" };
+    let of = journal.header.config.as_ref().map_or(String::new(), |c| format!(" of {c}"));
+    let ago = crate::state::unix_now().saturating_sub(journal.header.started_unix);
+    let n = count(steps.len(), "step", "steps");
+    let kind = journal.header.kind;
+    let what = if kind == RunKind::Heal {
+        count(heals, "heal by watch", "heals by watch")
+    } else if heals > 0 {
+        format!(
+            "{kind}{of} made {ago} s ago{how}, and the {} built on it",
+            count(heals, "heal by watch", "heals by watch")
+        )
+    } else {
+        format!("{kind}{of} made {ago} s ago{how}")
+    };
+    if dry_run {
+        say!("# roce-route rollback --dry-run: would undo the {what}: {n}");
+    } else {
+        say!("roce-route: rolled back the {what}: {n} undone");
+    }
+    for s in steps {
+        say!("{}{}", if dry_run { "" } else { "  " }, s.command);
+    }
 }
 
 /// How many rules and routes carry one of `protocols`.

@@ -182,7 +182,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     };
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);
-    let notes = run_notes(ctx, state.as_ref())?;
+    let notes = run_notes(ctx, state.as_ref())?.into_iter().map(|n| n.text).collect();
     let nl = connect().await?;
     let observed = read_rdma_lenient(sysfs, nl.links())?;
     observed.unreadable.iter().for_each(|u| ctx.warn(u.to_string()));

@@ -155,6 +155,54 @@ pub fn ask_at(path: &Path, request: &str, timeout: Option<Duration>) -> io::Resu
     Ok(Answer::parse(&line))
 }
 
+/// How long `confirmation` waits for the guard's answer to `status`.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether an `apply --confirm` waits for its confirmation in this network
+/// namespace: the one test every command asks (each reacts in its own way).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Confirmation {
+    /// Nothing waits: no guard listens and no trial is left, or a guard
+    /// has just decided (its answer was the outcome).
+    None,
+    /// A guard waits for the confirmation.
+    Waiting { seconds_left: u64, apply_pid: u32 },
+    /// A guard listens but does not answer (its deadline passed and it
+    /// reverts, or it is starting or busy): as good as waiting. Why, as
+    /// the connection said.
+    Unanswered(String),
+    /// No guard listens, but `pending` is left: the guard is gone without
+    /// an answer (the OOM killer, a stopped unit, a kill), and its
+    /// unconfirmed change may still be in place.
+    Orphaned(Pending),
+}
+
+impl Confirmation {
+    /// From the guard's answer to `status` and, only when no guard
+    /// listens, the `pending` file.
+    pub fn of(
+        status: io::Result<Answer>,
+        pending: impl FnOnce() -> Result<Option<Pending>, StateError>,
+    ) -> Result<Confirmation, StateError> {
+        Ok(match status {
+            Ok(Answer::Waiting { seconds_left, apply_pid }) => {
+                Confirmation::Waiting { seconds_left, apply_pid }
+            }
+            Ok(Answer::NoGuard) => pending()?.map_or(Confirmation::None, Confirmation::Orphaned),
+            Ok(Answer::Kept | Answer::Reverted | Answer::RevertFailed(_)) => Confirmation::None,
+            Err(e) => Confirmation::Unanswered(e.to_string()),
+        })
+    }
+}
+
+/// Asks the guard of this network namespace for its `status` and, when
+/// none listens, `state`'s `pending` (None: only the guard is asked, as by
+/// a user who may not read the state; an orphan is then not seen).
+pub fn confirmation(state: Option<&super::StateDir>) -> Result<Confirmation, StateError> {
+    let status = ask("status", Some(STATUS_TIMEOUT));
+    Confirmation::of(status, || state.map_or(Ok(None), super::StateDir::pending))
+}
+
 /// The waiting apply's connection to its guard after `ready`: the guard
 /// answered `waiting ...` on it and writes the outcome on it later. One
 /// connection for both, so that no outcome can fall between the two (a
@@ -405,6 +453,67 @@ mod tests {
         let (accepted, _) = listener.accept().unwrap();
         assert!(trusted_peer(&accepted), "a connection of this very user");
         drop(client);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn pending() -> Pending {
+        Pending {
+            pid: 10,
+            guard_pid: 11,
+            deadline_unix: 0,
+            journal: String::new(),
+            after: Some(3),
+            trial: "ab".into(),
+            config: None,
+        }
+    }
+
+    /// One answer per situation; `pending` is read only when no guard
+    /// listens (a waiting guard owns its trial), and an unreadable
+    /// `pending` is an error, not "nothing waits".
+    #[test]
+    fn confirmation_tells_waiting_unanswered_orphaned_and_none_apart() {
+        let unread =
+            || -> Result<Option<Pending>, StateError> { panic!("pending read with a guard listening") };
+        let waiting = Ok(Answer::Waiting { seconds_left: 5, apply_pid: 42 });
+        assert_eq!(
+            Confirmation::of(waiting, unread).unwrap(),
+            Confirmation::Waiting { seconds_left: 5, apply_pid: 42 }
+        );
+        let silent = Err(io::Error::new(ErrorKind::WouldBlock, "timed out"));
+        assert_eq!(Confirmation::of(silent, unread).unwrap(), Confirmation::Unanswered("timed out".into()));
+        for decided in [Answer::Kept, Answer::Reverted, Answer::RevertFailed("x".into())] {
+            assert_eq!(Confirmation::of(Ok(decided), unread).unwrap(), Confirmation::None);
+        }
+        assert_eq!(Confirmation::of(Ok(Answer::NoGuard), || Ok(None)).unwrap(), Confirmation::None);
+        assert_eq!(
+            Confirmation::of(Ok(Answer::NoGuard), || Ok(Some(pending()))).unwrap(),
+            Confirmation::Orphaned(pending())
+        );
+        let corrupt = || Err(super::super::files::corrupt(Path::new("pending"), "bad"));
+        assert!(matches!(Confirmation::of(Ok(Answer::NoGuard), corrupt), Err(StateError::Corrupt { .. })));
+    }
+
+    /// Against a real socket: a guard that answers `status` waits, one
+    /// that accepts and stays silent does not answer.
+    #[test]
+    fn a_silent_guard_is_unanswered_and_a_talking_one_waits() {
+        let dir = temp("status");
+        let path = dir.join(SOCKET_FILE);
+        let listener = bind_guard_at(&path).unwrap();
+        let guard = std::thread::spawn(move || {
+            let (talking, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&talking).read_line(&mut line).unwrap();
+            (&talking).write_all(b"waiting 9 77\n").unwrap();
+            let (silent, _) = listener.accept().unwrap();
+            std::thread::sleep(Duration::from_millis(400));
+            drop(silent);
+        });
+        let status = |t| Confirmation::of(ask_at(&path, "status", Some(t)), || Ok(None)).unwrap();
+        assert_eq!(status(STATUS_TIMEOUT), Confirmation::Waiting { seconds_left: 9, apply_pid: 77 });
+        assert!(matches!(status(Duration::from_millis(100)), Confirmation::Unanswered(_)));
+        guard.join().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

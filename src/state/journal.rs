@@ -6,7 +6,7 @@
 //! reader; it is pure so that it can be fuzzed.
 
 use std::fs::OpenOptions;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -22,23 +22,41 @@ pub(super) const SUFFIX: &str = ".jsonl";
 /// rollback tell heals from the user's runs by name, without reading them.
 pub(super) const HEAL_SUFFIX: &str = ".heal.jsonl";
 
-/// The kinds of run a journal records.
-pub mod kind {
+/// The kind of run a journal records; on disk (the header's `kind`) and in
+/// messages as "apply", "remove" or "heal".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
     /// `roce-route apply` (also a user's `--confirm` trial).
-    pub const APPLY: &str = "apply";
+    Apply,
     /// `roce-route remove`.
-    pub const REMOVE: &str = "remove";
+    Remove,
     /// A heal by `roce-route watch`: it builds on the user's run before it
     /// and is undone with it.
-    pub const HEAL: &str = "heal";
+    Heal,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Apply => "apply",
+            RunKind::Remove => "remove",
+            RunKind::Heal => "heal",
+        }
+    }
+}
+
+impl std::fmt::Display for RunKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// First line of a journal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JournalHeader {
     pub version: u32,
-    /// "apply", "remove" or "heal" (`kind`).
-    pub kind: String,
+    pub kind: RunKind,
     pub started_unix: u64,
     pub config: Option<String>,
     pub protocol: u8,
@@ -98,10 +116,10 @@ pub struct JournalHeader {
 
 impl JournalHeader {
     /// A header for a journal this process starts now.
-    pub fn new(kind: &str, config: Option<String>, protocol: u8) -> JournalHeader {
+    pub fn new(kind: RunKind, config: Option<String>, protocol: u8) -> JournalHeader {
         JournalHeader {
             version: JOURNAL_VERSION,
-            kind: kind.to_string(),
+            kind,
             started_unix: unix_now(),
             config,
             protocol,
@@ -256,17 +274,9 @@ pub fn is_heal_name(name: &str) -> bool {
 }
 
 /// The file name of journal `seq` of a run of `kind`.
-pub(super) fn file_name(seq: u64, kind: &str) -> String {
-    let suffix = if kind == self::kind::HEAL { HEAL_SUFFIX } else { SUFFIX };
+pub(super) fn file_name(seq: u64, kind: RunKind) -> String {
+    let suffix = if kind == RunKind::Heal { HEAL_SUFFIX } else { SUFFIX };
     format!("{PREFIX}{seq:06}{suffix}")
-}
-
-/// The first line of a journal file, parsed.
-pub(super) fn read_header(path: &Path) -> Result<JournalHeader, StateError> {
-    let file = open_safe(path, OpenOptions::new().read(true), Kind::File)?;
-    let mut line = Vec::new();
-    std::io::BufReader::new(file).read_until(b'\n', &mut line).map_err(|e| io_error(path, e))?;
-    parse_header(path, line.strip_suffix(b"\n").unwrap_or(&line))
 }
 
 /// The sequence number of a file named `journal-<digits>.jsonl` (a

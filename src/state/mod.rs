@@ -30,11 +30,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use confirm::Pending;
-pub use journal::{JOURNAL_VERSION, Journal, JournalHeader, JournalWriter};
+pub use journal::{JOURNAL_VERSION, Journal, JournalHeader, JournalWriter, RunKind};
 pub use lock::{Holder, NetnsLock};
 pub use record::{Origins, Record, RunOrigins};
 
-use files::{atomic_write, corrupt, ensure_dir, read_json, remove_if_exists, unsafe_path};
+use files::{atomic_write, ensure_dir, read_json, remove_if_exists, unsafe_path};
 
 pub const DEFAULT_BASE: &str = "/run/roce-route";
 /// How many runs of the user (apply, remove: each can be rolled back,
@@ -92,6 +92,7 @@ impl StateDir {
         Ok(StateDir { dir })
     }
 
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.dir
     }
@@ -109,7 +110,7 @@ impl StateDir {
     /// whole plan is recorded up front.
     pub fn begin_journal(&self, header: JournalHeader, undo: &[Op]) -> Result<JournalWriter, StateError> {
         let seq = self.journal_files()?.last().map_or(1, |(seq, _)| seq + 1);
-        let name = journal::file_name(seq, &header.kind);
+        let name = journal::file_name(seq, header.kind);
         let path = self.file(&name);
         atomic_write(&self.dir, &name, &journal::encode(&path, header, undo)?)?;
         Ok(JournalWriter { path })
@@ -180,20 +181,13 @@ impl StateDir {
         }
     }
 
-    /// The newest journal's header (its first line only), if any.
-    pub fn latest_header(&self) -> Result<Option<JournalHeader>, StateError> {
-        match self.journal_files()?.pop() {
-            Some((_, path)) => journal::read_header(&path).map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// Whether the newest journal is complete; None without journals.
     pub fn latest_committed(&self) -> Result<Option<(JournalHeader, bool)>, StateError> {
         Ok(self.latest_journal()?.map(|j| (j.header, j.committed)))
     }
 
     /// All journals, oldest first.
+    #[cfg(test)]
     pub fn journals(&self) -> Result<Vec<Journal>, StateError> {
         self.journal_files()?.iter().map(|(_, path)| read_journal(path)).collect()
     }
@@ -258,28 +252,8 @@ fn is_heal(path: &Path) -> bool {
     path.file_name().and_then(|n| n.to_str()).is_some_and(journal::is_heal_name)
 }
 
-/// The sequence number of a journal path.
-pub fn journal_seq(path: &Path) -> Option<u64> {
-    path.file_name().and_then(|n| n.to_str()).and_then(journal::seq)
-}
-
 fn read_journal(path: &Path) -> Result<Journal, StateError> {
     journal::parse(path, &files::read_file(path)?)
-}
-
-/// Parses the bytes of a state file as `roce-route` would read them from
-/// `name` (a journal, `record.json` or `pending`); for fuzzing the parsers.
-pub fn parse_state_file(name: &str, bytes: &[u8]) -> Result<(), StateError> {
-    let path = Path::new(name);
-    if journal::seq(name).is_some() {
-        journal::parse(path, bytes).map(drop)
-    } else if name == RECORD_FILE {
-        serde_json::from_slice::<Record>(bytes).map(drop).map_err(|e| corrupt(path, e.to_string()))
-    } else if name == PENDING_FILE {
-        serde_json::from_slice::<Pending>(bytes).map(drop).map_err(|e| corrupt(path, e.to_string()))
-    } else {
-        Err(corrupt(path, "not a state file name"))
-    }
 }
 
 /// The namespace id names one directory under the base, nothing else.
@@ -307,5 +281,7 @@ fn check_dir(path: &Path) -> Result<(), StateError> {
     files::open_safe(path, std::fs::OpenOptions::new().read(true), files::Kind::Dir).map(drop)
 }
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

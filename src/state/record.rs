@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::journal::{JournalHeader, kind};
+use super::journal::{JournalHeader, RunKind};
 use crate::model::{Op, SysctlKey};
 
 /// One sysctl of one interface.
@@ -38,12 +38,6 @@ impl Origins {
     }
     pub fn keys(&self) -> impl Iterator<Item = &SysctlId> {
         self.0.keys()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-    pub fn len(&self) -> usize {
-        self.0.len()
     }
 
     /// What a run of `ops` does to the record: a sysctl changed for the
@@ -177,22 +171,22 @@ impl Record {
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
-        match header.kind.as_str() {
-            kind::APPLY => {
+        match header.kind {
+            RunKind::Apply => {
                 self.discovered = header.discovered.clone();
                 self.sources = header.sources.clone();
                 self.config_files = header.config_files.clone();
             }
             // A heal follows the recorded config; it only learns addresses.
-            kind::HEAL => self.discovered = header.discovered.clone(),
-            _ => {}
+            RunKind::Heal => self.discovered = header.discovered.clone(),
+            RunKind::Remove => {}
         }
     }
 
     /// Once every step of the run is made.
     pub fn on_commit(&mut self, header: &JournalHeader) {
         self.origins.on_commit(&run_origins(header));
-        if header.kind == kind::REMOVE {
+        if header.kind == RunKind::Remove {
             // Nothing of roce-route's is left.
             self.tables.clear();
             self.protocols.clear();
@@ -209,14 +203,13 @@ impl Record {
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
-        match header.kind.as_str() {
-            kind::APPLY | kind::REMOVE => {
+        match header.kind {
+            RunKind::Apply | RunKind::Remove => {
                 self.config_files = header.replaced_config_files.clone();
                 self.discovered = header.replaced_discovered.clone();
                 self.sources = header.replaced_sources.clone();
             }
-            kind::HEAL => self.discovered = header.replaced_discovered.clone(),
-            _ => {}
+            RunKind::Heal => self.discovered = header.replaced_discovered.clone(),
         }
     }
 }
@@ -225,7 +218,7 @@ impl Record {
 /// remove took out (never a protocol only given on a command line).
 fn owned_by(header: &JournalHeader) -> Vec<u8> {
     let mut all = header.protocols.clone();
-    if matches!(header.kind.as_str(), kind::APPLY | kind::HEAL) {
+    if matches!(header.kind, RunKind::Apply | RunKind::Heal) {
         all.push(header.protocol);
     }
     all
@@ -304,7 +297,7 @@ mod tests {
         let mut o = before.clone();
         o.on_start(&run);
         o.on_commit(&run);
-        assert!(o.is_empty());
+        assert_eq!(o, Origins::default());
         o.on_undo(&run);
         assert_eq!(o, before);
     }
@@ -331,14 +324,14 @@ mod tests {
         let old = vec![("a.toml".to_string(), "old".to_string())];
         let new = vec![("b.toml".to_string(), "new".to_string())];
         let mut r = Record { config_files: old.clone(), ..Record::default() };
-        let mut h = JournalHeader::new("apply", None, 234);
+        let mut h = JournalHeader::new(RunKind::Apply, None, 234);
         h.config_files = new.clone();
         h.replaced_config_files = r.config_files.clone();
         r.on_start(&h);
         assert_eq!(r.config_files, new);
         r.on_undo(&h);
         assert_eq!(r.config_files, old, "an undone apply gives the earlier config back");
-        let mut remove = JournalHeader::new("remove", None, 234);
+        let mut remove = JournalHeader::new(RunKind::Remove, None, 234);
         remove.replaced_config_files = r.config_files.clone();
         r.on_start(&remove);
         r.on_commit(&remove);
@@ -354,7 +347,7 @@ mod tests {
         r.discovered.insert("rail0".into(), vec![p("198.51.100.10")]);
         r.sources.insert("rail0".into(), "a.toml".into());
         let before = r.clone();
-        let mut apply = JournalHeader::new("apply", None, 234);
+        let mut apply = JournalHeader::new(RunKind::Apply, None, 234);
         apply.discovered.insert("rail1".into(), vec![p("198.51.100.11")]);
         apply.sources.insert("rail1".into(), "b.toml".into());
         apply.replaced_discovered = r.discovered.clone();
@@ -362,7 +355,7 @@ mod tests {
         r.on_start(&apply);
         r.on_commit(&apply);
         assert_eq!(r.sources["rail1"], "b.toml");
-        let mut heal = JournalHeader::new("heal", None, 234);
+        let mut heal = JournalHeader::new(RunKind::Heal, None, 234);
         heal.discovered.insert("rail1".into(), vec![p("198.51.100.21")]);
         heal.replaced_discovered = r.discovered.clone();
         heal.sources.insert("rail9".into(), "ignored.toml".into());
@@ -380,12 +373,12 @@ mod tests {
     #[test]
     fn remove_commit_forgets_tables_and_protocols() {
         let mut r = Record::default();
-        let mut h = JournalHeader::new("apply", None, 234);
+        let mut h = JournalHeader::new(RunKind::Apply, None, 234);
         h.tables = vec![100, 101];
         r.on_start(&h);
         assert_eq!(r.protocols, BTreeSet::from([234]));
         r.on_commit(&h);
-        let remove = JournalHeader::new("remove", None, 234);
+        let remove = JournalHeader::new(RunKind::Remove, None, 234);
         r.on_start(&remove);
         r.on_commit(&remove);
         assert!(r.tables.is_empty() && r.protocols.is_empty());

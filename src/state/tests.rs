@@ -42,7 +42,7 @@ fn ops(n: usize) -> Vec<Op> {
     (0..n).map(op).collect()
 }
 
-fn header(kind: &str) -> JournalHeader {
+fn header(kind: RunKind) -> JournalHeader {
     JournalHeader::new(kind, Some("/etc/roce-route.toml".into()), 234)
 }
 
@@ -73,7 +73,7 @@ fn assert_corrupt(result: Result<Option<Journal>, StateError>, what: &str) {
 fn journal_round_trip() {
     let scratch = Scratch::new("round-trip");
     let dir = scratch.open().unwrap();
-    let h = header("apply");
+    let h = header(RunKind::Apply);
     let w = dir.begin_journal(h.clone(), &ops(3)).unwrap();
     let j = dir.latest_journal().unwrap().unwrap();
     assert_eq!(j.header, JournalHeader { steps: Some(3), ..h });
@@ -87,7 +87,7 @@ fn journal_round_trip() {
 fn a_torn_commit_line_is_ignored() {
     let scratch = Scratch::new("torn");
     let dir = scratch.open().unwrap();
-    let w = dir.begin_journal(header("apply"), &ops(2)).unwrap();
+    let w = dir.begin_journal(header(RunKind::Apply), &ops(2)).unwrap();
     append_raw(w.path(), b"{\"commi");
     let j = dir.latest_journal().unwrap().unwrap();
     assert_eq!(j.undo.len(), 2);
@@ -98,7 +98,7 @@ fn a_torn_commit_line_is_ignored() {
 fn garbage_in_the_middle_is_corrupt() {
     let scratch = Scratch::new("garbage");
     let dir = scratch.open().unwrap();
-    let path = dir.begin_journal(header("apply"), &ops(1)).unwrap().path().to_path_buf();
+    let path = dir.begin_journal(header(RunKind::Apply), &ops(1)).unwrap().path().to_path_buf();
     append_raw(&path, b"not json\n{\"committed\":true}\n");
     assert_corrupt(dir.latest_journal(), "line 3");
 }
@@ -107,7 +107,7 @@ fn garbage_in_the_middle_is_corrupt() {
 fn step_after_commit_is_corrupt() {
     let scratch = Scratch::new("after-commit");
     let dir = scratch.open().unwrap();
-    let w = dir.begin_journal(header("apply"), &[]).unwrap();
+    let w = dir.begin_journal(header(RunKind::Apply), &[]).unwrap();
     let path = w.path().to_path_buf();
     w.commit().unwrap();
     append_raw(&path, b"{\"step\":0,\"undo\":{\"op\":\"set_sysctl\",\"iface\":\"r\",\"key\":\"arp_ignore\",\"old\":0,\"new\":1}}\n");
@@ -119,7 +119,7 @@ fn step_after_commit_is_corrupt() {
 fn unsupported_version_is_corrupt() {
     let scratch = Scratch::new("version");
     let dir = scratch.open().unwrap();
-    let mut h = header("apply");
+    let mut h = header(RunKind::Apply);
     h.version = 999;
     dir.begin_journal(h, &[]).unwrap();
     assert_corrupt(dir.latest_journal(), "version 999");
@@ -140,7 +140,7 @@ fn missing_header_is_corrupt() {
 fn a_damaged_step_is_corrupt_not_fewer_steps() {
     let scratch = Scratch::new("whole-plan");
     let dir = scratch.open().unwrap();
-    let path = dir.begin_journal(header("apply"), &ops(3)).unwrap().path().to_path_buf();
+    let path = dir.begin_journal(header(RunKind::Apply), &ops(3)).unwrap().path().to_path_buf();
     let mut damaged = fs::read(&path).unwrap();
     let cut = damaged.len() - 10;
     damaged[cut] = b'#';
@@ -153,19 +153,19 @@ fn journals_form_a_stack() {
     let scratch = Scratch::new("stack");
     let dir = scratch.open().unwrap();
     assert_eq!(dir.latest_journal().unwrap(), None);
-    dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header("remove"), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Remove), &[]).unwrap().commit().unwrap();
 
     let all = dir.journals().unwrap();
-    let kinds: Vec<&str> = all.iter().map(|j| j.header.kind.as_str()).collect();
-    assert_eq!(kinds, ["apply", "remove"]);
+    let kinds: Vec<RunKind> = all.iter().map(|j| j.header.kind).collect();
+    assert_eq!(kinds, [RunKind::Apply, RunKind::Remove]);
     assert!(all[1].path.ends_with("journal-000002.jsonl"));
-    assert_eq!(dir.latest_header().unwrap().unwrap().kind, "remove");
+    assert_eq!(dir.latest_journal().unwrap().unwrap().header.kind, RunKind::Remove);
 
     let latest = dir.latest_journal().unwrap().unwrap();
     dir.discard(&latest).unwrap();
-    assert_eq!(dir.latest_journal().unwrap().unwrap().header.kind, "apply");
-    dir.begin_journal(header("remove"), &[]).unwrap();
+    assert_eq!(dir.latest_journal().unwrap().unwrap().header.kind, RunKind::Apply);
+    dir.begin_journal(header(RunKind::Remove), &[]).unwrap();
     dir.clear_older_journals().unwrap();
     assert_eq!(dir.journals().unwrap().len(), 1);
 }
@@ -175,7 +175,7 @@ fn pruning_keeps_the_newest_and_only_runs_when_asked() {
     let scratch = Scratch::new("prune");
     let dir = scratch.open().unwrap();
     for _ in 0..MAX_JOURNALS + 3 {
-        dir.begin_journal(header("apply"), &[]).unwrap();
+        dir.begin_journal(header(RunKind::Apply), &[]).unwrap();
     }
     assert_eq!(dir.journals().unwrap().len(), MAX_JOURNALS + 3, "beginning a journal prunes nothing");
     dir.prune_journals().unwrap();
@@ -193,9 +193,9 @@ fn pruning_keeps_the_newest_and_only_runs_when_asked() {
 fn heals_never_push_the_users_runs_out_and_are_kept_within_bounds() {
     let scratch = Scratch::new("heals");
     let dir = scratch.open().unwrap();
-    dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
     for _ in 0..MAX_JOURNALS + 10 {
-        dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
+        dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
         dir.prune_journals().unwrap();
     }
     let names = || -> Vec<String> {
@@ -211,7 +211,7 @@ fn heals_never_push_the_users_runs_out_and_are_kept_within_bounds() {
     assert!(all[1..].iter().all(|n| n.ends_with(".heal.jsonl")), "{all:?}");
     // Beyond MAX_HEALS, the oldest heals go; the apply stays.
     for _ in 0..MAX_HEALS {
-        dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
+        dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
     }
     dir.prune_journals().unwrap();
     let all = names();
@@ -219,7 +219,7 @@ fn heals_never_push_the_users_runs_out_and_are_kept_within_bounds() {
     assert_eq!(all.len(), MAX_HEALS + 1);
     // Heals older than the oldest user run kept go with it.
     for _ in 0..MAX_JOURNALS {
-        dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
+        dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
     }
     dir.prune_journals().unwrap();
     let all = names();
@@ -232,17 +232,25 @@ fn rollback_takes_the_heals_since_the_users_run_and_that_run() {
     let scratch = Scratch::new("rollback-set");
     let dir = scratch.open().unwrap();
     assert!(dir.rollback_set().unwrap().is_empty());
-    dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header("heal"), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
     let set = dir.rollback_set().unwrap();
-    let kinds: Vec<&str> = set.iter().map(|j| j.header.kind.as_str()).collect();
-    assert_eq!(kinds, ["heal", "heal", "apply"], "newest first, down to the user's latest run");
+    let kinds: Vec<RunKind> = set.iter().map(|j| j.header.kind).collect();
+    assert_eq!(
+        kinds,
+        [RunKind::Heal, RunKind::Heal, RunKind::Apply],
+        "newest first, down to the user's latest run"
+    );
     assert!(set[2].path.ends_with("journal-000003.jsonl"));
-    let after: Vec<u64> =
-        dir.journals_after(Some(3)).unwrap().iter().filter_map(|j| journal_seq(&j.path)).collect();
+    let after: Vec<u64> = dir
+        .journals_after(Some(3))
+        .unwrap()
+        .iter()
+        .filter_map(|j| journal::seq(j.path.file_name()?.to_str()?))
+        .collect();
     assert_eq!(after, [5, 4]);
 }
 
@@ -251,7 +259,7 @@ fn namespaces_do_not_mix() {
     let scratch = Scratch::new("netns");
     let a = StateDir::open(&scratch.base(), "net-1").unwrap();
     let b = StateDir::open(&scratch.base(), "net-2").unwrap();
-    a.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
+    a.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
     assert_eq!(b.latest_journal().unwrap(), None);
     assert_unsafe(StateDir::open(&scratch.base(), "../net-1"), "single path");
 }
@@ -317,7 +325,7 @@ fn foreign_owner_is_unsafe() {
     assert_unsafe(scratch.open(), "owned by uid 65534");
 
     nix::unistd::chown(dir.path(), Some(geteuid()), None).unwrap();
-    dir.begin_journal(header("apply"), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
     nix::unistd::chown(&dir.path().join("journal-000001.jsonl"), nobody, None).unwrap();
     assert_unsafe(dir.latest_journal(), "owned by uid 65534");
 }
@@ -344,8 +352,8 @@ fn created_dirs_are_0700_and_files_0600() {
     assert_eq!(mode(&scratch.base()), 0o700);
     assert_eq!(mode(dir.path()), 0o700);
 
-    dir.begin_journal(header("apply"), &ops(1)).unwrap().commit().unwrap();
-    dir.update_record(|r| r.on_start(&header("apply"))).unwrap();
+    dir.begin_journal(header(RunKind::Apply), &ops(1)).unwrap().commit().unwrap();
+    dir.update_record(|r| r.on_start(&header(RunKind::Apply))).unwrap();
     dir.set_pending(&Pending {
         pid: 1,
         guard_pid: 2,
@@ -396,7 +404,30 @@ fn state_file_parsers_name_the_file() {
     for (name, bytes) in
         [("journal-000001.jsonl", &b"\xff\xfe"[..]), (RECORD_FILE, b"\"x\""), (PENDING_FILE, b"{")]
     {
-        let e = parse_state_file(name, bytes).unwrap_err();
+        let e = super::fuzz::parse_state_file(name, bytes).unwrap_err();
         assert!(e.to_string().starts_with(name), "{e}");
     }
+}
+
+/// The kind is written and read as the words journals always carried, and
+/// a journal of a kind this build does not know is corrupt, not guessed.
+#[test]
+fn run_kinds_keep_their_on_disk_words() {
+    for (kind, word) in [(RunKind::Apply, "apply"), (RunKind::Remove, "remove"), (RunKind::Heal, "heal")] {
+        assert_eq!(serde_json::to_value(kind).unwrap(), word);
+        assert_eq!(kind.to_string(), word);
+        let line = serde_json::to_vec(&header(kind)).unwrap();
+        let text = String::from_utf8(line.clone()).unwrap();
+        assert!(text.contains(&format!("\"kind\":\"{word}\"")), "{text}");
+        assert_eq!(journal::parse_header(Path::new("j"), &line).unwrap().kind, kind);
+    }
+    let foreign = String::from_utf8(serde_json::to_vec(&header(RunKind::Apply)).unwrap())
+        .unwrap()
+        .replace("\"kind\":\"apply\"", "\"kind\":\"upgrade\"");
+    assert!(matches!(
+        journal::parse_header(Path::new("j"), foreign.as_bytes()),
+        Err(StateError::Corrupt { .. })
+    ));
+    assert_eq!(journal::file_name(7, RunKind::Heal), "journal-000007.heal.jsonl");
+    assert_eq!(journal::file_name(7, RunKind::Remove), "journal-000007.jsonl");
 }

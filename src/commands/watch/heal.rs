@@ -15,7 +15,6 @@ use crate::error::Error;
 use crate::netlink::Netlink;
 use crate::render::{self, count};
 use crate::state::Record;
-use crate::state::journal::kind as journal_kind;
 
 use super::fight::{FIGHT_WINDOW, MAX_FIGHT_HOLD, Started};
 use super::log::log;
@@ -39,7 +38,7 @@ impl Watcher<'_> {
             cfg,
             config_files: &record.config_files,
             adopt: false,
-            kind: journal_kind::HEAL,
+            kind: crate::state::RunKind::Heal,
             trial: None,
             notice: &|m| log(ctx, "retry", m, json!({})),
         };

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::netlink::Netlink;
 use crate::plan::NotReady;
 use crate::render::count;
-use crate::state::confirm::{self, Answer};
+use crate::state::confirm::{self, Confirmation};
 use crate::state::{NetnsLock, StateDir, StateError};
 
 use super::backoff::{Failures, MAX_BACKOFF};
@@ -225,17 +225,20 @@ impl<'a> Watcher<'a> {
     /// Why not to heal now: an `apply --confirm` waits for its
     /// confirmation (healing would make the trial change permanent or
     /// fight its revert).
+    /// The one answer to "is a confirmation waiting", from the guard only:
+    /// an orphaned trial (no guard, `pending` left) is reverted under the
+    /// lock by `settle_orphaned_trial`, not here.
     fn confirmation_waits(&self) -> Option<String> {
-        match confirm::ask("status", Some(Duration::from_secs(1))) {
-            Ok(Answer::Waiting { seconds_left, apply_pid }) => Some(format!(
+        match confirm::confirmation(None) {
+            Ok(Confirmation::Waiting { seconds_left, apply_pid }) => Some(format!(
                 "an `apply --confirm` (pid {apply_pid}) waits for its confirmation ({seconds_left} s left): \
                  not healing until it is confirmed or reverted"
             )),
-            Ok(_) => None,
             // A guard listens but does not answer (starting, busy): wait.
-            Err(e) => Some(format!(
+            Ok(Confirmation::Unanswered(e)) => Some(format!(
                 "the guard of an `apply --confirm` does not answer ({e}): not healing until it does or is gone"
             )),
+            Ok(Confirmation::None | Confirmation::Orphaned(_)) | Err(_) => None,
         }
     }
 }

@@ -2,10 +2,31 @@
 //! `record.json`, `pending`) with arbitrary bytes and with damaged real
 //! files: never a panic, and every error names the file and says what is
 //! wrong. Runs on stable through proptest (PROPTEST_CASES sets the count).
+//! A unit test module, so that `parse_state_file` stays out of the product.
+
+use std::path::Path;
 
 use proptest::prelude::*;
-use roce_route::model::{Op, Route, Rule, SysctlKey};
-use roce_route::state::{self, JournalHeader, StateError};
+
+use super::files::corrupt;
+use super::{PENDING_FILE, Pending, RECORD_FILE, Record, RunKind, StateError, journal};
+use crate::model::{Op, Route, Rule, SysctlKey};
+use crate::state::JournalHeader;
+
+/// Parses the bytes of a state file as `roce-route` would read them from
+/// `name` (a journal, `record.json` or `pending`).
+pub(super) fn parse_state_file(name: &str, bytes: &[u8]) -> Result<(), StateError> {
+    let path = Path::new(name);
+    if journal::seq(name).is_some() {
+        journal::parse(path, bytes).map(drop)
+    } else if name == RECORD_FILE {
+        serde_json::from_slice::<Record>(bytes).map(drop).map_err(|e| corrupt(path, e.to_string()))
+    } else if name == PENDING_FILE {
+        serde_json::from_slice::<Pending>(bytes).map(drop).map_err(|e| corrupt(path, e.to_string()))
+    } else {
+        Err(corrupt(path, "not a state file name"))
+    }
+}
 
 const NAMES: [&str; 3] = ["journal-000001.jsonl", "record.json", "pending"];
 
@@ -13,7 +34,7 @@ const NAMES: [&str; 3] = ["journal-000001.jsonl", "record.json", "pending"];
 fn real_journal() -> Vec<u8> {
     let route = Route::connected(
         100,
-        roce_route::model::Prefix::new("198.51.100.0".parse().unwrap(), 24),
+        crate::model::Prefix::new("198.51.100.0".parse().unwrap(), 24),
         "rail0",
         "198.51.100.10".parse().unwrap(),
         234,
@@ -23,7 +44,7 @@ fn real_journal() -> Vec<u8> {
         Op::DelRule { rule: Rule::source(1000, "198.51.100.10".parse().unwrap(), 100, 234), raw: None },
         Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 1, new: 0 },
     ];
-    let mut header = JournalHeader::new("apply", Some("/etc/roce-route/c.toml".into()), 234);
+    let mut header = JournalHeader::new(RunKind::Apply, Some("/etc/roce-route/c.toml".into()), 234);
     header.steps = Some(undo.len());
     let mut out = serde_json::to_vec(&header).unwrap();
     out.push(b'\n');
@@ -52,20 +73,17 @@ fn assert_clear(name: &str, result: Result<(), StateError>) {
 
 #[test]
 fn the_real_files_parse() {
-    state::parse_state_file(NAMES[0], &real_journal()).unwrap();
-    state::parse_state_file(NAMES[1], &real_record()).unwrap();
-    state::parse_state_file(
-        NAMES[2],
-        br#"{"pid":1,"guard_pid":2,"deadline_unix":3,"journal":"j","config":null}"#,
-    )
-    .unwrap();
+    parse_state_file(NAMES[0], &real_journal()).unwrap();
+    parse_state_file(NAMES[1], &real_record()).unwrap();
+    parse_state_file(NAMES[2], br#"{"pid":1,"guard_pid":2,"deadline_unix":3,"journal":"j","config":null}"#)
+        .unwrap();
 }
 
 proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), which in 0usize..3) {
         let name = NAMES[which];
-        assert_clear(name, state::parse_state_file(name, &bytes));
+        assert_clear(name, parse_state_file(name, &bytes));
     }
 
     /// Damaged real journals: bytes flipped, cut short, lines duplicated.
@@ -84,7 +102,7 @@ proptest! {
             bytes.truncate(cut.index(bytes.len() + 1));
         }
         let name = NAMES[0];
-        match state::parse_state_file(name, &bytes) {
+        match parse_state_file(name, &bytes) {
             Ok(()) => {}
             Err(e) => assert_clear(name, Err(e)),
         }
@@ -99,7 +117,7 @@ proptest! {
             let i = at.index(bytes.len());
             bytes[i] = *b;
         }
-        assert_clear(NAMES[1], state::parse_state_file(NAMES[1], &bytes));
+        assert_clear(NAMES[1], parse_state_file(NAMES[1], &bytes));
     }
 }
 
@@ -110,7 +128,7 @@ fn a_cut_journal_never_loses_steps_silently() {
     let whole = real_journal();
     let commit_at = whole.len() - b"{\"committed\":true}\n".len();
     for cut in 0..whole.len() {
-        let result = state::parse_state_file(NAMES[0], &whole[..cut]);
+        let result = parse_state_file(NAMES[0], &whole[..cut]);
         if cut >= commit_at {
             assert!(result.is_ok(), "cut at {cut} (in the commit line) must read: {result:?}");
         } else {
