@@ -13,6 +13,7 @@ use roce_route::signals::StopFlag;
 use roce_route::{config, netns, say, tell};
 
 fn main() -> ExitCode {
+    roce_route::profile::start();
     let cli = Cli::parse();
     let name = cli.command.name();
     let json = cli.json;
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
             }
         }
     }
+    roce_route::profile::finish();
     ExitCode::from(code as u8)
 }
 

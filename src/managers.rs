@@ -94,6 +94,7 @@ fn setting_is_on(conf: &str, key: &str) -> bool {
 
 /// Reads the environment of this machine.
 pub fn scan() -> Environment {
+    let _p = crate::profile::phase("process scan");
     let processes = fs::read_dir("/proc")
         .into_iter()
         .flatten()

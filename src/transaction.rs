@@ -72,7 +72,10 @@ pub struct Applied<'a> {
 /// the journal stays, so that `roce-route rollback` can finish it).
 pub async fn begin<'a>(env: &'a Env<'a>, ops: &[Op], header: JournalHeader) -> Result<Applied<'a>, Error> {
     let mut journal = WriteAhead { state: env.state, header: Some(header.clone()), writer: None };
-    match executor::run(&mut Kernel::new(env.nl), ops, env.stop, &mut journal).await {
+    let phase = crate::profile::phase("changes + journal");
+    let ran = executor::run(&mut Kernel::new(env.nl), ops, env.stop, &mut journal).await;
+    drop(phase);
+    match ran {
         Ok(_) => {
             let writer = journal.writer.expect("the executor records before its first step");
             Ok(Applied { env, undo: ops.iter().map(Op::inverse).collect(), header, writer })
@@ -91,6 +94,7 @@ impl<'a> Applied<'a> {
     /// The run is complete: the journal says so, the record releases what
     /// the run gave back, and old journals beyond the limit go.
     pub fn commit(self) -> Result<JournalHeader, Error> {
+        let _p = crate::profile::phase("state files");
         self.writer.commit()?;
         self.env.state.update_record(|r| r.on_commit(&self.header))?;
         self.env.state.prune_journals()?;

@@ -138,11 +138,6 @@ pub async fn run(
     if args.dry_run {
         return run.dry_run(&nl).await;
     }
-    // A manager that deletes foreign rules undoes this apply at its next
-    // reconfiguration: say so now, not after the rails broke.
-    for w in crate::managers::warnings(&crate::managers::scan()) {
-        ctx.warn(w);
-    }
     let state = ctx.state()?;
     let lock = run.lock(&state, &mut nl, settled).await?;
     // --confirm: the guard owns the deadline before the first netlink
@@ -179,6 +174,13 @@ pub async fn run(
     };
     if let Some(g) = &guard {
         g.name_journal(&state, header);
+    }
+    // A manager that deletes foreign rules undoes this change at its next
+    // reconfiguration: say so now, not after the rails broke. (Only when
+    // something changed: a scan of every process is not worth it for a
+    // no-op, which changes nothing a manager could undo.)
+    for w in crate::managers::warnings(&crate::managers::scan()) {
+        ctx.warn(w);
     }
     // The change is complete: others may read and change the host while
     // the peers are told; with --confirm the guard keeps them from

@@ -201,6 +201,7 @@ impl Ctx {
 
     /// The lock of this network namespace; a signal ends the wait.
     pub fn lock(&self) -> Result<NetnsLock, Error> {
+        let _p = crate::profile::phase("lock");
         Ok(NetnsLock::acquire(self.lock_timeout, &self.stop)?)
     }
 
@@ -643,6 +644,7 @@ pub fn read_rdma_lenient(
     arg: &crate::cli::SysfsArg,
     links: &[crate::model::Link],
 ) -> Result<crate::rdma_check::Observed, Error> {
+    let _p = crate::profile::phase("sysfs (RDMA)");
     let (rdma, unreadable) = crate::rdma::scan_lenient(&sysfs_dir(arg)?, links);
     Ok(crate::rdma_check::Observed { rdma, unreadable, root: arg.sysfs_root.to_string_lossy().into_owned() })
 }

@@ -23,6 +23,7 @@ impl Netlink {
     /// marks as interrupted (its objects changed while it was being sent)
     /// is asked again, `DUMP_ATTEMPTS` times at most.
     pub async fn dump(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+        let _p = crate::profile::phase("dumps");
         dump_with_retries(|| self.exchange(request.clone(), NLM_F_DUMP)).await
     }
 

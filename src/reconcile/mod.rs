@@ -29,9 +29,10 @@ pub async fn reconcile(
     record: &Record,
 ) -> Result<(Desired, Plan), Error> {
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
-    let cfg = tables::resolve_tables(nl, cfg, record, &addrs).await?;
+    let rules = nl.rules().await.context("cannot read the policy rules")?;
+    let (cfg, read) = tables::resolve_tables(nl, cfg, record, &addrs, &rules).await?;
     let desired = plan::plan_with(&cfg, nl.links(), &addrs, &record.discovered)?;
-    let observed = observe(nl, &desired, record, addrs).await?;
+    let observed = observe(nl, &desired, record, addrs, rules, read).await?;
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan))
 }
@@ -47,12 +48,17 @@ async fn observe(
     desired: &Desired,
     record: &Record,
     addresses: Vec<crate::model::Address>,
+    rules: Vec<crate::model::Live<crate::model::Rule>>,
+    read: tables::TablesRead,
 ) -> Result<Observed> {
-    let rules = nl.rules().await.context("cannot read the policy rules")?;
     let owned_protocols = record.protocols.clone();
     let mut tables = diff::tables_to_read(desired, &owned_protocols, &rules);
     tables.extend(record.tables.iter().filter(|t| !RESERVED_TABLES.contains(t)));
-    let routes = routes_of_tables(nl, &tables).await?;
+    // The tables the table assignment read already are not read again.
+    let unread: BTreeSet<u32> = tables.difference(&read.tables).copied().collect();
+    let mut routes = routes_of_tables(nl, &unread).await?;
+    routes.extend(read.routes.into_iter().filter(|r| tables.contains(&r.item.table)));
+    let _p = crate::profile::phase("sysctl reads");
     let mut sysctls = BTreeMap::new();
     for s in &desired.sysctls {
         let value = sysctl::read(&s.iface, s.key)
@@ -62,8 +68,12 @@ async fn observe(
     let candidates = crate::risks::arp_candidates(desired, &addresses);
     let arp = candidates.iter().flat_map(|i| [(i, SysctlKey::ArpIgnore), (i, SysctlKey::ArpAnnounce)]);
     for (iface, key) in record.origins.keys().map(|(i, k)| (i, *k)).chain(arp) {
+        // A key the plan wants is read above already.
+        if sysctls.contains_key(&(iface.clone(), key)) {
+            continue;
+        }
         if let Ok(value) = sysctl::read(iface, key) {
-            sysctls.entry((iface.clone(), key)).or_insert(value);
+            sysctls.insert((iface.clone(), key), value);
         }
     }
     Ok(Observed {
@@ -90,6 +100,7 @@ pub async fn routes_of_tables(
                 .await
                 .with_context(|| format!("cannot read the routes of table {table}"))
         });
+    let _p = crate::profile::phase("dumps");
     let mut routes = Vec::new();
     for dump in futures::future::join_all(dumps).await {
         routes.extend(dump?);
@@ -118,8 +129,10 @@ pub async fn verify(
     record: &Record,
     adopt: bool,
 ) -> Result<Vec<String>, Error> {
+    let _p = crate::profile::phase("verify");
     // Only the operations matter here: the addresses (for `risks`) are not read again.
-    let observed = observe(nl, desired, record, Vec::new()).await?;
+    let rules = nl.rules().await.context("cannot read the policy rules")?;
+    let observed = observe(nl, desired, record, Vec::new(), rules, tables::TablesRead::default()).await?;
     let again = diff::diff(desired, &observed, adopt);
     Ok(again.ops.iter().map(crate::render::describe).collect())
 }

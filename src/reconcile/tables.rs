@@ -6,8 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use anyhow::Context;
-
 use super::routes_of_tables;
 use crate::config::{Config, ConfigError};
 use crate::error::Error;
@@ -71,23 +69,32 @@ pub fn assign_tables(
 /// foreign route or rule of another interface uses. A table is checked for
 /// foreign routes only when it is about to be given out (a table-filtered
 /// dump each), so a large main table is never read.
+/// The routes of the tables read while assigning them (so that the
+/// observation does not dump them again).
+#[derive(Default)]
+pub(super) struct TablesRead {
+    pub tables: BTreeSet<u32>,
+    pub routes: Vec<crate::model::Live<crate::model::Route>>,
+}
+
 pub(super) async fn resolve_tables(
     nl: &Netlink,
     cfg: &Config,
     record: &Record,
     addrs: &[crate::model::Address],
-) -> Result<Config, Error> {
+    rules: &[crate::model::Live<crate::model::Rule>],
+) -> Result<(Config, TablesRead), Error> {
     let ours = |p: u8| p == cfg.defaults.protocol || record.protocols.contains(&p);
     let owner_of = |ip: &IpAddr| addrs.iter().find(|a| a.addr.addr == *ip).map(|a| a.ifname.clone());
     // Table -> the interfaces its foreign entries belong to (None: none).
     let mut foreign: BTreeMap<u32, BTreeSet<Option<String>>> = BTreeMap::new();
-    for r in nl.rules().await.context("cannot read the policy rules")? {
+    for r in rules {
         if !ours(r.item.protocol) && r.item.table != 0 {
             let owner = r.item.src.and_then(|s| owner_of(&s.addr));
             foreign.entry(r.item.table).or_default().insert(owner);
         }
     }
-    let mut checked: BTreeSet<u32> = BTreeSet::new();
+    let mut read = TablesRead::default();
     loop {
         let mut resolved = cfg.clone();
         let occupied = |t: u32, iface: &str| {
@@ -99,17 +106,18 @@ pub(super) async fn resolve_tables(
             .iter()
             .filter(|i| !i.table_explicit && record.assigned.get(&i.name) != Some(&i.table))
             .map(|i| i.table)
-            .filter(|t| !checked.contains(t))
+            .filter(|t| !read.tables.contains(t))
             .collect();
         if fresh.is_empty() {
-            return Ok(resolved);
+            return Ok((resolved, read));
         }
         for r in routes_of_tables(nl, &fresh).await? {
             if !ours(r.item.protocol) {
                 foreign.entry(r.item.table).or_default().insert(r.item.oif.clone());
             }
+            read.routes.push(r);
         }
-        checked.extend(fresh);
+        read.tables.extend(fresh);
     }
 }
 

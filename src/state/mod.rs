@@ -213,6 +213,7 @@ impl StateDir {
     // -- record -----------------------------------------------------------
 
     pub fn record(&self) -> Result<Record, StateError> {
+        let _p = crate::profile::phase("state files");
         Ok(read_json(&self.file(RECORD_FILE))?.unwrap_or_default())
     }
 
