@@ -2,50 +2,61 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
-const EXIT_CODES: &str = "\
-Exit codes:
-  0  success (or already in sync)
-  1  failed; the host was left as it was
-  2  invalid command line or configuration; nothing touched
-  3  `check`: the live state differs from the config
-  4  failed, and the rollback failed too
-  5  `apply`: applied what the host is ready for; some rails or addresses
-     are not ready (missing, down, in DAD, failed DAD, moved to another
-     rail, another prefix length, a gateway that is local) and were left
-     alone";
+/// The heading of the options every command takes.
+const GLOBAL: &str = "Global options";
+
+/// The command line as parsed and documented: every command's `--help`
+/// ends with the exit codes it can return, and the global options are
+/// left out of `completions` and `man`, which print text and need none.
+pub fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let names: Vec<String> = cmd.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(&name, |c| {
+            let c = c.after_help(crate::exit_codes::help(&name));
+            if name == "completions" || name == "man" {
+                c.mut_args(|a| if a.is_global_set() { a.hide(true) } else { a })
+            } else {
+                c
+            }
+        });
+    }
+    cmd
+}
 
 /// Per-NIC policy routing for multi-NIC RDMA hosts (InfiniBand/IPoIB, RoCE).
 #[derive(Debug, Parser)]
-#[command(name = "roce-route", version, after_help = EXIT_CODES)]
+#[command(name = "roce-route", version, after_help = crate::exit_codes::overview())]
 pub struct Cli {
     /// Run inside this named network namespace (as `ip -n NAME`).
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", help_heading = GLOBAL)]
     pub netns: Option<String>,
 
     /// Where journals and the record of earlier runs live (one
     /// subdirectory per network namespace).
-    #[arg(long, global = true, value_name = "DIR", env = "ROCE_ROUTE_STATE_DIR", default_value = crate::state::DEFAULT_BASE)]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "DIR", env = "ROCE_ROUTE_STATE_DIR", default_value = crate::state::DEFAULT_BASE)]
     pub state_dir: PathBuf,
 
     /// How long to wait for another roce-route working in the same network
     /// namespace before giving up.
-    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30)]
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30, help_heading = GLOBAL)]
     pub lock_timeout: u64,
 
     /// Print one JSON document on stdout: {"command", "ok", "exit_code",
     /// "changed", "warnings", "error", ...the command's own fields}.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// apply: list every command it ran and every address it announced
     /// (default: a summary per interface and one line for the announcements).
-    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    #[arg(short, long, global = true, conflicts_with = "quiet", help_heading = GLOBAL)]
     pub verbose: bool,
 
     /// Print nothing but errors (the exit code tells the rest).
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     pub quiet: bool,
 
     #[command(subcommand)]
@@ -54,64 +65,66 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Make the host's tables, rules and ARP sysctls match CONFIG, as one
-    /// transaction that is rolled back on any failure.
-    #[command(after_help = EXIT_CODES)]
+    /// Print a config for this host's RDMA NICs.
+    ///
+    /// One [[interface]] per netdev of an RDMA port (InfiniBand/IPoIB,
+    /// RoCE) with a global address, each commented with its device, port,
+    /// link layer, rate and state; what is not taken is listed with the
+    /// reason. Writes no file.
+    Discover(DiscoverArgs),
+    /// Make the host's tables, rules and ARP sysctls match CONFIG.
+    ///
+    /// The difference is applied over rtnetlink as one transaction, rolled
+    /// back on any failure, with an undo journal for `rollback`.
     Apply(ApplyArgs),
     /// Undo the most recent apply (or remove) exactly.
-    #[command(after_help = EXIT_CODES)]
     Rollback(RollbackArgs),
-    /// Take out every route and rule roce-route owns and restore the sysctls
-    /// it changed.
-    #[command(after_help = EXIT_CODES)]
+    /// Take out every route and rule roce-route owns; restore the sysctls.
+    ///
+    /// Every route and rule with roce-route's protocol goes, and the
+    /// sysctls it changed get their original values back.
     Remove(RemoveArgs),
     /// Exit 0 when the host is as CONFIG asks (state and traffic), 3 when not.
-    #[command(after_help = EXIT_CODES)]
     Check(CheckArgs),
     /// Show what roce-route owns now, by interface, and where traffic goes.
-    #[command(after_help = EXIT_CODES)]
     Show(ShowArgs),
     /// Keep the change of a waiting `apply --confirm`.
-    #[command(after_help = EXIT_CODES)]
     Confirm,
-    /// Announce every address CONFIG lists (or finds) to the peers now, each
-    /// from its own rail (gratuitous ARP, unsolicited IPv6 neighbour
-    /// advertisement), e.g. after a switch was replaced. Changes nothing on
-    /// the host.
-    #[command(after_help = EXIT_CODES)]
+    /// Announce every address of CONFIG to the peers now, each from its own rail.
+    ///
+    /// Gratuitous ARP and unsolicited IPv6 neighbour advertisements for
+    /// every address CONFIG lists (or finds), e.g. after a switch was
+    /// replaced. Changes nothing on the host.
     Announce(AnnounceArgs),
-    /// Keep the host as the latest apply in this network namespace left
-    /// it: heal what the kernel or a daemon takes away (a rail down/up, a
-    /// rail re-created, flushed rules, a replaced address), in the
-    /// foreground, until SIGTERM. Follows apply, rollback and remove;
-    /// never heals while an `apply --confirm` waits.
-    #[command(after_help = EXIT_CODES)]
+    /// Keep the host as the latest apply left it: heal what others take away.
+    ///
+    /// Heals what the kernel or a daemon takes away (a rail down/up, a rail
+    /// re-created, flushed rules, a replaced address), in the foreground,
+    /// until SIGTERM. Follows apply, rollback and remove; never heals while
+    /// an `apply --confirm` waits.
     Watch(WatchArgs),
-    /// Print a config for this host's RDMA NICs: one [[interface]] per
-    /// netdev of an RDMA port (InfiniBand/IPoIB, RoCE) with a global
-    /// address, each commented with its device, port, link layer, rate and
-    /// state; what is not taken is listed with the reason. Writes no file.
-    #[command(after_help = EXIT_CODES)]
-    Discover(DiscoverArgs),
-    /// Print NCCL's settings for the rails of CONFIG (or of the latest
-    /// apply): NCCL_IB_HCA and NCCL_SOCKET_IFNAME with exact matching, and
-    /// the GID selection (NCCL_IB_GID_INDEX when one index fits every
-    /// RoCE device, else NCCL_IB_ADDR_FAMILY and NCCL_IB_ADDR_RANGE).
-    #[command(name = "nccl-env", after_help = EXIT_CODES)]
+    /// Print NCCL's settings for the rails of CONFIG (or of the latest apply).
+    ///
+    /// NCCL_IB_HCA and NCCL_SOCKET_IFNAME with exact matching, and the GID
+    /// selection (NCCL_IB_GID_INDEX when one index fits every RoCE device,
+    /// else NCCL_IB_ADDR_FAMILY and NCCL_IB_ADDR_RANGE).
+    #[command(name = "nccl-env")]
     NcclEnv(NcclEnvArgs),
-    /// Probe the rails on the wire: from every rail of CONFIG (or of the
-    /// latest apply) to every peer address, who answers ARP (flux), where
-    /// the echo reply comes in and from which MAC, the path MTU, this
-    /// host's own route and the RTT; a verdict per pair. Changes nothing;
-    /// needs CAP_NET_RAW. Exit 0: every pair right; 1: problems found.
-    #[command(after_help = EXIT_CODES)]
+    /// Probe the rails on the wire against their peers; a verdict per pair.
+    ///
+    /// From every rail of CONFIG (or of the latest apply) to every peer
+    /// address: who answers ARP (flux), where the echo reply comes in and
+    /// from which MAC, the path MTU, this host's own route and the RTT.
+    /// Changes nothing; needs CAP_NET_RAW. Exit 0: every pair right; 1:
+    /// problems found.
     Probe(ProbeArgs),
-    /// Print a shell completion script (bash, zsh, fish, ...), generated
-    /// from this command line, on stdout.
+    /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
+    ///
+    /// Generated from this command line, so it completes every command and
+    /// option this binary has.
     Completions(CompletionsArgs),
-    /// Print the manual page (roff, section 8) on stdout: `roce-route man |
-    /// man -l -`.
-    Man,
+    /// Print a manual page (roff) on stdout: `roce-route man | man -l -`.
+    Man(ManArgs),
     /// (internal) The guard `apply --confirm` starts: reverts the change
     /// at the deadline unless it is confirmed.
     #[command(hide = true)]
@@ -125,6 +138,14 @@ pub struct WatchArgs {
     /// rp_filter is found. A pass that finds nothing to do only reads.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub resync: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ManArgs {
+    /// Which page: roce-route (section 8, the commands) or roce-route.toml
+    /// (section 5, the configuration).
+    #[arg(value_parser = ["roce-route", "roce-route.toml"], default_value = "roce-route")]
+    pub page: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -317,7 +338,7 @@ impl Command {
             Command::Confirm => "confirm",
             Command::Announce(_) => "announce",
             Command::Completions(_) => "completions",
-            Command::Man => "man",
+            Command::Man(_) => "man",
             Command::ConfirmGuard(_) => "confirm-guard",
             Command::Watch(_) => "watch",
             Command::Discover(_) => "discover",
@@ -339,7 +360,7 @@ impl Command {
             | Command::NcclEnv(_)
             | Command::Probe(_)
             | Command::Completions(_)
-            | Command::Man => false,
+            | Command::Man(_) => false,
         }
     }
 }

@@ -37,16 +37,19 @@ pub fn completion_script(shell: clap_complete::Shell) -> String {
     }
 }
 
-/// The manual page (section 8) on stdout.
-pub fn man() -> Result<Done, Error> {
-    let page = man_page().map_err(|e| Error::Other(anyhow::anyhow!("cannot render the manual page: {e}")))?;
+/// A manual page on stdout: roce-route(8) or roce-route.toml(5).
+pub fn man(page: &str) -> Result<Done, Error> {
+    let page = match page {
+        "roce-route.toml" => crate::man::page_5(env!("CARGO_PKG_VERSION")).into_bytes(),
+        _ => man_page().map_err(|e| Error::Other(anyhow::anyhow!("cannot render the manual page: {e}")))?,
+    };
     let _ = std::io::stdout().write_all(&page);
     Ok(Done::new(exit::OK, false, serde_json::json!({})))
 }
 
 /// The whole page as roff.
 pub fn man_page() -> std::io::Result<Vec<u8>> {
-    Ok(crate::man::page_8(&Cli::command().name("roce-route"), env!("CARGO_PKG_VERSION")).into_bytes())
+    Ok(crate::man::page_8(&crate::cli::command(), env!("CARGO_PKG_VERSION")).into_bytes())
 }
 
 #[cfg(test)]

@@ -9,12 +9,7 @@ pub const MEANINGS: [(i32, &str); 6] = [
     (2, "invalid command line or configuration; nothing touched"),
     (3, "the live state differs from the configuration"),
     (4, "failed, and the rollback failed too: the host is not as it was"),
-    (
-        5,
-        "applied what the host is ready for; some rails or addresses are not ready (missing, down, \
-         in DAD, failed DAD, moved to another rail, another prefix length, a gateway that is \
-         local) and were left alone",
-    ),
+    (5, "applied what the host is ready for; the rest is not ready (said why) and was left alone"),
 ];
 
 /// The codes `command` can return (a subcommand's name).
@@ -26,6 +21,21 @@ pub fn of(command: &str) -> &'static [i32] {
         "completions" | "man" => &[0, 2],
         _ => &[0, 1, 2],
     }
+}
+
+/// The "Exit codes:" paragraph of the top-level `--help`.
+pub fn overview() -> String {
+    let mut out = String::from("Exit codes:\n");
+    for (code, meaning) in MEANINGS {
+        let only = match code {
+            3 => "check: ",
+            5 => "apply: ",
+            _ => "",
+        };
+        out.push_str(&format!("  {code}  {only}{meaning}\n"));
+    }
+    out.pop();
+    out
 }
 
 /// The meaning of `code`.

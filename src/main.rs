@@ -5,16 +5,18 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
 use roce_route::cli::{Cli, Command};
 use roce_route::commands::{self, Ctx, Done, Verbosity};
-use roce_route::error::Error;
+use roce_route::error::{Error, exit};
 use roce_route::signals::StopFlag;
 use roce_route::{config, netns, say, tell};
 
 fn main() -> ExitCode {
     roce_route::profile::start();
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let name = cli.command.name();
     let json = cli.json;
     let mut ctx = None;
@@ -24,7 +26,10 @@ fn main() -> ExitCode {
         Ok(done) => done.code,
         Err(e) => e.exit_code(),
     };
+    // `man` and `completions` print a page or a script: nothing may follow.
+    let text_only = cli_text_only(name);
     match result {
+        Ok(_) if text_only => {}
         Ok(done) if json => {
             print_envelope(name, code, done.changed, warnings, serde_json::Value::Null, done.doc)
         }
@@ -38,6 +43,39 @@ fn main() -> ExitCode {
     }
     roce_route::profile::finish();
     ExitCode::from(code as u8)
+}
+
+/// Whether `command` prints a page or a script that nothing may follow.
+fn cli_text_only(command: &str) -> bool {
+    matches!(command, "man" | "completions")
+}
+
+/// The command line, or the exit code of a usage error (said as every
+/// other error is: one prefix, and the JSON envelope under --json).
+fn parse() -> Result<Cli, ExitCode> {
+    use clap::FromArgMatches;
+    let matches = roce_route::cli::command().try_get_matches();
+    let e = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => return Ok(cli),
+        Err(e) => e,
+    };
+    if !e.use_stderr() {
+        // --help, --version: clap prints them as they are.
+        e.exit();
+    }
+    let text = e.render().to_string();
+    let message = text.trim_end().strip_prefix("error: ").unwrap_or(text.trim_end()).to_string();
+    tell!("roce-route: error: {message}");
+    if std::env::args().any(|a| a == "--json") {
+        let first = message.lines().next().unwrap_or_default().to_string();
+        let error = serde_json::json!({"message": first, "kind": "usage"});
+        // The command, as far as it can be told from the words given.
+        let names: Vec<String> =
+            roce_route::cli::command().get_subcommands().map(|c| c.get_name().to_string()).collect();
+        let command = std::env::args().skip(1).find(|a| names.contains(a)).unwrap_or_default();
+        print_envelope(&command, exit::INVALID, false, Vec::new(), error, serde_json::json!({}));
+    }
+    Err(ExitCode::from(exit::INVALID as u8))
 }
 
 /// The one JSON document every command prints with --json.
@@ -75,7 +113,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     // Generated from the command line itself: no root, no namespace.
     match &cli.command {
         Command::Completions(c) => return Ok(roce_route::docs::completions(c.shell)),
-        Command::Man => return roce_route::docs::man(),
+        Command::Man(m) => return roce_route::docs::man(&m.page),
         _ => {}
     }
     // A bad config or argument is exit 2 whoever runs it: validate first.

@@ -90,6 +90,8 @@ fn help_options() -> Vec<(String, Vec<String>)> {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // A wrapped description goes on deeper than a command's name.
+        .filter(|l| !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|c| c != "help")
         .collect();
@@ -189,4 +191,66 @@ fn the_configuration_page_renders_and_documents_every_key() {
             assert!(words.clone().any(|w| w == key), "{doc} {key} is not documented");
         }
     }
+}
+
+fn rr_out(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_roce-route")).args(args).output().unwrap()
+}
+
+#[test]
+fn help_lists_discover_first_globals_apart_and_each_commands_own_exit_codes() {
+    let top = rr(&["--help"]);
+    let first = top.lines().skip_while(|l| !l.starts_with("Commands:")).nth(1).unwrap();
+    assert!(first.trim_start().starts_with("discover "), "{top}");
+    assert!(top.contains("Global options:"), "{top}");
+    for (command, has_3, has_5) in [("check", true, false), ("apply", false, true), ("show", false, false)] {
+        let help = rr(&[command, "--help"]);
+        let codes: Vec<&str> = help
+            .lines()
+            .skip_while(|l| !l.starts_with("Exit codes:"))
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(codes.contains(&"3"), has_3, "{command}: {codes:?}");
+        assert_eq!(codes.contains(&"5"), has_5, "{command}: {codes:?}");
+        assert!(codes.contains(&"0"), "{command}: {codes:?}");
+    }
+    for command in ["completions", "man"] {
+        let help = rr(&[command, "--help"]);
+        assert!(
+            !help.contains("--netns") && !help.contains("--state-dir"),
+            "{command} shows globals:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn usage_errors_have_the_one_prefix_and_the_json_envelope() {
+    let out = rr_out(&["--json", "apply", "--bogus", "x.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("roce-route: error: unexpected argument '--bogus'"), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON document on stdout");
+    assert_eq!((doc["command"].as_str(), doc["exit_code"].as_i64()), (Some("apply"), Some(2)));
+    assert_eq!(doc["error"]["kind"], "usage", "{doc}");
+    // Without --json: the message only.
+    let out = rr_out(&["check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("roce-route: error: "));
+}
+
+#[test]
+fn json_never_follows_a_page_or_a_script() {
+    let page = rr_out(&["--json", "man"]);
+    assert!(page.status.success());
+    assert_eq!(page.stdout, rr(&["man"]).into_bytes(), "--json man appends nothing");
+    let toml = rr(&["man", "roce-route.toml"]);
+    assert!(toml.starts_with(".TH ROCE\\-ROUTE.TOML 5"), "{}", &toml[..80]);
+    let script = rr_out(&["--json", "completions", "bash"]);
+    assert_eq!(
+        script.stdout,
+        rr(&["completions", "bash"]).into_bytes(),
+        "--json completions appends nothing"
+    );
 }

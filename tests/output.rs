@@ -83,3 +83,26 @@ fn apply_at_32_rails_announces_in_one_line_and_lists_the_addresses_with_v() {
     let doc = json_doc(&run);
     assert_eq!(doc["announced"].as_array().map(Vec::len), Some(64), "{}", run.report());
 }
+
+/// A dry run with nothing to change because every rail is not ready says
+/// so, not "in sync" (issue 18).
+#[test]
+fn a_dry_run_with_every_rail_not_ready_does_not_say_in_sync() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.config_for(2, &[]);
+    tb.ip_host("link set rail0 down");
+    tb.ip_host("link set rail1 down");
+    let dry = tb.rr(&["apply", "--dry-run", &cfg]).expect_code(5);
+    let out = dry.stdout();
+    assert!(!out.contains("in sync"), "{}", dry.report());
+    assert!(
+        out.contains("nothing to change for what is ready; 2 parts are not ready (below)"),
+        "{}",
+        dry.report()
+    );
+    tb.ip_host("link set rail0 up");
+    tb.ip_host("link set rail1 up");
+    tb.rr(&["apply", "--no-announce", &cfg]).expect_code(EXIT_OK);
+    let dry = tb.rr(&["apply", "--dry-run", &cfg]).expect_code(EXIT_OK);
+    assert!(dry.stdout().contains("in sync, nothing to change"), "{}", dry.report());
+}

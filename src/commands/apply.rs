@@ -676,7 +676,13 @@ fn watch_enter_key() -> Option<Arc<AtomicBool>> {
 }
 
 fn dry_run_script(plan: &Plan, not_ready: &[NotReady]) -> String {
-    let mut comments = vec![if plan.ops.is_empty() {
+    let mut comments = vec![if plan.ops.is_empty() && !not_ready.is_empty() {
+        // Not "in sync": what is not ready is not as the config asks.
+        format!(
+            "roce-route apply --dry-run: nothing to change for what is ready; {} not ready (below)",
+            count(not_ready.len(), "part is", "parts are")
+        )
+    } else if plan.ops.is_empty() {
         "roce-route apply --dry-run: in sync, nothing to change".to_string()
     } else {
         format!(
