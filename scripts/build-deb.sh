@@ -8,6 +8,7 @@ cargo build --release --locked
 mkdir -p target/assets
 bin=target/release/roce-route
 "$bin" man | gzip -9n > target/assets/roce-route.8.gz
+"$bin" man roce-route.toml | gzip -9n > target/assets/roce-route.toml.5.gz
 "$bin" completions bash > target/assets/roce-route.bash
 "$bin" completions zsh > target/assets/_roce-route
 "$bin" completions fish > target/assets/roce-route.fish

@@ -10,6 +10,10 @@ for want in ./usr/sbin/roce-route ./lib/systemd/system/roce-route.service \
     ./lib/systemd/system/roce-route-watch.service \
     ./usr/share/doc/roce-route/examples/90-roce-route.conf \
     ./etc/roce-route/roce-route.toml.example ./usr/share/man/man8/roce-route.8.gz \
+    ./usr/share/man/man5/roce-route.toml.5.gz \
+    ./usr/share/doc/roce-route/examples/h100-8-rail.toml \
+    ./usr/share/doc/roce-route/examples/conf.d/10-rails.toml \
+    ./usr/share/doc/roce-route/docs/guide.md \
     ./usr/share/bash-completion/completions/roce-route \
     ./usr/share/zsh/vendor-completions/_roce-route \
     ./usr/share/fish/vendor_completions.d/roce-route.fish \

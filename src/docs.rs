@@ -1,5 +1,5 @@
 //! `completions` and `man`: generated from the clap definition
-//! (`clap_complete`, `clap_mangen`), so they never drift from the command
+//! (`clap_complete`, and `man` for the pages), so they never drift from the command
 //! line. The manual page adds what `--help` does not hold: the config
 //! reference, exit status, files and environment.
 
