@@ -47,16 +47,19 @@ impl Watcher<'_> {
             .await
             .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
         let adjust = |r: &mut Record| forget_replaced(r, &addrs);
-        let mut conflicts = Vec::new();
+        // The gate stops at conflicts with the error that says so; only
+        // that error is turned into the answer, any other stays an error.
         let gate = |_: &Record, _: &crate::plan::Desired, plan: &crate::diff::Plan| {
             if plan.conflicts.is_empty() {
                 return Ok(());
             }
-            conflicts = plan.conflicts.iter().map(|c| format!("{} ({})", c.entry, c.why)).collect();
-            Err(Error::Other(anyhow::anyhow!("conflicts")))
+            let entries = plan.conflicts.iter().map(|c| (c.entry.clone(), c.why.clone())).collect();
+            Err(Error::Conflicts { report: "entries roce-route does not own are in the way".into(), entries })
         };
         match converge::converge(self.state, nl, &self.ctx.stop, &req, gate, adjust).await {
-            Err(_) if !conflicts.is_empty() => Ok(Err(conflicts)),
+            Err(Error::Conflicts { entries, .. }) => {
+                Ok(Err(entries.into_iter().map(|(entry, why)| format!("{entry} ({why})")).collect()))
+            }
             other => other.map(Ok),
         }
     }
