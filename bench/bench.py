@@ -439,7 +439,7 @@ def report_profile(profiles: dict[str, list[dict]], version_ns: float) -> None:
     rows: list[tuple[str, dict[str, float]]] = []
     walls = {c: med([r["wall_us"] for r in profiles[c]]) for c in cols}
     totals = {c: med([r["total_us"] for r in profiles[c]]) for c in cols}
-    rows.append(("process start-up (`--version`, whole)", {c: version_ns / 1000 for c in cols}))
+    rows.append(("(for comparison, not in the sum) `--version`, a whole process", {c: version_ns / 1000 for c in cols}))
     rows.append(("start-up and exit outside main", {c: walls[c] - totals[c] for c in cols}))
     for ph in phases:
         rows.append((ph, {c: med([r["phases"].get(ph, {}).get("us", 0) for r in profiles[c]]) for c in cols}))
