@@ -138,6 +138,11 @@ pub struct WatchArgs {
     /// rp_filter is found. A pass that finds nothing to do only reads.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub resync: u64,
+    /// Keep the metrics in FILE (Prometheus text format, replaced
+    /// atomically at start and after every pass), e.g. for node_exporter's
+    /// textfile collector.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -209,8 +214,22 @@ pub struct CheckArgs {
     /// `*.toml` files (in name order), merged into one.
     #[arg(required = true, num_args = 1..)]
     pub config: Vec<PathBuf>,
+    /// text (the differences in words) or prometheus (the metrics families
+    /// `watch --metrics` writes, for this one check); --json prints the
+    /// report as JSON.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: CheckFormat,
     #[command(flatten)]
     pub sysfs: SysfsArg,
+}
+
+/// How check prints its verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    /// The differences in plain words, each with its fix.
+    Text,
+    /// The Prometheus text format (as node_exporter's textfile collector reads it).
+    Prometheus,
 }
 
 /// Where the RDMA devices are read: the same option on check, show,

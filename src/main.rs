@@ -205,7 +205,7 @@ async fn dispatch(
 ) -> Result<Done, Error> {
     match (command, config) {
         (Command::Apply(a), Some(cfg)) => commands::apply::run(ctx, a, cfg, config_files).await,
-        (Command::Check(c), Some(cfg)) => commands::check::run(ctx, cfg, &c.sysfs).await,
+        (Command::Check(c), Some(cfg)) => commands::check::run(ctx, cfg, c).await,
         (Command::Discover(d), _) => commands::discover::run(ctx, d).await,
         (Command::NcclEnv(n), cfg) => commands::nccl_env::run(ctx, n, cfg).await,
         (Command::Probe(p), cfg) => commands::probe::run(ctx, p, cfg).await,

@@ -24,7 +24,7 @@ const FOREIGN_FLAGS: [&str; 6] =
     ["--release", "--locked", "--target", "--target-dir", "--now", "--preserve-status"];
 
 /// Flags being added by work in progress, named in the docs ahead of it.
-const PENDING_FLAGS: [&str; 1] = ["--metrics"];
+const PENDING_FLAGS: [&str; 0] = [];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

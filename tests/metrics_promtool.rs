@@ -4,35 +4,14 @@
 //! The text goes through `write_textfile`, as watch writes it, and promtool
 //! reads the file that node_exporter would.
 
-use std::io::Write;
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, UNIX_EPOCH};
 
+use common::promtool;
 use roce_route::metrics::{self, HealTrigger, NotReadyPart, RdmaPort, Snapshot};
 use roce_route::plan::{NotReady, Subject};
-
-/// promtool's verdict on `text`: its exit status and everything it printed.
-fn promtool(text: &str) -> (bool, String) {
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-            "promtool is not installed: it is in the Debian package `prometheus` \
-             (apt-get install -y --no-install-recommends prometheus)"
-        ),
-        Err(e) => panic!("cannot run promtool: {e}"),
-    };
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), said)
-}
 
 /// Renders `s`, writes it as a textfile, and has promtool read that file.
 fn lint(what: &str, s: &Snapshot) -> String {

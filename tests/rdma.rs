@@ -568,3 +568,29 @@ fn apply_warns_about_rdma_it_cannot_change() {
     }
     assert_ne!(host.ns.ip("rule show"), rules, "the apply itself went ahead");
 }
+
+/// `check --format prometheus` on a RoCE host: each rail's port state and
+/// the GID index NCCL would use, the same index `nccl-env --json` gives.
+#[test]
+fn check_metrics_carry_the_ports_and_nccls_gid_indexes() {
+    let host = FixtureHost::new("roce-8rail");
+    let discovered = host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout();
+    let config = host.write("discovered.toml", &discovered);
+    host.rr(&["apply", &config]).expect_code(EXIT_OK);
+    let text = host.rr_sysfs("check", &["--format", "prometheus", &config]).expect_code(EXIT_OK).stdout();
+    let (ok, said) = promtool(&text);
+    assert!(ok && said.trim().is_empty(), "promtool says:\n{said}\non:\n{text}");
+    let env =
+        json_doc(&host.rr(&["--json", "nccl-env", "--sysfs-root", &host.sysfs.to_string_lossy(), &config]));
+    let rails = env["rails"].as_array().unwrap();
+    assert_eq!(rails.len(), 8, "{env:#}");
+    for rail in rails {
+        let name = rail["name"].as_str().unwrap();
+        let (device, port) = rail["hca"].as_str().unwrap().split_once(':').unwrap();
+        let labels = format!("{{rail=\"{name}\",device=\"{device}\",port=\"{port}\"}}");
+        assert!(text.contains(&format!("\nroce_route_rdma_port_state_id{labels} 4\n")), "{labels}\n{text}");
+        assert!(text.contains(&format!("\nroce_route_rdma_port_physical_state_id{labels} 5\n")), "{text}");
+        let gid = rail["gid_index"].as_u64().expect("a RoCE rail's GID index");
+        assert!(text.contains(&format!("\nroce_route_nccl_gid_index{labels} {gid}\n")), "{labels}\n{text}");
+    }
+}

@@ -684,3 +684,51 @@ fn watch_quiet_silences_the_heal_lines() {
     assert!(routine.is_empty(), "-q printed routine lines: {routine:?}");
     poll_until("the warning about tun7", HEAL_TIMEOUT, || w.docs().iter().any(|d| d["event"] == "warning"));
 }
+
+/// `watch --metrics FILE` keeps the file from the start, and a heal counts
+/// in `roce_route_heals_total`; promtool accepts the file each time.
+#[test]
+fn watch_keeps_its_metrics_file() {
+    let (tb, _cfg) = applied(2);
+    let file = tb.dir().join("roce-route.prom");
+    let arg = file.to_string_lossy().into_owned();
+    let w = Watch::start_with(&tb, "metrics", |cmd| {
+        cmd.args(["--metrics", &arg]);
+    });
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    let lint = |text: &str| {
+        let (ok, said) = promtool(text);
+        assert!(ok && said.trim().is_empty(), "promtool says:\n{said}\non:\n{text}");
+    };
+    // Written after the pass at start (READY=1 follows it).
+    let text = read();
+    lint(&text);
+    assert!(text.contains("\nroce_route_in_sync 1\n"), "{text}\n{}", w.log());
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail1\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_last_apply_timestamp_seconds "), "{text}");
+    let heals = |text: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with("roce_route_heals_total{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(heals(&text), 0, "{text}");
+    let r = tb.rail(1);
+    tb.ip_host(&format!("-4 rule del from {} lookup {}", r.v4, r.table));
+    wait_healed(&tb, &w, 1, "a rule deleted");
+    poll_until("watch's heal line", HEAL_TIMEOUT, || w.heals() >= 1);
+    poll_until("the heal in the metrics", HEAL_TIMEOUT, || heals(&read()) >= 1);
+    let text = read();
+    lint(&text);
+    assert!(text.contains("\nroce_route_heals_total{trigger=\"events\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_drift_found_total{kind=\"missing_rule\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_last_heal_timestamp_seconds "), "{text}");
+    assert!(text.contains("\nroce_route_in_sync 1\n"), "{text}");
+    let leftovers: Vec<_> = std::fs::read_dir(tb.dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

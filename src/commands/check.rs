@@ -9,16 +9,21 @@
 
 use serde::Serialize;
 
-use super::{Ctx, Done, NoteKind, connect, read_rdma_lenient, run_notes};
+use std::collections::BTreeMap;
+
+use super::{Ctx, Done, NoteKind, connect, print_text, read_rdma_lenient, run_notes};
 use crate::behaviour::{self, Verdict};
-use crate::cli::SysfsArg;
+use crate::cli::{CheckArgs, CheckFormat};
 use crate::config::{Config, ConfigError};
 use crate::diff::Plan;
 use crate::error::{Error, exit};
 use crate::managers;
+use crate::metrics;
 use crate::model::Op;
+use crate::nccl;
 use crate::netlink::Netlink;
 use crate::plan::{Desired, NotReady};
+use crate::rdma::Rdma;
 use crate::rdma_check;
 use crate::reconcile;
 use crate::render::{self, count};
@@ -47,7 +52,8 @@ pub struct Difference {
     pub fix: String,
 }
 
-pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error> {
+pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error> {
+    let sysfs = &args.sysfs;
     // As root, wait for a running apply/rollback so as not to report its
     // half-made state; without root the record of earlier runs cannot be
     // read, and the report says what that leaves unchecked.
@@ -75,7 +81,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
     for w in managers::warnings(&managers::scan()) {
         ctx.warn(w);
     }
-    let mut report = match reconcile::reconcile(&nl, &cfg, false, &record).await {
+    let (mut report, desired) = match reconcile::reconcile(&nl, &cfg, false, &record).await {
         Ok((desired, plan)) => {
             plan.warnings.iter().filter(|w| !plan.is_a_difference(w)).for_each(|w| ctx.warn(w.clone()));
             let (traffic, not_verified) = probe_all(&nl, &desired).await?;
@@ -83,12 +89,12 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
             let mut report = build_report(&plan, traffic, &fix_all, &cfg.file);
             report.add_rdma(rdma.drift(&desired.interfaces));
             report.add_not_ready(&desired.not_ready, &fix_all);
-            report
+            (report, Some(desired))
         }
         // The config is valid (it parsed) but the host no longer matches it:
         // an interface or address is gone (e.g. IPv6 addresses flushed by a
         // link flap). That is drift, not a bad command line.
-        Err(Error::Config(e)) => mismatch_report(&e, &fix_all),
+        Err(Error::Config(e)) => (mismatch_report(&e, &fix_all), None),
         Err(e) => return Err(e),
     };
     for note in notes {
@@ -104,7 +110,10 @@ pub async fn run(ctx: &Ctx, cfg: Config, sysfs: &SysfsArg) -> Result<Done, Error
             NoteKind::ConfirmationWaiting | NoteKind::OrphanedTrial => ctx.warn(note.text),
         }
     }
-    if ctx.chatty() {
+    if args.format == CheckFormat::Prometheus && !ctx.json {
+        let rails: Vec<&str> = cfg.interfaces.iter().map(|i| i.name.as_str()).collect();
+        print_text(&metrics::render(&snapshot(&report, &rails, desired.as_ref(), &rdma.rdma)));
+    } else if ctx.chatty() {
         print_human(&report);
     }
     Ok(Done::new(if report.in_sync { exit::OK } else { exit::DRIFT }, false, report))
@@ -209,17 +218,88 @@ fn mismatch_report(e: &ConfigError, fix_all: &str) -> CheckReport {
     CheckReport { in_sync: false, differences, traffic: Vec::new() }
 }
 
-/// A state difference in plain words, with the command that fixes it.
-fn difference(op: &Op) -> Difference {
-    let kind = match op {
+/// The metrics of this one check (`--format prometheus`): the host's
+/// verdict; per rail of `rails`, in sync when no difference names it (its
+/// interface, or its table in a rule or route), no lookup from its
+/// addresses went wrong, and it has no not-ready part;
+/// the differences by kind (counted as found, too); each rail's RDMA port
+/// and the GID index NCCL would use on it (`nccl::nccl_env`).
+pub fn snapshot(
+    report: &CheckReport,
+    rails: &[&str],
+    desired: Option<&Desired>,
+    rdma: &Rdma,
+) -> metrics::Snapshot {
+    let mut s = metrics::Snapshot { in_sync: report.in_sync, ..metrics::Snapshot::default() };
+    s.set_drift(report.differences.iter().map(|d| d.kind));
+    s.counters.found(report.differences.iter().map(|d| d.kind));
+    let planned = desired.map_or(&[][..], |d| &d.interfaces[..]);
+    let tables: BTreeMap<&str, u32> = planned.iter().map(|i| (i.name.as_str(), i.table)).collect();
+    // A wrong lookup names the wrong interface too: it is the rail of its
+    // probe's that is not in sync.
+    let worded = || report.differences.iter().filter(|d| d.kind != "traffic");
+    for name in rails {
+        let table = tables.get(name).copied();
+        let wrong_way = report.traffic.iter().any(|v| !v.ok && v.probe.interface == *name);
+        s.rail(name).in_sync = !wrong_way && !worded().any(|d| concerns(&d.description, name, table));
+    }
+    for nr in desired.map_or(&[][..], |d| &d.not_ready[..]) {
+        let rail = s.rail(&nr.interface);
+        rail.add_not_ready(nr);
+        rail.in_sync = false;
+    }
+    let addrs: Vec<nccl::RailAddrs> = planned
+        .iter()
+        .map(|i| nccl::RailAddrs { name: i.name.clone(), addresses: i.addresses.clone() })
+        .collect();
+    let gids: BTreeMap<String, Option<u32>> = nccl::nccl_env(&addrs, rdma, &nccl::PkeyTables::new())
+        .map(|env| env.rails.into_iter().map(|r| (r.name, r.gid_index)).collect())
+        .unwrap_or_default();
+    for name in rails {
+        if let Some(port) = rdma.port_of(name) {
+            let gid = gids.get(*name).copied().flatten();
+            s.rail(name).rdma = Some(metrics::RdmaPort::of(port, gid));
+        }
+    }
+    s
+}
+
+/// Whether a difference's words name the rail `name` (as a whole word: not
+/// `rail1` in `rail10`, nor `ib0` in `ib0.8001`) or its table (`lookup
+/// 101`, `table 101`).
+fn concerns(description: &str, name: &str, table: Option<u32>) -> bool {
+    let table_words = table.map(|t| [format!("lookup {t}"), format!("table {t}")]);
+    names_word(description, name) || table_words.is_some_and(|w| w.iter().any(|w| names_word(description, w)))
+}
+
+fn names_word(text: &str, word: &str) -> bool {
+    let part = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let mut after = text[i + word.len()..].chars();
+        let next = after.next();
+        // A VLAN or partition child (`ib0.8001`) is another rail; a sysctl's
+        // key after the name (`rail0.arp_ignore`) is not.
+        let child = next == Some('.') && after.next().is_some_and(|c| c.is_ascii_digit());
+        !before.is_some_and(part) && !next.is_some_and(part) && !child
+    })
+}
+
+/// The kind of difference a state change stands for (`missing_route`, ...).
+pub fn op_kind(op: &Op) -> &'static str {
+    match op {
         Op::AddRoute { .. } => "missing_route",
         Op::ReplaceRoute { .. } | Op::RestoreRoute { .. } => "changed_route",
         Op::DelRoute { .. } => "extra_route",
         Op::AddRule { .. } => "missing_rule",
         Op::DelRule { .. } => "extra_rule",
         Op::SetSysctl { .. } => "sysctl",
-    };
-    Difference { kind, description: render::describe(op), fix: render::command(op) }
+    }
+}
+
+/// A state difference in plain words, with the command that fixes it.
+fn difference(op: &Op) -> Difference {
+    Difference { kind: op_kind(op), description: render::describe(op), fix: render::command(op) }
 }
 
 /// Asks the kernel, for every configured address, which way its traffic goes.
@@ -400,5 +480,93 @@ mod tests {
         for field in ["interface", "from", "to", "expected_dev", "expected_table", "dev", "table", "ok"] {
             assert!(t.get(field).is_some(), "traffic entry lacks {field}: {t}");
         }
+    }
+}
+
+#[cfg(test)]
+mod metrics_tests {
+    use super::*;
+
+    #[test]
+    fn a_difference_concerns_the_rail_it_names_as_a_word() {
+        assert!(names_word("net.ipv4.conf.rail0.arp_ignore is 0, should be 1", "rail0"));
+        assert!(!names_word("dev rail10 table 110", "rail1"), "rail1 is not rail10");
+        assert!(!names_word("ip -4 rule: from 10.0.0.1 lookup 1010", "lookup 101"));
+        assert!(!names_word("port of rail ib0.8001 is DOWN", "ib0"), "a partition child is another rail");
+        assert!(names_word("port of rail ib0.8001 is DOWN", "ib0.8001"));
+        assert!(concerns(
+            "rule missing: ip -4 rule: priority 1000 from 10.0.0.1 lookup 101",
+            "rail1",
+            Some(101)
+        ));
+        assert!(!concerns("rule missing: ip -4 rule: priority 1000 from 10.0.0.1 lookup 101", "rail1", None));
+    }
+
+    #[test]
+    fn the_snapshot_of_a_check_has_each_rail_and_kind() {
+        let report = CheckReport {
+            in_sync: false,
+            differences: vec![Difference {
+                kind: "missing_rule",
+                description: "rule missing: ip -4 rule: priority 1001 from 10.0.1.1 lookup 101".into(),
+                fix: String::new(),
+            }],
+            traffic: Vec::new(),
+        };
+        let s = snapshot(&report, &["rail0", "rail1"], None, &Rdma::default());
+        assert!(!s.in_sync);
+        assert_eq!(s.drift.get("missing_rule"), Some(&1));
+        assert_eq!(s.counters.drift_found("missing_rule"), 1);
+        // Without a plan the tables are unknown: the rule names no rail.
+        assert!(s.rails["rail0"].in_sync && s.rails["rail1"].in_sync);
+        let text = metrics::render(&s);
+        assert!(text.contains("\nroce_route_in_sync 0\n"), "{text}");
+        assert!(text.contains("roce_route_drift{kind=\"missing_rule\"} 1\n"), "{text}");
+        // With the plan: rail1's table is 101, and rail0 is not ready.
+        let rail = |name: &str, table| crate::plan::PlannedInterface {
+            name: name.into(),
+            table,
+            priority: 1000,
+            addresses: vec![],
+            gateways: vec![],
+            subnets: vec![],
+            onlink_gateways: vec![],
+        };
+        let d = Desired {
+            interfaces: vec![rail("rail1", 101), rail("rail2", 102)],
+            not_ready: vec![NotReady {
+                interface: "rail0".into(),
+                subject: crate::plan::Subject::Interface,
+                reason: "it does not exist".into(),
+            }],
+            ..Desired::default()
+        };
+        let s = snapshot(&report, &["rail0", "rail1", "rail2"], Some(&d), &Rdma::default());
+        let in_sync: Vec<bool> = s.rails.values().map(|r| r.in_sync).collect();
+        assert_eq!(in_sync, [false, false, true]);
+        assert!(!s.rails["rail0"].is_ready() && s.rails["rail1"].is_ready());
+        assert!(metrics::render(&s).contains("\nroce_route_rails_not_ready 1\n"));
+        // A lookup from rail2's address that left by rail0: rail2 is the one.
+        let wrong = Verdict {
+            probe: crate::behaviour::Probe {
+                interface: "rail2".into(),
+                from: "198.51.100.12".parse().unwrap(),
+                to: "198.51.100.1".parse().unwrap(),
+                expected_dev: "rail2".into(),
+                expected_table: 102,
+                expected_gateway: None,
+            },
+            dev: Some("rail0".into()),
+            table: Some(254),
+            gateway: None,
+            error: None,
+            ok: false,
+        };
+        let traffic = Difference { kind: "traffic", description: wrong.describe(), fix: String::new() };
+        assert!(names_word(&traffic.description, "rail0"), "{}", traffic.description);
+        let report = CheckReport { in_sync: false, differences: vec![traffic], traffic: vec![wrong] };
+        let d = Desired { interfaces: vec![rail("rail0", 100), rail("rail2", 102)], ..Desired::default() };
+        let s = snapshot(&report, &["rail0", "rail2"], Some(&d), &Rdma::default());
+        assert!(s.rails["rail0"].in_sync && !s.rails["rail2"].in_sync);
     }
 }

@@ -1430,3 +1430,25 @@ impl Testbed {
         values.iter().map(|v| v.parse().unwrap_or_else(|e| panic!("rx_packets {v:?}: {e}"))).collect()
     }
 }
+
+/// promtool's verdict on `text`: its exit status and everything it printed.
+pub fn promtool(text: &str) -> (bool, String) {
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "promtool is not installed: it is in the Debian package `prometheus` \
+             (apt-get install -y --no-install-recommends prometheus)"
+        ),
+        Err(e) => panic!("cannot run promtool: {e}"),
+    };
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}

@@ -66,6 +66,7 @@ impl Watcher<'_> {
 
     /// Conflicts stopped the heal: said once while they stay.
     pub(super) fn conflicts_found(&mut self, conflicts: Vec<String>) -> Outcome {
+        self.metrics.conflicts(conflicts.len());
         if conflicts != self.conflicts {
             log(
                 self.ctx,
@@ -94,6 +95,7 @@ impl Watcher<'_> {
         self.conflicts.clear();
         let Converged { desired, plan, header } = converged;
         self.say_not_ready(&desired.not_ready);
+        self.metrics.planned(&desired);
         if header.is_none() {
             self.say_fight_over();
             return Outcome::InSync;
@@ -118,6 +120,7 @@ impl Watcher<'_> {
             let rails: BTreeSet<String> = announce::touched(&desired, &plan.ops);
             announced = tell_peers(self.ctx, nl, &desired, Some(&rails), rounds).await.announced;
         }
+        self.metrics.healed(trigger, &plan.ops, announced.len(), std::time::SystemTime::now());
         let also = if announced.is_empty() {
             String::new()
         } else {

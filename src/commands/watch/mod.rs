@@ -16,6 +16,7 @@ mod fight;
 mod heal;
 mod listen;
 mod log;
+mod metrics;
 mod outcome;
 mod pass;
 mod service;
@@ -50,8 +51,10 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     let nl = connect().await?;
     let resync = (args.resync > 0).then(|| Duration::from_secs(args.resync));
     let mut w = Watching { w: Watcher::new(ctx, &state), nl, timers: Timers::new(resync) };
+    w.w.metrics = metrics::Metrics::new(args.metrics.clone());
     w.w.saw_links(&w.nl);
     log(ctx, "start", "watching; healing toward the latest apply", json!({}));
+    w.w.write_metrics();
     let outcome = w.w.pass(&mut w.nl, Trigger::Start).await;
     w.timers.passed(Instant::now(), outcome.retry());
     service::notify_ready();

@@ -17,6 +17,7 @@ use crate::state::{NetnsLock, StateDir, StateError};
 use super::backoff::{Failures, MAX_BACKOFF};
 use super::fight::Fight;
 use super::log::log;
+use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::timers::NewLinks;
 use super::trigger::Trigger;
@@ -44,6 +45,8 @@ pub(super) struct Watcher<'a> {
     /// toward a fight; one after a link flap does not.
     pub undone_by_agent: bool,
     links: NewLinks,
+    /// What `--metrics` writes, kept for the run.
+    pub metrics: Metrics,
 }
 
 impl<'a> Watcher<'a> {
@@ -60,6 +63,7 @@ impl<'a> Watcher<'a> {
             fight: Fight::default(),
             undone_by_agent: false,
             links: NewLinks::default(),
+            metrics: Metrics::default(),
         }
     }
 
@@ -94,6 +98,7 @@ impl<'a> Watcher<'a> {
             Err(e) => self.failed(&e),
         };
         self.deferred = outcome == Outcome::Deferred;
+        self.write_metrics();
         if self.ctx.json || self.ctx.verbosity == Verbosity::Verbose {
             let why = trigger.words();
             log(
@@ -104,6 +109,14 @@ impl<'a> Watcher<'a> {
             );
         }
         outcome
+    }
+
+    /// Writes the metrics file (with --metrics); a failure is a warning,
+    /// said once while it repeats.
+    pub fn write_metrics(&mut self) {
+        if let Some(e) = self.metrics.write(self.state) {
+            self.ctx.warn(e);
+        }
     }
 
     /// A pass that did not fail, after some that did: said, with a count.

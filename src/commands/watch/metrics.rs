@@ -1,0 +1,155 @@
+//! `watch --metrics FILE`: the one `metrics::Snapshot` of the run, its
+//! gauges set after each pass that got to plan, its counters added to by
+//! each heal, and the file written (atomically) at start and after every
+//! pass.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::commands::check::op_kind;
+use crate::metrics::{self, HealTrigger, Snapshot};
+use crate::model::Op;
+use crate::plan::Desired;
+use crate::state::{RunKind, StateDir};
+
+use super::trigger::Trigger;
+
+/// The metrics of a watch run and where they go.
+#[derive(Default)]
+pub(super) struct Metrics {
+    pub snapshot: Snapshot,
+    /// None: no `--metrics`; the snapshot is kept all the same (cheap).
+    file: Option<PathBuf>,
+    /// The last write failed: said once until one succeeds.
+    failing: bool,
+}
+
+impl Metrics {
+    pub fn new(file: Option<PathBuf>) -> Metrics {
+        Metrics { file, ..Metrics::default() }
+    }
+
+    /// After a pass that planned `desired`: the host is as it asks but for
+    /// the parts it is not ready for.
+    pub fn planned(&mut self, desired: &Desired) {
+        let s = &mut self.snapshot;
+        s.in_sync = desired.not_ready.is_empty();
+        s.rails.clear();
+        for rail in &desired.interfaces {
+            s.rail(&rail.name).in_sync = true;
+        }
+        for nr in &desired.not_ready {
+            let rail = s.rail(&nr.interface);
+            rail.add_not_ready(nr);
+            rail.in_sync = false;
+        }
+        s.set_drift(desired.not_ready.iter().map(|_| "not_ready"));
+    }
+
+    /// A heal of `ops` after `trigger`, with `announced` addresses told.
+    pub fn healed(&mut self, trigger: &Trigger, ops: &[Op], announced: usize, now: SystemTime) {
+        let c = &mut self.snapshot.counters;
+        c.heal(trigger.metric());
+        c.found(ops.iter().map(op_kind));
+        c.announced(announced as u64);
+        self.snapshot.last_heal = Some(now);
+    }
+
+    /// Conflicts stopped the heal: the host is not in sync.
+    pub fn conflicts(&mut self, n: usize) {
+        self.snapshot.in_sync = false;
+        self.snapshot.set_drift(std::iter::repeat_n("conflict", n));
+    }
+
+    /// Writes the file (when asked for), with the time of the latest
+    /// apply's journal. Returns the error to say, once while it repeats.
+    pub fn write(&mut self, state: &StateDir) -> Option<String> {
+        let file = self.file.as_ref()?;
+        if let Ok(Some((header, true))) = state.latest_committed()
+            && header.kind == RunKind::Apply
+        {
+            self.snapshot.last_apply = Some(UNIX_EPOCH + Duration::from_secs(header.started_unix));
+        }
+        match metrics::write_textfile(file, &metrics::render(&self.snapshot)) {
+            Ok(()) => {
+                self.failing = false;
+                None
+            }
+            Err(e) if !self.failing => {
+                self.failing = true;
+                Some(format!("cannot write the metrics to {}: {e}", file.display()))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+impl Trigger {
+    /// Its `trigger` label in `roce_route_heals_total`.
+    pub fn metric(&self) -> HealTrigger {
+        match self {
+            Trigger::Start => HealTrigger::Start,
+            Trigger::Events(_) => HealTrigger::Events,
+            Trigger::Overflow => HealTrigger::Overflow,
+            Trigger::Retry => HealTrigger::Retry,
+            Trigger::Recheck => HealTrigger::Recheck,
+            Trigger::Resync => HealTrigger::Resync,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::SysctlKey;
+    use crate::plan::{NotReady, PlannedInterface, Subject};
+
+    fn rail(name: &str) -> PlannedInterface {
+        PlannedInterface {
+            name: name.into(),
+            table: 100,
+            priority: 1000,
+            addresses: vec![],
+            gateways: vec![],
+            subnets: vec![],
+            onlink_gateways: vec![],
+        }
+    }
+
+    #[test]
+    fn each_trigger_has_its_label() {
+        let all = [
+            Trigger::Start,
+            Trigger::Events(vec!["x".into()]),
+            Trigger::Overflow,
+            Trigger::Retry,
+            Trigger::Recheck,
+            Trigger::Resync,
+        ];
+        let labels: Vec<HealTrigger> = all.iter().map(Trigger::metric).collect();
+        assert_eq!(labels, HealTrigger::ALL);
+    }
+
+    #[test]
+    fn a_pass_sets_the_gauges_and_a_heal_adds_to_the_counters() {
+        let mut m = Metrics::new(None);
+        let nr = NotReady { interface: "rail1".into(), subject: Subject::Interface, reason: "gone".into() };
+        m.planned(&Desired { interfaces: vec![rail("rail0")], not_ready: vec![nr], ..Desired::default() });
+        let s = &m.snapshot;
+        assert!(!s.in_sync);
+        assert!(s.rails["rail0"].in_sync && !s.rails["rail1"].in_sync && !s.rails["rail1"].is_ready());
+        assert_eq!(s.drift.get("not_ready"), Some(&1));
+        let ops = [Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 }];
+        m.healed(&Trigger::Resync, &ops, 2, UNIX_EPOCH + Duration::from_secs(9));
+        m.healed(&Trigger::Resync, &ops, 0, UNIX_EPOCH + Duration::from_secs(10));
+        m.planned(&Desired { interfaces: vec![rail("rail0")], ..Desired::default() });
+        let s = &m.snapshot;
+        assert!(s.in_sync && s.drift.is_empty() && !s.rails.contains_key("rail1"));
+        assert_eq!(s.counters.heals(HealTrigger::Resync), 2);
+        assert_eq!((s.counters.drift_found("sysctl"), s.counters.announcements()), (2, 2));
+        assert_eq!(s.last_heal, Some(UNIX_EPOCH + Duration::from_secs(10)));
+        m.conflicts(2);
+        assert!(!m.snapshot.in_sync);
+        assert_eq!(m.snapshot.drift.get("conflict"), Some(&2));
+    }
+}

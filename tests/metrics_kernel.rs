@@ -1,0 +1,62 @@
+//! `check --format prometheus` on the real kernel (a private testbed): the
+//! families for one check, in sync and drifted, as promtool accepts them.
+//! (`watch --metrics` is in tests/watch.rs, with the other watch tests.)
+
+mod common;
+
+use common::*;
+
+fn check_prometheus(tb: &Testbed, cfg: &std::path::Path, code: i32) -> String {
+    let text = tb.rr(&["check", "--format", "prometheus", path_str(cfg)]).expect_code(code).stdout();
+    let (ok, said) = promtool(&text);
+    assert!(ok && said.trim().is_empty(), "promtool says:\n{said}\non:\n{text}");
+    text
+}
+
+#[test]
+fn check_prints_the_families_in_sync_and_drifted() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.standard_config();
+    tb.apply_ok(&cfg);
+    let text = check_prometheus(&tb, &cfg, EXIT_OK);
+    assert!(text.contains("\nroce_route_in_sync 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail1\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_rails_not_ready 0\n"), "{text}");
+    assert!(text.contains("\nroce_route_drift{kind=\"missing_rule\"} 0\n"), "{text}");
+    assert!(!text.contains("roce-route check:"), "no words among the metrics: {text}");
+
+    let r = tb.rail(1);
+    tb.ip_host(&format!("-4 rule del from {} lookup {}", r.v4, r.table));
+    let text = check_prometheus(&tb, &cfg, EXIT_DRIFT);
+    assert!(text.contains("\nroce_route_in_sync 0\n"), "{text}");
+    assert!(text.contains("\nroce_route_drift{kind=\"missing_rule\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_drift_found_total{kind=\"missing_rule\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail1\"} 0\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail0\"} 1\n"), "{text}");
+
+    // The default and --json are as they were.
+    tb.rr(&["check", path_str(&cfg)])
+        .expect_code(EXIT_DRIFT)
+        .expect_stdout(&["roce-route check: 2 differences", "rule missing"]);
+    let json = tb
+        .rr(&["--json", "check", "--format", "prometheus", path_str(&cfg)])
+        .expect_code(EXIT_DRIFT)
+        .stdout();
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(doc["differences"][0]["kind"], "missing_rule", "{doc:#}");
+}
+
+#[test]
+fn a_rail_that_is_gone_is_not_ready() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.standard_config();
+    tb.apply_ok(&cfg);
+    tb.ip_host("link del rail1");
+    let text = tb.rr(&["check", "--format", "prometheus", path_str(&cfg)]).stdout();
+    let (ok, said) = promtool(&text);
+    assert!(ok && said.trim().is_empty(), "promtool says:\n{said}\non:\n{text}");
+    assert!(text.contains("\nroce_route_in_sync 0\n"), "{text}");
+    assert!(text.contains("\nroce_route_rails_not_ready 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_not_ready{rail=\"rail1\",part=\"interface\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail1\"} 0\n"), "{text}");
+}
