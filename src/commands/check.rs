@@ -210,7 +210,10 @@ fn traffic_fix(plan: &Plan, v: &Verdict, fix_all: &str) -> String {
     }
 }
 
-/// The report when the host lacks what the config names.
+/// The report when the config cannot be planned against this host: a
+/// config error that only the host reveals (a listed gateway that is an
+/// address of the host, say). A missing interface or address is not this:
+/// it is `not_ready` in the plan.
 fn mismatch_report(e: &ConfigError, fix_all: &str) -> CheckReport {
     let description = format!("the host does not match the config: {e}");
     let fix = format!("restore the interface or address the config names, then {fix_all}");
