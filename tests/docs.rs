@@ -254,3 +254,47 @@ fn json_never_follows_a_page_or_a_script() {
         "--json completions appends nothing"
     );
 }
+
+/// What `cargo deb` ships from dist/generated/ is what this binary prints,
+/// so that the package builds on a fresh clone and never drifts.
+/// `ROCE_ROUTE_BLESS=1` rewrites the files (gzip -9n for the pages).
+#[test]
+fn the_committed_pages_and_completions_are_what_the_binary_prints() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/generated");
+    let bless = std::env::var_os("ROCE_ROUTE_BLESS").is_some();
+    let gzip = |data: &str, path: &std::path::Path| {
+        use std::io::Write;
+        let mut child = Command::new("gzip")
+            .arg("-9n")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::fs::File::create(path).unwrap())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(data.as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    for (file, args, zipped) in [
+        ("roce-route.8.gz", &["man"][..], true),
+        ("roce-route.toml.5.gz", &["man", "roce-route.toml"][..], true),
+        ("roce-route.bash", &["completions", "bash"][..], false),
+        ("_roce-route", &["completions", "zsh"][..], false),
+        ("roce-route.fish", &["completions", "fish"][..], false),
+    ] {
+        let want = rr(args);
+        let path = dir.join(file);
+        if bless {
+            if zipped { gzip(&want, &path) } else { std::fs::write(&path, &want).unwrap() }
+        }
+        let have = if zipped {
+            let out = Command::new("gzip").arg("-dc").arg(&path).output().unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        } else {
+            std::fs::read_to_string(&path).unwrap_or_default()
+        };
+        assert!(
+            have == want,
+            "dist/generated/{file} is not what `roce-route {}` prints: run the docs test with ROCE_ROUTE_BLESS=1",
+            args.join(" ")
+        );
+    }
+}
