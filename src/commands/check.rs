@@ -251,6 +251,18 @@ pub fn snapshot(
         rail.add_not_ready(nr);
         rail.in_sync = false;
     }
+    rdma_ports(&mut s, planned, rails, rdma);
+    s
+}
+
+/// Each rail's RDMA port and the GID index NCCL would use on it
+/// (`nccl::nccl_env`): for check's snapshot and watch's file alike.
+pub fn rdma_ports(
+    s: &mut metrics::Snapshot,
+    planned: &[crate::plan::PlannedInterface],
+    rails: &[&str],
+    rdma: &Rdma,
+) {
     let addrs: Vec<nccl::RailAddrs> = planned
         .iter()
         .map(|i| nccl::RailAddrs { name: i.name.clone(), addresses: i.addresses.clone() })
@@ -264,7 +276,6 @@ pub fn snapshot(
             s.rail(name).rdma = Some(metrics::RdmaPort::of(port, gid));
         }
     }
-    s
 }
 
 /// Whether a difference's words name the rail `name` (as a whole word: not

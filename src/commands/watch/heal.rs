@@ -96,6 +96,7 @@ impl Watcher<'_> {
         let Converged { desired, plan, header } = converged;
         self.say_not_ready(&desired.not_ready);
         self.metrics.planned(&desired);
+        self.metrics.rdma(&desired, nl.links());
         if header.is_none() {
             self.say_fight_over();
             return Outcome::InSync;

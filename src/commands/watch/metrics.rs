@@ -46,6 +46,18 @@ impl Metrics {
         s.set_drift(desired.not_ready.iter().map(|_| "not_ready"));
     }
 
+    /// With `--metrics`: each rail's RDMA port state and the GID index
+    /// NCCL would use, read from /sys after the pass (as check does; a
+    /// device that cannot be read is left out).
+    pub fn rdma(&mut self, desired: &Desired, links: &[crate::model::Link]) {
+        if self.file.is_none() {
+            return;
+        }
+        let (rdma, _) = crate::rdma::scan_lenient(&crate::sysfs::Dir::new(crate::sysfs::DEFAULT_ROOT), links);
+        let rails: Vec<&str> = desired.interfaces.iter().map(|i| i.name.as_str()).collect();
+        crate::commands::check::rdma_ports(&mut self.snapshot, &desired.interfaces, &rails, &rdma);
+    }
+
     /// A heal of `ops` after `trigger`, with `announced` addresses told.
     pub fn healed(&mut self, trigger: &Trigger, ops: &[Op], announced: usize, now: SystemTime) {
         let c = &mut self.snapshot.counters;
