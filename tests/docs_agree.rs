@@ -9,14 +9,20 @@
 //!   commands print, both ways: the commands are run with `--json` on a
 //!   testbed (nccl-env's fields come from the reviewed outputs under
 //!   tests/fixtures/rdma, which tests/rdma.rs compares with the binary).
+//! - Each of watch's JSON lines carries the fields docs/json.md's watch
+//!   table gives its event, both ways: watch is run on a testbed through
+//!   the events an operator meets (tests/watch.rs checks every line of its
+//!   own tests too, which reach the rarer ones).
 
 mod common;
+#[path = "common/watch_lines.rs"]
+mod watch_lines;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{Run, Testbed, require_root};
+use common::{Run, Testbed, poll_until, require_root};
 
 /// Flags of other tools that the docs name (cargo, systemctl, timeout):
 /// each must still be named, so this list cannot rot.
@@ -259,10 +265,12 @@ fn the_checkers_read_what_they_should() {
 // --- JSON fields ----------------------------------------------------------
 
 /// The fields docs/json.md lists: the code spans of every table cell but
-/// the last (the meaning) of each row.
+/// the last (the meaning) of each row, before the watch section (whose
+/// table is checked per event, by `watch_lines`).
 fn json_fields_documented(doc: &str) -> BTreeSet<String> {
     let mut fields = BTreeSet::new();
-    for row in doc.lines().filter(|l| l.starts_with('|') && !l.starts_with("|---")) {
+    let documents = doc.split("\n## watch\n").next().unwrap_or(doc);
+    for row in documents.lines().filter(|l| l.starts_with('|') && !l.starts_with("|---")) {
         let cells: Vec<&str> = row.trim_matches('|').split('|').collect();
         for cell in &cells[..cells.len().saturating_sub(1)] {
             fields.extend(cell.split('`').skip(1).step_by(2).map(str::to_string));
@@ -361,4 +369,60 @@ fn the_json_fields_of_the_docs_are_the_ones_printed() {
     let unprinted: Vec<&String> = documented.difference(&printed).collect();
     assert!(undocumented.is_empty(), "printed but not in docs/json.md: {undocumented:?}");
     assert!(unprinted.is_empty(), "in docs/json.md but printed by no command run: {unprinted:?}");
+}
+
+// --- watch's lines ---------------------------------------------------------
+
+/// Watch through the events an operator meets: its start and passes, a
+/// heal, a rail going down (not ready), a foreign rule in the way
+/// (conflicts), an `apply --confirm` waiting (deferred), a metrics file it
+/// cannot write (warning), SIGTERM (stop, then the envelope). Every line
+/// carries its event's documented fields, and each of these events is seen.
+#[test]
+fn watch_lines_carry_the_fields_the_docs_give_their_event() {
+    require_root();
+    let documented = watch_lines::documented();
+    let tb = Testbed::builder().rails(3).build();
+    let cfg = tb.write_config(&tb.config_toml());
+    tb.rr(&["apply", cfg.to_str().unwrap()]).expect_code(common::EXIT_OK);
+    let unwritable = tb.dir().join("no-such-dir/roce-route.prom");
+    let w = watch_lines::Watch::start_with(&tb, "docs", |c| {
+        c.arg("--metrics").arg(&unwritable);
+    });
+    let seen = |event: &str| w.docs().iter().any(|d| d["event"] == event);
+    let wait = |event: &str| poll_until(event, watch_lines::HEAL_TIMEOUT, || seen(event));
+    let (addr, table) = (&tb.rail(1).v4, tb.rail(1).table);
+    tb.ip_host(&format!("rule del from {addr}"));
+    wait("heal");
+    tb.ip_host("link set rail2 down");
+    wait("not_ready");
+    tb.ip_host("link set rail2 up");
+    // A foreign rule for rail1's address while its table needs a heal.
+    let foreign = format!("priority 500 from {addr} lookup main");
+    tb.ip_host(&format!("rule add {foreign}"));
+    tb.ip_host(&format!("route flush table {table}"));
+    wait("conflicts");
+    tb.ip_host(&format!("rule del {foreign}"));
+    // A trial that drops rail2 waits for its confirmation: watch defers.
+    let two = tb.write_config(&tb.render_config_for(|r| r.name != "rail2", |_| Vec::new()));
+    let mut trial = tb.rr_cmd(&["apply", "--confirm", "60", two.to_str().unwrap()]);
+    let trial =
+        trial.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    poll_until("the trial's guard", watch_lines::HEAL_TIMEOUT, || tb.ns_state_dir().join("pending").exists());
+    tb.ip_host(&format!("route flush table {table}"));
+    wait("deferred");
+    tb.rr(&["confirm"]).expect_code(common::EXIT_OK);
+    let _ = trial.wait_with_output();
+    std::process::Command::new("kill").args(["-TERM", &w.bg.pid().to_string()]).status().unwrap();
+    let watch_lines::Watch { bg, out, .. } = w;
+    bg.wait_timeout(std::time::Duration::from_secs(10));
+    let lines: Vec<serde_json::Value> =
+        read(&out).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    lines.iter().for_each(|l| watch_lines::assert_documented(l, &documented));
+    let events: BTreeSet<&str> = lines.iter().filter_map(|l| l["event"].as_str()).collect();
+    let wanted = ["start", "pass", "heal", "not_ready", "conflicts", "deferred", "warning", "stop"];
+    let unseen: Vec<&&str> = wanted.iter().filter(|e| !events.contains(**e)).collect();
+    assert!(unseen.is_empty(), "watch printed no {unseen:?} line:\n{}", read(&out));
+    let last = lines.last().unwrap();
+    assert!(last.get("event").is_none() && last["passes"].as_u64() > Some(3), "the line at exit: {last}");
 }

@@ -7,97 +7,15 @@
 //! in the middle of a heal is recovered from its journal.
 
 mod common;
+#[path = "common/watch_lines.rs"]
+mod watch_lines;
 
-use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-
-const HEAL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A running `roce-route --json watch`, its output in files (one JSON
-/// document per line on stdout), started once it said READY=1 on its
-/// NOTIFY_SOCKET (after its first reconcile).
-struct Watch {
-    bg: Background,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Watch {
-    fn start(tb: &Testbed) -> Watch {
-        Watch::start_with(tb, "watch", |_| {})
-    }
-
-    fn start_with(tb: &Testbed, tag: &str, adjust: impl FnOnce(&mut Command)) -> Watch {
-        let notify = tb.dir().join(format!("{tag}.notify"));
-        let sock = UnixDatagram::bind(&notify).unwrap();
-        sock.set_read_timeout(Some(HEAL_TIMEOUT)).unwrap();
-        let mut cmd = tb.rr_cmd(&["--json", "watch"]);
-        cmd.env("NOTIFY_SOCKET", &notify);
-        adjust(&mut cmd);
-        let out = tb.dir().join(format!("{tag}.out"));
-        let err = tb.dir().join(format!("{tag}.err"));
-        let bg = Background::spawn_logged(cmd, "roce-route watch", &out, &err);
-        let w = Watch { bg, out, err };
-        let mut buf = [0u8; 64];
-        let n = sock.recv(&mut buf).unwrap_or_else(|e| panic!("no READY=1 from watch: {e}\n{}", w.log()));
-        assert_eq!(&buf[..n], b"READY=1");
-        w
-    }
-
-    fn log(&self) -> String {
-        let read = |p: &PathBuf| std::fs::read_to_string(p).unwrap_or_default();
-        format!("watch stdout:\n{}\nwatch stderr:\n{}", read(&self.out), read(&self.err))
-    }
-
-    fn docs(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    fn passes(&self) -> Vec<serde_json::Value> {
-        self.docs().into_iter().filter(|d| d["event"] == "pass").collect()
-    }
-
-    fn heals(&self) -> usize {
-        self.docs().iter().filter(|d| d["event"] == "heal").count()
-    }
-
-    fn pass_count(&self) -> u64 {
-        self.passes().last().and_then(|p| p["pass"].as_u64()).unwrap_or(0)
-    }
-
-    /// Waits for a pass after pass `after` triggered by an event whose
-    /// description contains `trigger`; returns its outcome.
-    fn wait_pass(&self, after: u64, trigger: &str) -> String {
-        let mut outcome = String::new();
-        poll_until(&format!("a watch pass after {trigger:?}"), HEAL_TIMEOUT, || {
-            let found = self.passes().into_iter().find(|p| {
-                p["pass"].as_u64().unwrap_or(0) > after
-                    && p["triggers"]
-                        .as_array()
-                        .is_some_and(|t| t.iter().any(|e| e.as_str().unwrap_or("").contains(trigger)))
-            });
-            if let Some(p) = found {
-                outcome = p["outcome"].as_str().unwrap_or("").to_string();
-                true
-            } else {
-                false
-            }
-        });
-        outcome
-    }
-
-    fn assert_running(&mut self) {
-        assert!(self.bg.is_running(), "watch exited\n{}", self.log());
-    }
-}
+use watch_lines::{HEAL_TIMEOUT, Watch};
 
 fn is_routed(tb: &Testbed, k: usize) -> bool {
     let r = tb.rail(k);
@@ -334,6 +252,12 @@ fn sigterm_ends_watch_with_exit_0_and_keeps_the_configuration() {
     let log = std::fs::read_to_string(&out).unwrap() + &std::fs::read_to_string(&err).unwrap();
     assert_eq!(done.code(), Some(EXIT_OK), "{log}");
     assert!(log.contains("the configuration stays in place"), "{log}");
+    // The last line is the envelope, as docs/json.md says.
+    let last: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().last().unwrap())
+            .unwrap_or_else(|e| panic!("{e}: {log}"));
+    watch_lines::assert_documented(&last, &watch_lines::documented());
+    assert!(last.get("event").is_none() && last["ok"] == true, "{last}");
     assert_eq!(tb.owned_entries(), before);
     tb.rr(&["check", path_str(&cfg)]).expect_code(EXIT_OK);
 }

@@ -5,8 +5,6 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use serde_json::json;
-
 use crate::announce;
 use crate::commands::{Change, tell_peers};
 use crate::config::Config;
@@ -17,7 +15,7 @@ use crate::render::{self, count};
 use crate::state::Record;
 
 use super::fight::{FIGHT_WINDOW, MAX_FIGHT_HOLD, Started};
-use super::log::log;
+use super::log::{Event, log};
 use super::outcome::Outcome;
 use super::pass::Watcher;
 use super::trigger::Trigger;
@@ -40,7 +38,7 @@ impl Watcher<'_> {
             adopt: false,
             kind: crate::state::RunKind::Heal,
             trial: None,
-            notice: &|m| log(ctx, "retry", m, json!({})),
+            notice: &|m| log(ctx, m, Event::Retry {}),
         };
         let addrs = nl
             .addresses()
@@ -70,14 +68,13 @@ impl Watcher<'_> {
         if conflicts != self.conflicts {
             log(
                 self.ctx,
-                "conflicts",
                 &format!(
                     "not healing: entries roce-route does not own hold the places of its own: {}; \
                      remove them, or take them over with `{}`",
                     conflicts.join("; "),
                     self.ctx.suggest(&["apply", "--adopt", "CONFIG"])
                 ),
-                json!({ "conflicts": conflicts }),
+                Event::Conflicts { conflicts: &conflicts },
             );
             self.conflicts = conflicts;
         }
@@ -129,20 +126,20 @@ impl Watcher<'_> {
         };
         log(
             self.ctx,
-            "heal",
             &format!(
                 "healed {} {}: {}{also}",
                 count(plan.ops.len(), "change", "changes"),
                 trigger.words(),
                 summary.join("; ")
             ),
-            json!({
-                "changes": plan.ops.iter().map(Change::of).collect::<Vec<_>>(),
-                "summary": summary,
-                "triggers": trigger.events(),
-                "pass": self.passes,
-                "announced": announced,
-            }),
+            Event::Heal {
+                pass: self.passes,
+                trigger: trigger.metric().label(),
+                triggers: trigger.events(),
+                changes: plan.ops.iter().map(Change::of).collect(),
+                summary: &summary,
+                announced: &announced,
+            },
         );
         Outcome::Healed
     }
@@ -155,9 +152,8 @@ impl Watcher<'_> {
         for nr in now.iter().filter(|n| !self.not_ready.contains(n)) {
             log(
                 self.ctx,
-                "not_ready",
                 &format!("not ready, left alone until it is: {}", nr.describe()),
-                json!({ "interface": nr.interface, "address": nr.subject, "reason": nr.reason }),
+                Event::NotReady(nr),
             );
         }
         self.not_ready = now.to_vec();
@@ -176,7 +172,6 @@ impl Watcher<'_> {
         let Started { same, hold } = started;
         log(
             self.ctx,
-            "fighting",
             &format!(
                 "healed the same entries {same} times within {} s: something undoes them right after each heal \
                  ({who}); each heal now waits {} s more than the last (up to {} s) until they stay: {}",
@@ -185,7 +180,7 @@ impl Watcher<'_> {
                 MAX_FIGHT_HOLD.as_secs(),
                 summary.join("; ")
             ),
-            json!({ "heals": same, "hold_seconds": hold.as_secs(), "suspects": suspects, "summary": summary }),
+            Event::Fighting { heals: *same, hold_seconds: hold.as_secs(), suspects: &suspects, summary },
         );
     }
 
@@ -194,12 +189,11 @@ impl Watcher<'_> {
         let Some(over) = self.fight.in_sync() else { return };
         log(
             self.ctx,
-            "fight_over",
             &format!(
                 "the entries stayed: the fight is over after {} held back",
                 count(over.held_heals as usize, "heal", "heals")
             ),
-            json!({ "held_heals": over.held_heals, "held_bursts": over.held_bursts }),
+            Event::FightOver { held_heals: over.held_heals, held_bursts: over.held_bursts },
         );
     }
 }

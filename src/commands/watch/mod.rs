@@ -36,7 +36,7 @@ pub use heal::forget_replaced;
 pub use service::WATCH_LOCK;
 
 use listen::{Listener, Wake};
-use log::log;
+use log::{Event, log};
 use pass::Watcher;
 use timers::Timers;
 use trigger::Trigger;
@@ -53,7 +53,7 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     let mut w = Watching { w: Watcher::new(ctx, &state), nl, timers: Timers::new(resync) };
     w.w.metrics = metrics::Metrics::new(args.metrics.clone());
     w.w.saw_links(&w.nl);
-    log(ctx, "start", "watching; healing toward the latest apply", json!({}));
+    log(ctx, "watching; healing toward the latest apply", Event::Start {});
     w.w.write_metrics();
     let outcome = w.w.pass(&mut w.nl, Trigger::Start).await;
     w.timers.passed(Instant::now(), outcome.retry());
@@ -73,9 +73,8 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     w.flush_repeats();
     log(
         ctx,
-        "stop",
         &format!("stopping on {why}; the configuration stays in place ({} heals)", w.heals),
-        json!({ "passes": w.passes, "heals": w.heals }),
+        Event::Stop { passes: w.passes, heals: w.heals },
     );
     Ok(Done::new(0, w.heals > 0, json!({ "passes": w.passes, "heals": w.heals })))
 }

@@ -4,8 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::commands::{Ctx, Verbosity};
 use crate::error::Error;
 use crate::netlink::Netlink;
@@ -16,7 +14,7 @@ use crate::state::{NetnsLock, StateDir, StateError};
 
 use super::backoff::{Failures, MAX_BACKOFF};
 use super::fight::Fight;
-use super::log::log;
+use super::log::{Event, log};
 use super::metrics::Metrics;
 use super::outcome::Outcome;
 use super::timers::NewLinks;
@@ -103,9 +101,13 @@ impl<'a> Watcher<'a> {
             let why = trigger.words();
             log(
                 self.ctx,
-                "pass",
                 &format!("pass {} {why}: {}", self.passes, outcome.name()),
-                json!({ "pass": self.passes, "outcome": outcome.name(), "triggers": trigger.events() }),
+                Event::Pass {
+                    pass: self.passes,
+                    outcome: outcome.name(),
+                    trigger: trigger.metric().label(),
+                    triggers: trigger.events(),
+                },
             );
         }
         outcome
@@ -125,12 +127,11 @@ impl<'a> Watcher<'a> {
         self.flush_repeats();
         log(
             self.ctx,
-            "recovered",
             &format!(
                 "a pass went through again after {}",
                 count(failed as usize, "failed pass", "failed passes")
             ),
-            json!({ "failed_passes": failed }),
+            Event::Recovered { failed_passes: failed },
         );
     }
 
@@ -143,13 +144,12 @@ impl<'a> Watcher<'a> {
             self.flush_repeats();
             log(
                 self.ctx,
-                "error",
                 &format!(
                     "this pass failed: {text}; trying again in {} s (longer after each failure, up to {} s)",
                     wait.as_secs(),
                     MAX_BACKOFF.as_secs()
                 ),
-                json!({ "retry_seconds": wait.as_secs() }),
+                Event::Error { error: &text, retry_seconds: wait.as_secs() },
             );
             self.failures.said(text);
         }
@@ -164,9 +164,8 @@ impl<'a> Watcher<'a> {
         if let Some(r) = self.failures.take_repeats() {
             log(
                 self.ctx,
-                "repeated",
                 &format!("the error above repeated {} times in all: {}", r.times, r.text),
-                json!({ "count": r.times, "error": r.text }),
+                Event::Repeated { count: r.times, error: &r.text },
             );
         }
     }
@@ -206,7 +205,7 @@ impl<'a> Watcher<'a> {
         }
         if let Some(wait) = self.confirmation_waits() {
             if !self.deferred {
-                log(self.ctx, "deferred", &wait, json!({}));
+                log(self.ctx, &wait, Event::Deferred { reason: "confirmation" });
             }
             return Ok(Err(Outcome::Deferred));
         }
@@ -216,7 +215,7 @@ impl<'a> Watcher<'a> {
                 let who = holder.map_or_else(String::new, |h| format!(" ({h})"));
                 if !self.deferred {
                     let text = format!("another roce-route{who} is working here; trying again later");
-                    log(self.ctx, "deferred", &text, json!({}));
+                    log(self.ctx, &text, Event::Deferred { reason: "lock" });
                 }
                 Ok(Err(Outcome::Deferred))
             }
@@ -230,7 +229,7 @@ impl<'a> Watcher<'a> {
     /// become permanent by being healed. Under the lock.
     async fn revert_orphaned_trial(&mut self, nl: &Netlink) -> Result<(), Error> {
         if let Some(what) = crate::commands::settle_orphaned_trial(&self.ctx.stop, self.state, nl).await? {
-            log(self.ctx, "trial_reverted", &format!("{what}; following the config before it"), json!({}));
+            log(self.ctx, &format!("{what}; following the config before it"), Event::TrialReverted {});
         }
         Ok(())
     }
