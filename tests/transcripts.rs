@@ -31,7 +31,10 @@
 //!   `netdevs` file): a rail of the testbed by that name is re-addressed,
 //!   any other is created as a veth.
 //!
-//! Commands run inside the host namespace (so no `--netns` shows), with
+//! Commands run inside the host namespace (so no `--netns` shows) and in
+//! a PID namespace of the testbed's own, with its own /proc (see `PidNs`:
+//! a network manager that runs on the test machine is no part of the
+//! docs), with
 //! `roce-route` on PATH being the binary under test and
 //! `ROCE_ROUTE_STATE_DIR` pointing at the test's state directory; in
 //! output, the test's paths read as the real ones again (the state
@@ -44,8 +47,9 @@
 
 mod common;
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use common::{Netns, Testbed, require_root};
 
@@ -227,8 +231,87 @@ fn lines_match(expected: &[String], actual: &[String]) -> bool {
     }
 }
 
+/// A private PID namespace with a /proc of its own, for the commands of
+/// one scene. After a change (and in every `check`) roce-route scans /proc
+/// for network managers and warns when one runs: on a test machine that
+/// runs NetworkManager or systemd-networkd, every such transcript would
+/// gain a warning about that machine, not about the docs. Inside, /proc
+/// shows the scene's processes only, as on a host that runs no manager.
+/// One namespace for all the commands of a scene, since they meet: the
+/// guard of `apply --confirm` outlives the apply for a later `confirm`,
+/// and /proc/locks names a lock's holder by pid. Its init (a shell that
+/// reaps the orphans reparented to it, as a host's init does) is killed on
+/// drop, and with it every process still inside.
+struct PidNs {
+    /// `unshare`, outside: it waits for the init it forked.
+    unshare: Child,
+    /// The init, by its pid outside; None until it is known.
+    init: Option<u32>,
+}
+
+impl PidNs {
+    fn new() -> PidNs {
+        // `--propagation slave`: the testbed's later mounts (/run/netns)
+        // reach the namespace's copy of the mount table, their unmounts too.
+        let unshare = Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "--propagation", "slave", "--kill-child"])
+            .args(["sh", "-c", "sleep infinity & echo ready; wait"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("unshare (util-linux): {e}"));
+        let mut ns = PidNs { unshare, init: None };
+        // The init says ready once /proc is mounted (before its exec).
+        let mut ready = String::new();
+        let _ = std::io::BufReader::new(ns.unshare.stdout.take().unwrap()).read_line(&mut ready);
+        assert_eq!(ready, "ready\n", "unshare --pid --fork --mount-proc did not start");
+        ns.init = Some(child_of(ns.unshare.id()).expect("the init that unshare forked"));
+        ns
+    }
+
+    /// The start of an argv that runs the rest in the namespace: `nsenter`
+    /// into its PID namespace and its mount namespace (for its /proc).
+    fn enter(&self) -> Vec<String> {
+        let init = self.init.expect("a started namespace");
+        ["nsenter", "--target", &init.to_string(), "--pid", "--mount", "--"].map(String::from).to_vec()
+    }
+}
+
+impl Drop for PidNs {
+    fn drop(&mut self) {
+        // The kernel kills every process of the namespace with its init;
+        // unshare returns once they are all gone. Never panic here.
+        match self.init {
+            Some(init) => {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(init as i32),
+                    nix::sys::signal::SIGKILL,
+                );
+            }
+            None => {
+                let _ = self.unshare.kill();
+            }
+        }
+        let _ = self.unshare.wait();
+    }
+}
+
+/// A child of process `parent`, from the ppid field of /proc/PID/stat.
+fn child_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses.
+        let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+        (ppid == parent.to_string()).then_some(pid)
+    })
+}
+
 /// One doc's scene: the testbed and the test's directories.
 struct Scene {
+    /// First: dropped (its processes killed) before the testbed goes.
+    pid_ns: PidNs,
     testbed: Testbed,
     root: PathBuf,
     bin_dir: PathBuf,
@@ -249,7 +332,7 @@ impl Scene {
         std::fs::write(&sudo, "#!/bin/sh\nexec \"$@\"\n").unwrap();
         let mode = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
         std::fs::set_permissions(&sudo, mode).unwrap();
-        Scene { testbed, root, bin_dir }
+        Scene { pid_ns: PidNs::new(), testbed, root, bin_dir }
     }
 
     fn config_dir(&self) -> String {
@@ -314,20 +397,27 @@ impl Scene {
         (text.lines().map(|l| l.trim_end().to_string()).collect(), out.status.code().unwrap_or(-1))
     }
 
+    /// A command line run in the scene's PID namespace.
     fn exec(&self, ns: &Netns, command: &str) -> std::process::Output {
+        let argv = [self.pid_ns.enter(), self.argv(ns, command)].concat();
+        Command::new(&argv[0]).args(&argv[1..]).output().unwrap()
+    }
+
+    /// The argv that runs a command line in network namespace `ns`, with
+    /// the scene's environment and working directory.
+    fn argv(&self, ns: &Netns, command: &str) -> Vec<String> {
         let path = format!(
             "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             self.bin_dir.display()
         );
-        Command::new("ip")
-            .args(["netns", "exec", ns.name(), "env", "-i"])
-            .arg(format!("PATH={path}"))
-            .arg(format!("ROCE_ROUTE_STATE_DIR={}", self.state_dir()))
-            .arg(format!("HOME={}", self.root.display()))
-            .args(["COLUMNS=100", "LANG=C.UTF-8", "sh", "-c"])
-            .arg(format!("cd {} && exec 2>&1 && {command}", self.root.join("cwd").display()))
-            .output()
-            .unwrap()
+        let mut argv: Vec<String> =
+            ["ip", "netns", "exec", ns.name(), "env", "-i"].map(String::from).to_vec();
+        argv.push(format!("PATH={path}"));
+        argv.push(format!("ROCE_ROUTE_STATE_DIR={}", self.state_dir()));
+        argv.push(format!("HOME={}", self.root.display()));
+        argv.extend(["COLUMNS=100", "LANG=C.UTF-8", "sh", "-c"].map(String::from));
+        argv.push(format!("cd {} && exec 2>&1 && {command}", self.root.join("cwd").display()));
+        argv
     }
 }
 
@@ -449,6 +539,59 @@ fn every_transcript_in_the_docs_is_what_the_binary_prints() {
         failures.len(),
         failures.join("\n\n")
     );
+}
+
+/// A process of the test machine, named `name` (a copy of sleep under
+/// that name: /proc/PID/comm is the file's name), killed and reaped on drop.
+struct Impostor(Child);
+
+impl Impostor {
+    fn start(dir: &Path, name: &str) -> Impostor {
+        let program = dir.join(name);
+        std::fs::copy("/bin/sleep", &program).unwrap();
+        Impostor(Command::new(&program).arg("600").stdin(Stdio::null()).spawn().unwrap())
+    }
+}
+
+impl Drop for Impostor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_network_manager_of_the_test_machine_stays_out_of_the_transcripts() {
+    require_root();
+    let rails = ["rail0".to_string(), "rail1".to_string()];
+    let scene = Scene::new(&rails, false);
+    scene
+        .write(
+            &format!("{CONFIG_DIR}/rails.toml"),
+            "[[interface]]\nname = \"rail0\"\n\n[[interface]]\nname = \"rail1\"\n",
+        )
+        .unwrap();
+    let apply = format!("roce-route apply {}/rails.toml", scene.config_dir());
+    let host = scene.testbed.host();
+    let warning = "warning: NetworkManager is running";
+    let manager = Impostor::start(&scene.root, "NetworkManager");
+
+    // A change: the scan runs (a no-op apply skips it).
+    let inside = scene.exec(host, &apply);
+    let inside = String::from_utf8_lossy(&inside.stdout);
+    assert!(inside.contains("roce-route: applied 8 changes"), "{inside}");
+    assert!(!inside.contains(warning), "the manager outside the PID namespace was seen:\n{inside}");
+
+    // The same change again, outside the PID namespace: the scan sees the
+    // manager there, or the absence above proves nothing.
+    let rollback = scene.exec(host, "roce-route rollback");
+    assert!(rollback.status.success(), "{}", String::from_utf8_lossy(&rollback.stdout));
+    let argv = scene.argv(host, &apply);
+    let outside = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+    drop(manager);
+    let outside = String::from_utf8_lossy(&outside.stdout);
+    assert!(outside.contains("roce-route: applied 8 changes"), "{outside}");
+    assert!(outside.contains(warning), "the scan missed a NetworkManager of this machine:\n{outside}");
 }
 
 // --- the checker itself ---------------------------------------------------
