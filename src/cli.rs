@@ -143,6 +143,9 @@ pub struct WatchArgs {
     /// textfile collector.
     #[arg(long, value_name = "FILE")]
     pub metrics: Option<PathBuf>,
+    /// Where --metrics reads each rail's RDMA port and GIDs from.
+    #[command(flatten)]
+    pub sysfs: SysfsArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -232,9 +235,9 @@ pub enum CheckFormat {
     Prometheus,
 }
 
-/// Where the RDMA devices are read: the same option on check, show,
-/// discover and nccl-env, so a support bundle or a test fixture can be
-/// examined by each.
+/// Where the RDMA devices are read: the same option on apply, check, show,
+/// discover, nccl-env, probe and watch, so a support bundle or a test
+/// fixture can be examined by each.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SysfsArg {
     /// Read the RDMA devices (`class/infiniband`) and netdev facts

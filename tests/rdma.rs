@@ -16,6 +16,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
@@ -593,4 +594,49 @@ fn check_metrics_carry_the_ports_and_nccls_gid_indexes() {
         let gid = rail["gid_index"].as_u64().expect("a RoCE rail's GID index");
         assert!(text.contains(&format!("\nroce_route_nccl_gid_index{labels} {gid}\n")), "{labels}\n{text}");
     }
+}
+
+/// The `roce_route_rdma_*` and `roce_route_nccl_*` lines of a metrics text.
+fn rdma_families(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("roce_route_rdma_") || l.starts_with("roce_route_nccl_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `watch --metrics` with `--sysfs-root`: its file carries the RDMA
+/// families check prints for the same host, and reads them again after
+/// each pass: a port that goes down in the (copied) tree shows as down
+/// after the next resync. (Red if watch read /sys instead of its
+/// --sysfs-root, or read the ports once.)
+#[test]
+fn watch_metrics_follow_the_rdma_ports() {
+    let host = FixtureHost::new("roce-8rail");
+    let root = copy_tree("roce-8rail", host.dir.path());
+    let root_arg = root.to_string_lossy().into_owned();
+    let config = host.write("discovered.toml", &host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout());
+    host.rr(&["apply", &config]).expect_code(EXIT_OK);
+    let checked = host.rr(&["check", "--sysfs-root", &root_arg, "--format", "prometheus", &config]);
+    let expected = rdma_families(&checked.expect_code(EXIT_OK).stdout());
+    assert_eq!(expected.iter().filter(|l| l.starts_with("roce_route_nccl_gid_index{")).count(), 8);
+    let file = host.dir.path().join("roce-route.prom");
+    let mut cmd = host.cmd(&["watch", "--resync", "1", "--sysfs-root", &root_arg, "--metrics"]);
+    cmd.arg(&file);
+    let (out, err) = (host.dir.path().join("watch.out"), host.dir.path().join("watch.err"));
+    let _watch = Background::spawn_logged(cmd, "roce-route watch", &out, &err);
+    let read = || std::fs::read_to_string(&file).map(|t| rdma_families(&t)).unwrap_or_default();
+    let log = || std::fs::read_to_string(&err).unwrap_or_default();
+    poll_until("watch's metrics file with the RDMA families", Duration::from_secs(10), || read() == expected);
+    // The first rail's port goes down: state 1 (DOWN), physical state 3 (Disabled).
+    let port = root.join("class/infiniband/mlx5_0/ports/1");
+    fs::write(port.join("state"), "1: DOWN\n").unwrap();
+    fs::write(port.join("phys_state"), "3: Disabled\n").unwrap();
+    let down = |t: &[String]| {
+        t.iter().any(|l| {
+            l.starts_with("roce_route_rdma_port_state_id{") && l.contains("\"mlx5_0\"") && l.ends_with(" 1")
+        })
+    };
+    poll_until("the down port in watch's metrics", Duration::from_secs(10), || down(&read()));
+    let checked = host.rr(&["check", "--sysfs-root", &root_arg, "--format", "prometheus", &config]).stdout();
+    assert_eq!(read(), rdma_families(&checked), "watch and check differ on the down port\n{}", log());
 }

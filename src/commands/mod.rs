@@ -625,7 +625,7 @@ fn by_interface(announced: &[Announced]) -> Vec<(&str, Vec<String>)> {
 
 /// The sysfs root `--sysfs-root` names, checked: a root that is not a
 /// sysfs copy is a bad argument.
-fn sysfs_dir(arg: &crate::cli::SysfsArg) -> Result<crate::sysfs::Dir, Error> {
+pub(crate) fn sysfs_dir(arg: &crate::cli::SysfsArg) -> Result<crate::sysfs::Dir, Error> {
     crate::sysfs::Dir::checked(&arg.sysfs_root).map_err(Error::Usage)
 }
 

@@ -11,6 +11,7 @@ use crate::metrics::{self, HealTrigger, Snapshot};
 use crate::model::Op;
 use crate::plan::Desired;
 use crate::state::{RunKind, StateDir};
+use crate::sysfs::Sysfs;
 
 use super::trigger::Trigger;
 
@@ -20,13 +21,15 @@ pub(super) struct Metrics {
     pub snapshot: Snapshot,
     /// None: no `--metrics`; the snapshot is kept all the same (cheap).
     file: Option<PathBuf>,
+    /// Where the RDMA ports are read (`--sysfs-root`); None: nowhere.
+    sysfs: Option<Box<dyn Sysfs>>,
     /// The last write failed: said once until one succeeds.
     failing: bool,
 }
 
 impl Metrics {
-    pub fn new(file: Option<PathBuf>) -> Metrics {
-        Metrics { file, ..Metrics::default() }
+    pub fn new(file: Option<PathBuf>, sysfs: Box<dyn Sysfs>) -> Metrics {
+        Metrics { file, sysfs: Some(sysfs), ..Metrics::default() }
     }
 
     /// After a pass that planned `desired`: the host is as it asks but for
@@ -47,13 +50,13 @@ impl Metrics {
     }
 
     /// With `--metrics`: each rail's RDMA port state and the GID index
-    /// NCCL would use, read from /sys after the pass (as check does; a
+    /// NCCL would use, read from sysfs after the pass (as check does; a
     /// device that cannot be read is left out).
     pub fn rdma(&mut self, desired: &Desired, links: &[crate::model::Link]) {
-        if self.file.is_none() {
+        let (Some(_), Some(sysfs)) = (&self.file, &self.sysfs) else {
             return;
-        }
-        let (rdma, _) = crate::rdma::scan_lenient(&crate::sysfs::Dir::new(crate::sysfs::DEFAULT_ROOT), links);
+        };
+        let (rdma, _) = crate::rdma::scan_lenient(sysfs.as_ref(), links);
         let rails: Vec<&str> = desired.interfaces.iter().map(|i| i.name.as_str()).collect();
         crate::commands::check::rdma_ports(&mut self.snapshot, &desired.interfaces, &rails, &rdma);
     }
@@ -144,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_pass_sets_the_gauges_and_a_heal_adds_to_the_counters() {
-        let mut m = Metrics::new(None);
+        let mut m = Metrics::default();
         let nr = NotReady { interface: "rail1".into(), subject: Subject::Interface, reason: "gone".into() };
         m.planned(&Desired { interfaces: vec![rail("rail0")], not_ready: vec![nr], ..Desired::default() });
         let s = &m.snapshot;

@@ -44,6 +44,7 @@ use trigger::Trigger;
 pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error> {
     // Days of running: each warning is a line when it happens.
     ctx.stream_warnings("watch");
+    let sysfs = super::sysfs_dir(&args.sysfs)?;
     let _held = service::hold_watch_lock()?;
     let state = ctx.state()?;
     // Subscribed before the first pass: nothing that happens after it is missed.
@@ -51,7 +52,7 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     let nl = connect().await?;
     let resync = (args.resync > 0).then(|| Duration::from_secs(args.resync));
     let mut w = Watching { w: Watcher::new(ctx, &state), nl, timers: Timers::new(resync) };
-    w.w.metrics = metrics::Metrics::new(args.metrics.clone());
+    w.w.metrics = metrics::Metrics::new(args.metrics.clone(), Box::new(sysfs));
     w.w.saw_links(&w.nl);
     log(ctx, "watching; healing toward the latest apply", Event::Start {});
     w.w.write_metrics();
