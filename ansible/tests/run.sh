@@ -98,26 +98,32 @@ export ANSIBLE_NOCOLOR=1
 export ANSIBLE_RETRY_FILES_ENABLED=0
 
 # --- test bed -----------------------------------------------------------
-ip netns add "$HOST"
+# add_host NS BASE VETH: a new namespace NS with rails rail0..2 =
+# 198.51.100.BASE+k/24, veths whose other ends VETH0..2 are bridged in $PEER.
+add_host() {
+    local ns=$1 base=$2 veth=$3 k
+    ip netns add "$ns"
+    # No duplicate address detection: the IPv6 link-local addresses are final
+    # at once, so the dumps compared below do not move by themselves.
+    ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
+    ip -n "$ns" link set lo up
+    for ((k = 0; k < RAILS; k++)); do
+        ip -n "$ns" link add "rail$k" type veth peer name "$veth$k" netns "$PEER"
+        ip -n "$ns" addr add "198.51.100.$((base + k))/24" dev "rail$k"
+        ip -n "$ns" link set "rail$k" up
+        ip -n "$PEER" link set "$veth$k" master br0 up
+    done
+    for _ in $(seq 50); do
+        [[ -z $(ip -n "$ns" -6 addr show tentative) ]] && break
+        sleep 0.1
+    done
+    sleep 0.5
+}
 ip netns add "$PEER"
-# No duplicate address detection: the IPv6 link-local addresses are final at
-# once, so the dumps compared below do not move by themselves.
-ip netns exec "$HOST" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
 ip -n "$PEER" link add br0 type bridge
 ip -n "$PEER" addr add "$GW/24" dev br0
 ip -n "$PEER" link set br0 up
-ip -n "$HOST" link set lo up
-for ((k = 0; k < RAILS; k++)); do
-    ip -n "$HOST" link add "rail$k" type veth peer name "p$k" netns "$PEER"
-    ip -n "$HOST" addr add "198.51.100.$((10 + k))/24" dev "rail$k"
-    ip -n "$HOST" link set "rail$k" up
-    ip -n "$PEER" link set "p$k" master br0 up
-done
-for _ in $(seq 50); do
-    [[ -z $(ip -n "$HOST" -6 addr show tentative) ]] && break
-    sleep 0.1
-done
-sleep 0.5
+add_host "$HOST" 10 p
 
 # The inventory: this machine, local connection, the venv's python, and the
 # rails as host variables (what site.yml's template reads).
@@ -137,19 +143,20 @@ sleep 0.5
     done
 } >"$WORK/inventory.yml"
 
-# Everything that roce-route may change, in full.
-dump() {
+# ns_dump NS: everything that roce-route may change in NS, in full.
+ns_dump() {
     local f k key
     for f in -4 -6; do
-        ip -n "$HOST" "$f" rule
-        ip -n "$HOST" "$f" route show table all
+        ip -n "$1" "$f" rule
+        ip -n "$1" "$f" route show table all
     done
     for ((k = 0; k < RAILS; k++)); do
         for key in arp_ignore arp_announce; do
-            echo "rail$k $key $(ip netns exec "$HOST" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
+            echo "rail$k $key $(ip netns exec "$1" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
         done
     done
 }
+dump() { ns_dump "$HOST"; }
 owned() { dump | grep -c 'proto 234' || true; }
 
 RUN=0
@@ -311,20 +318,7 @@ check "the collection's roce_route (check mode) and roce_route_probe (self_only)
 # the binary (arp_ignore=1, arp_announce=2, source rules), then probe.yml
 # gathers both --self documents, has each probe the other, and writes the
 # report on the "controller" (this machine).
-ip netns add "$HOSTB"
-ip netns exec "$HOSTB" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
-ip -n "$HOSTB" link set lo up
-for ((k = 0; k < RAILS; k++)); do
-    ip -n "$HOSTB" link add "rail$k" type veth peer name "q$k" netns "$PEER"
-    ip -n "$HOSTB" addr add "198.51.100.$((20 + k))/24" dev "rail$k"
-    ip -n "$HOSTB" link set "rail$k" up
-    ip -n "$PEER" link set "q$k" master br0 up
-done
-for _ in $(seq 50); do
-    [[ -z $(ip -n "$HOSTB" -6 addr show tentative) ]] && break
-    sleep 0.1
-done
-sleep 0.5
+add_host "$HOSTB" 20 q
 # fleet_toml BASE: the config of rails rail0..2 = 198.51.100.BASE+k.
 fleet_toml() {
     local k
@@ -368,20 +362,7 @@ cat >"$WORK/fleet-play.yml" <<EOF
       check_mode: false
       diff: false
 EOF
-fleet_dump() {
-    local ns f k key
-    for ns in "$HOST" "$HOSTB"; do
-        for f in -4 -6; do
-            ip -n "$ns" "$f" rule
-            ip -n "$ns" "$f" route show table all
-        done
-        for ((k = 0; k < RAILS; k++)); do
-            for key in arp_ignore arp_announce; do
-                echo "$ns rail$k $key $(ip netns exec "$ns" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
-            done
-        done
-    done
-}
+fleet_dump() { ns_dump "$HOST"; ns_dump "$HOSTB"; }
 REPORT="$WORK/fleet-probe.md"
 # fleet [ansible-playbook options...]: runs probe.yml over host-a and host-b,
 # with the library/ and module_utils/ beside it.
