@@ -152,10 +152,14 @@ result:
   sample: {"command": "apply", "ok": true, "exit_code": 0, "changed": false, "changes": []}
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
+
+# module_utils/roce_route_cli.py: the collection's copy when this runs as
+# roce_route.fleet.*, else the one beside the playbook (README.md, "Shared code").
+if (__package__ or "").startswith("ansible_collections."):
+    from ansible_collections.roce_route.fleet.plugins.module_utils import roce_route_cli as rr
+else:
+    from ansible.module_utils import roce_route_cli as rr
 
 
 def not_ready_text(entry):
@@ -171,26 +175,16 @@ def main():
         argument_spec=dict(
             config=dict(type="path"),
             state=dict(type="str", default="present", choices=["present", "absent"]),
-            netns=dict(type="str"),
-            state_dir=dict(type="path"),
             adopt=dict(type="bool", default=False),
             strict=dict(type="bool", default=False),
-            binary=dict(type="path", default="roce-route"),
+            **rr.common_argument_spec()
         ),
         required_if=[("state", "present", ["config"])],
         supports_check_mode=True,
     )
     p = module.params
 
-    binary = p["binary"]
-    if os.sep not in binary:
-        binary = module.get_bin_path(binary, required=True, opt_dirs=["/usr/sbin", "/usr/local/sbin"])
-
-    cmd = [binary, "--json"]
-    if p["netns"]:
-        cmd += ["--netns", p["netns"]]
-    if p["state_dir"]:
-        cmd += ["--state-dir", p["state_dir"]]
+    cmd = rr.base_command(module)
     if p["state"] == "present":
         cmd.append("apply")
         if p["adopt"]:
@@ -206,22 +200,10 @@ def main():
         cmd += ["--", p["config"]]
 
     rc, out, err = module.run_command(cmd, check_rc=False)
-
-    try:
-        doc = json.loads(out)
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-    except ValueError:
-        # No JSON document (e.g. a command line clap refused): report what it printed.
-        module.fail_json(
-            msg="roce-route printed no JSON document (exit %d): %s" % (rc, (err or out).strip()),
-            rc=rc, cmd=cmd, stdout=out, stderr=err, changed=False,
-        )
+    doc = rr.tool_document(module, cmd, rc, out, err)
 
     commands = [c.get("command", "") for c in doc.get("changes") or [] if isinstance(c, dict)]
     not_ready = doc.get("not_ready") or []
-    for warning in doc.get("warnings") or []:
-        module.warn(str(warning))
     for entry in not_ready:
         if isinstance(entry, dict):
             module.warn(not_ready_text(entry))
@@ -242,13 +224,7 @@ def main():
     if rc == 0 or (rc == 5 and p["state"] == "present" and not p["strict"]):
         module.exit_json(**result)
 
-    error = doc.get("error") or {}
-    msg = error.get("message") if isinstance(error, dict) else None
-    if not msg:
-        msg = (err or "roce-route failed").strip()
-    result["error_kind"] = error.get("kind") if isinstance(error, dict) else None
-    result["stderr"] = err
-    module.fail_json(msg=msg, rc=rc, **result)
+    rr.fail_tool_error(module, doc, rc, err, result, "roce-route failed")
 
 
 if __name__ == "__main__":

@@ -197,6 +197,13 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six import string_types
 
+# module_utils/roce_route_cli.py: the collection's copy when this runs as
+# roce_route.fleet.*, else the one beside the playbook (README.md, "Shared code").
+if (__package__ or "").startswith("ansible_collections."):
+    from ansible_collections.roce_route.fleet.plugins.module_utils import roce_route_cli as rr
+else:
+    from ansible.module_utils import roce_route_cli as rr
+
 
 def write_peers(module, tmp, peers):
     """The peers as files for --peers: one per document, one for all the addresses."""
@@ -230,9 +237,7 @@ def main():
             peers=dict(type="list", elements="raw"),
             config=dict(type="list", elements="path"),
             timeout=dict(type="float"),
-            netns=dict(type="str"),
-            state_dir=dict(type="path"),
-            binary=dict(type="path", default="roce-route"),
+            **rr.common_argument_spec()
         ),
         mutually_exclusive=[("self_only", "peers")],
         supports_check_mode=True,
@@ -241,15 +246,7 @@ def main():
     if not p["self_only"] and not p["peers"]:
         module.fail_json(msg="give peers (other hosts' self documents or addresses), or self_only: true", changed=False)
 
-    binary = p["binary"]
-    if os.sep not in binary:
-        binary = module.get_bin_path(binary, required=True, opt_dirs=["/usr/sbin", "/usr/local/sbin"])
-
-    cmd = [binary, "--json"]
-    if p["netns"]:
-        cmd += ["--netns", p["netns"]]
-    if p["state_dir"]:
-        cmd += ["--state-dir", p["state_dir"]]
+    cmd = rr.base_command(module)
     cmd.append("probe")
     if p["timeout"] is not None:
         cmd += ["--timeout", str(p["timeout"])]
@@ -268,19 +265,7 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    try:
-        doc = json.loads(out)
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-    except ValueError:
-        module.fail_json(
-            msg="roce-route printed no JSON document (exit %d): %s" % (rc, (err or out).strip()),
-            error=(err or out).strip(), rc=rc, cmd=cmd, stdout=out, stderr=err, changed=False,
-            ok=False, problems_found=False, exit_code=rc,
-        )
-
-    for warning in doc.get("warnings") or []:
-        module.warn(str(warning))
+    doc = rr.tool_document(module, cmd, rc, out, err, error_key="error", ok=False, problems_found=False, exit_code=rc)
 
     error = doc.get("error")
     result = dict(
@@ -307,13 +292,7 @@ def main():
             sys.exit(0)
         module.exit_json(**result)
 
-    msg = error.get("message") if isinstance(error, dict) else None
-    if not msg:
-        msg = (err or "roce-route probe failed (exit %d)" % rc).strip()
-    result["error"] = msg
-    result["error_kind"] = error.get("kind") if isinstance(error, dict) else None
-    result["stderr"] = err
-    module.fail_json(msg=msg, rc=rc, **result)
+    rr.fail_tool_error(module, doc, rc, err, result, "roce-route probe failed (exit %d)" % rc, error_key="error")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@
 # Then a second host namespace (rails 198.51.100.20..22 on the same bridge)
 # and an inventory of two local hosts for ansible/probe.yml (the fleet probe
 # and its report); RR_KEEP_REPORTS=DIR keeps a copy of each report there.
+# The modules run from every layout ansible/README.md names: ANSIBLE_LIBRARY
+# with ANSIBLE_MODULE_UTILS (module.yml), the role, the collection
+# roce_route.fleet, and library/ with module_utils/ beside probe.yml.
 # Every namespace and the temp dir are deleted on exit, also on failure.
 # The host's own network namespace is never touched.
 #
@@ -49,6 +52,20 @@ check() {
     shift
     if "$@"; then pass "$name"; else fail "$name"; fi
 }
+# playbook LOG ARGS...: ansible-playbook ARGS, its output in LOG (shown when it fails).
+playbook() {
+    local log=$1
+    shift
+    "$VENV/bin/ansible-playbook" "$@" >"$log" 2>&1 || { echo "ansible-playbook exited $?:" >&2; cat "$log" >&2; return 1; }
+}
+# own COMMAND...: COMMAND without ANSIBLE_LIBRARY and ANSIBLE_MODULE_UTILS, the
+# collection installed in $WORK/collections: the modules and their module_utils
+# come only from beside the playbook, from the role or from the collection.
+own() (
+    unset ANSIBLE_LIBRARY ANSIBLE_MODULE_UTILS
+    export ANSIBLE_COLLECTIONS_PATH="$WORK/collections"
+    "$@"
+)
 
 [[ $EUID -eq 0 ]] || die "needs root to create network namespaces"
 command -v ip >/dev/null || die "needs ip (iproute2)"
@@ -72,31 +89,41 @@ fi
 WORK="$(mktemp -d /tmp/rrans.XXXXXX)"
 export ANSIBLE_LOCAL_TEMP="$WORK/ansible-tmp"
 export ANSIBLE_REMOTE_TEMP="$WORK/ansible-tmp"
+# The short names roce_route and roce_route_probe for tests/module.yml and the
+# plays in $WORK; the role, the collection and probe.yml (its own library/ and
+# module_utils/ beside it) run with neither variable (own).
 export ANSIBLE_LIBRARY="$REPO/ansible/library"
+export ANSIBLE_MODULE_UTILS="$REPO/ansible/module_utils"
 export ANSIBLE_NOCOLOR=1
 export ANSIBLE_RETRY_FILES_ENABLED=0
 
 # --- test bed -----------------------------------------------------------
-ip netns add "$HOST"
+# add_host NS BASE VETH: a new namespace NS with rails rail0..2 =
+# 198.51.100.BASE+k/24, veths whose other ends VETH0..2 are bridged in $PEER.
+add_host() {
+    local ns=$1 base=$2 veth=$3 k
+    ip netns add "$ns"
+    # No duplicate address detection: the IPv6 link-local addresses are final
+    # at once, so the dumps compared below do not move by themselves.
+    ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
+    ip -n "$ns" link set lo up
+    for ((k = 0; k < RAILS; k++)); do
+        ip -n "$ns" link add "rail$k" type veth peer name "$veth$k" netns "$PEER"
+        ip -n "$ns" addr add "198.51.100.$((base + k))/24" dev "rail$k"
+        ip -n "$ns" link set "rail$k" up
+        ip -n "$PEER" link set "$veth$k" master br0 up
+    done
+    for _ in $(seq 50); do
+        [[ -z $(ip -n "$ns" -6 addr show tentative) ]] && break
+        sleep 0.1
+    done
+    sleep 0.5
+}
 ip netns add "$PEER"
-# No duplicate address detection: the IPv6 link-local addresses are final at
-# once, so the dumps compared below do not move by themselves.
-ip netns exec "$HOST" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
 ip -n "$PEER" link add br0 type bridge
 ip -n "$PEER" addr add "$GW/24" dev br0
 ip -n "$PEER" link set br0 up
-ip -n "$HOST" link set lo up
-for ((k = 0; k < RAILS; k++)); do
-    ip -n "$HOST" link add "rail$k" type veth peer name "p$k" netns "$PEER"
-    ip -n "$HOST" addr add "198.51.100.$((10 + k))/24" dev "rail$k"
-    ip -n "$HOST" link set "rail$k" up
-    ip -n "$PEER" link set "p$k" master br0 up
-done
-for _ in $(seq 50); do
-    [[ -z $(ip -n "$HOST" -6 addr show tentative) ]] && break
-    sleep 0.1
-done
-sleep 0.5
+add_host "$HOST" 10 p
 
 # The inventory: this machine, local connection, the venv's python, and the
 # rails as host variables (what site.yml's template reads).
@@ -116,19 +143,20 @@ sleep 0.5
     done
 } >"$WORK/inventory.yml"
 
-# Everything that roce-route may change, in full.
-dump() {
+# ns_dump NS: everything that roce-route may change in NS, in full.
+ns_dump() {
     local f k key
     for f in -4 -6; do
-        ip -n "$HOST" "$f" rule
-        ip -n "$HOST" "$f" route show table all
+        ip -n "$1" "$f" rule
+        ip -n "$1" "$f" route show table all
     done
     for ((k = 0; k < RAILS; k++)); do
         for key in arp_ignore arp_announce; do
-            echo "rail$k $key $(ip netns exec "$HOST" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
+            echo "rail$k $key $(ip netns exec "$1" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
         done
     done
 }
+dump() { ns_dump "$HOST"; }
 owned() { dump | grep -c 'proto 234' || true; }
 
 RUN=0
@@ -139,15 +167,10 @@ play() {
     RESULT="$WORK/result-$RUN.json"
     LOG="$WORK/play-$RUN.log"
     rm -f "$RESULT"
-    local rc=0
-    "$VENV/bin/ansible-playbook" -i "$WORK/inventory.yml" "$REPO/ansible/tests/module.yml" \
+    playbook "$LOG" -i "$WORK/inventory.yml" "$REPO/ansible/tests/module.yml" \
         -e "rr_binary=$BIN rr_netns=$HOST rr_state_dir=$WORK/state" \
-        -e "rr_config=$WORK/rails.toml rr_result=$RESULT" "$@" >"$LOG" 2>&1 || rc=$?
-    if ((rc != 0)) || [[ ! -f $RESULT ]]; then
-        echo "ansible-playbook exited $rc:" >&2
-        cat "$LOG" >&2
-        return 1
-    fi
+        -e "rr_config=$WORK/rails.toml rr_result=$RESULT" "$@" || return 1
+    [[ -f $RESULT ]] || { echo "module.yml wrote no $RESULT:" >&2; cat "$LOG" >&2; return 1; }
 }
 # r EXPR: EXPR (Python, over the registered result `r`) is true.
 r() {
@@ -172,11 +195,9 @@ assert d[\"doc\"][\"options\"][\"state\"][\"choices\"] == [\"present\", \"absent
 assert \"roce_route:\" in d[\"examples\"]
 assert \"changed\" in d[\"return\"] and \"commands\" in d[\"return\"]
 "' _ "$VENV"
-check "site.yml passes ansible-playbook --syntax-check" bash -c '
-    "$1/bin/ansible-playbook" --syntax-check -i "$2/inventory.yml" ansible/site.yml >"$2/syntax.log" 2>&1 ||
-        { cat "$2/syntax.log" >&2; exit 1; }' _ "$VENV" "$WORK"
-check "ansible/ installs as the collection roce_route.fleet" bash -c '
-    export ANSIBLE_COLLECTIONS_PATH="$2/collections" ANSIBLE_LIBRARY=
+check "site.yml passes ansible-playbook --syntax-check" \
+    own playbook "$WORK/syntax.log" --syntax-check -i "$WORK/inventory.yml" ansible/site.yml
+check "ansible/ installs as the collection roce_route.fleet" own bash -c '
     "$1/bin/ansible-galaxy" collection install ansible/ -p "$2/collections" >"$2/galaxy.log" 2>&1 ||
         { cat "$2/galaxy.log" >&2; exit 1; }
     "$1/bin/ansible-doc" roce_route.fleet.roce_route >"$2/doc-collection.txt" &&
@@ -241,7 +262,7 @@ play -e "rr_render=false rr_config=$WORK/bad.toml" &&
     || fail "bad config run"
 check "bad config changed nothing" test "$(owned)" -eq 0
 
-# ansible/ as a role: its library/ gives the play the module.
+# ansible/ as a role: its library/ and module_utils/ give the play the module.
 cat >"$WORK/role.yml" <<EOF
 - hosts: testbed
   gather_facts: false
@@ -258,9 +279,37 @@ cat >"$WORK/role.yml" <<EOF
     - assert:
         that: [rr.changed]
 EOF
-check "ansible/ as a role path provides roce_route" bash -c '
-    ANSIBLE_LIBRARY= "$1/bin/ansible-playbook" -i "$2/inventory.yml" "$2/role.yml" >"$2/role.log" 2>&1 ||
-        { cat "$2/role.log" >&2; exit 1; }' _ "$VENV" "$WORK"
+check "ansible/ as a role path provides roce_route" \
+    own playbook "$WORK/role.log" -i "$WORK/inventory.yml" "$WORK/role.yml"
+
+# ansible/ as the collection: its modules by their full names, from a play
+# with nothing beside it, so their module_utils can only come from the
+# collection's plugins/module_utils/.
+cat >"$WORK/collection.yml" <<EOF
+- hosts: testbed
+  gather_facts: false
+  tasks:
+    - roce_route.fleet.roce_route:
+        config: $WORK/rails.toml
+        netns: $HOST
+        state_dir: $WORK/state
+        binary: $BIN
+      check_mode: true
+      diff: true
+      register: rr
+    - roce_route.fleet.roce_route_probe:
+        self_only: true
+        config: [$WORK/rails.toml]
+        netns: $HOST
+        binary: $BIN
+      register: desc
+    - assert:
+        that:
+          - rr.changed and rr.exit_code == 0 and "rule add" in rr.diff.prepared
+          - desc['self'].rails | map(attribute='name') | list == ['rail0', 'rail1', 'rail2']
+EOF
+check "the collection's roce_route (check mode) and roce_route_probe (self_only) run" \
+    own playbook "$WORK/collection.log" -i "$WORK/inventory.yml" "$WORK/collection.yml"
 
 # --- the fleet probe (probe.yml) ------------------------------------------
 # Two "hosts" of the group rdma, both connection: local: A is the host
@@ -269,20 +318,7 @@ check "ansible/ as a role path provides roce_route" bash -c '
 # the binary (arp_ignore=1, arp_announce=2, source rules), then probe.yml
 # gathers both --self documents, has each probe the other, and writes the
 # report on the "controller" (this machine).
-ip netns add "$HOSTB"
-ip netns exec "$HOSTB" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
-ip -n "$HOSTB" link set lo up
-for ((k = 0; k < RAILS; k++)); do
-    ip -n "$HOSTB" link add "rail$k" type veth peer name "q$k" netns "$PEER"
-    ip -n "$HOSTB" addr add "198.51.100.$((20 + k))/24" dev "rail$k"
-    ip -n "$HOSTB" link set "rail$k" up
-    ip -n "$PEER" link set "q$k" master br0 up
-done
-for _ in $(seq 50); do
-    [[ -z $(ip -n "$HOSTB" -6 addr show tentative) ]] && break
-    sleep 0.1
-done
-sleep 0.5
+add_host "$HOSTB" 20 q
 # fleet_toml BASE: the config of rails rail0..2 = 198.51.100.BASE+k.
 fleet_toml() {
     local k
@@ -326,29 +362,15 @@ cat >"$WORK/fleet-play.yml" <<EOF
       check_mode: false
       diff: false
 EOF
-fleet_dump() {
-    local ns f k key
-    for ns in "$HOST" "$HOSTB"; do
-        for f in -4 -6; do
-            ip -n "$ns" "$f" rule
-            ip -n "$ns" "$f" route show table all
-        done
-        for ((k = 0; k < RAILS; k++)); do
-            for key in arp_ignore arp_announce; do
-                echo "$ns rail$k $key $(ip netns exec "$ns" cat "/proc/sys/net/ipv4/conf/rail$k/$key")"
-            done
-        done
-    done
-}
+fleet_dump() { ns_dump "$HOST"; ns_dump "$HOSTB"; }
 REPORT="$WORK/fleet-probe.md"
-# fleet [ansible-playbook options...]: runs probe.yml over host-a and host-b.
+# fleet [ansible-playbook options...]: runs probe.yml over host-a and host-b,
+# with the library/ and module_utils/ beside it.
 fleet() {
     RUN=$((RUN + 1))
     LOG="$WORK/play-$RUN.log"
     rm -f "$REPORT" "$WORK"/fleet-host-?.json
-    "$VENV/bin/ansible-playbook" -i "$WORK/fleet.yml" "$WORK/fleet-play.yml" \
-        -e "roce_route_probe_report=$REPORT" "$@" >"$LOG" 2>&1 ||
-        { echo "ansible-playbook exited $?:" >&2; cat "$LOG" >&2; return 1; }
+    own playbook "$LOG" -i "$WORK/fleet.yml" "$WORK/fleet-play.yml" -e "roce_route_probe_report=$REPORT" "$@" || return 1
     keep_report
 }
 # fr HOST EXPR: EXPR (Python, over host HOST's results `s` and `m`) is true.
@@ -368,12 +390,11 @@ assert {\"self_only\", \"peers\", \"config\", \"timeout\", \"netns\", \"binary\"
 assert \"roce_route_probe:\" in d[\"examples\"]
 assert {\"probes\", \"problems_found\", \"ok\", \"error\", \"self\"} <= set(d[\"return\"])
 "' _ "$VENV"
-check "the collection has roce_route.fleet.roce_route_probe" bash -c '
-    ANSIBLE_COLLECTIONS_PATH="$2/collections" ANSIBLE_LIBRARY= "$1/bin/ansible-doc" roce_route.fleet.roce_route_probe >"$2/doc-probe.txt" &&
+check "the collection has roce_route.fleet.roce_route_probe" own bash -c '
+    "$1/bin/ansible-doc" roce_route.fleet.roce_route_probe >"$2/doc-probe.txt" &&
     grep -q self_only "$2/doc-probe.txt"' _ "$VENV" "$WORK"
-check "probe.yml passes ansible-playbook --syntax-check" bash -c '
-    "$1/bin/ansible-playbook" --syntax-check -i "$2/fleet.yml" ansible/probe.yml >"$2/syntax-probe.log" 2>&1 ||
-        { cat "$2/syntax-probe.log" >&2; exit 1; }' _ "$VENV" "$WORK"
+check "probe.yml passes ansible-playbook --syntax-check" \
+    own playbook "$WORK/syntax-probe.log" --syntax-check -i "$WORK/fleet.yml" ansible/probe.yml
 
 "$BIN" --netns "$HOST" --state-dir "$WORK/state-a" apply "$WORK/fleet-a.toml" >/dev/null &&
     "$BIN" --netns "$HOSTB" --state-dir "$WORK/state-b" apply "$WORK/fleet-b.toml" >/dev/null ||
@@ -415,7 +436,7 @@ fleet &&
         report_has "fix: on the peer, run \`roce-route apply\`" \
     || fail "fleet probe with a fault on host-b"
 
-check "fleet, arp_ignore=0 on host-b, roce_route_probe_fail=true: the play fails host-a" bash -c '
+check "fleet, arp_ignore=0 on host-b, roce_route_probe_fail=true: the play fails host-a" own bash -c '
     ! "$1/bin/ansible-playbook" -i "$2/fleet.yml" ansible/probe.yml -e "roce_route_probe_report=$2/fail.md roce_route_probe_fail=true" >"$2/fail.log" 2>&1 &&
     grep -q "host-a *: .*failed=1" "$2/fail.log" && grep -q "host-b *: .*failed=0" "$2/fail.log" || { cat "$2/fail.log" >&2; exit 1; }' _ "$VENV" "$WORK"
 for ((k = 0; k < RAILS; k++)); do
@@ -440,8 +461,7 @@ cat >"$WORK/probe-addr.yml" <<EOF
         mode: "0600"
 EOF
 RESULT="$WORK/probe-addr.json"
-check "probe with bare addresses as peers: runs" bash -c '
-    "$1/bin/ansible-playbook" -i "$2/fleet.yml" "$2/probe-addr.yml" >"$2/probe-addr.log" 2>&1 || { cat "$2/probe-addr.log" >&2; exit 1; }' _ "$VENV" "$WORK" &&
+check "probe with bare addresses as peers: runs" playbook "$WORK/probe-addr.log" -i "$WORK/fleet.yml" "$WORK/probe-addr.yml" &&
     check "probe with bare addresses as peers: 6 pairs, all right, --timeout passed" \
         r 'r["problems_found"] is False and len(r["probes"]) == 6 and {p["peer"] for p in r["probes"]} == {"198.51.100.20", "198.51.100.22"} and "--timeout" in r["cmd"]' \
     || fail "bare addresses as peers"
@@ -465,8 +485,7 @@ cat >"$WORK/probe-bad.yml" <<EOF
         mode: "0600"
 EOF
 RESULT="$WORK/probe-bad.json"
-check "probe with a bad peer document: the play runs (ignore_errors)" bash -c '
-    "$1/bin/ansible-playbook" -i "$2/fleet.yml" "$2/probe-bad.yml" >"$2/probe-bad.log" 2>&1 || { cat "$2/probe-bad.log" >&2; exit 1; }' _ "$VENV" "$WORK" &&
+check "probe with a bad peer document: the play runs (ignore_errors)" playbook "$WORK/probe-bad.log" -i "$WORK/fleet.yml" "$WORK/probe-bad.yml" &&
     check "probe with a bad peer document: the task fails with exit 2 and the tool's message" r 'r.get("failed") is True and r["rc"] == 2 and "is not an IP address" in r["msg"] and r["error"] == r["msg"] and r["changed"] is False' \
     || fail "bad peer document"
 

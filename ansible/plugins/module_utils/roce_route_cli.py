@@ -1,0 +1,1 @@
+../../module_utils/roce_route_cli.py
