@@ -781,7 +781,7 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__watch)
-            opts="-v -q -h --resync --metrics --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --resync --metrics --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -792,6 +792,10 @@ _roce__route() {
                     return 0
                     ;;
                 --metrics)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysfs-root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -122,6 +122,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -s q -l 
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l resync -d 'A full pass this often even without a notification (0: never): sysctl writes send none, so this is how a reset arp_ignore or rp_filter is found. A pass that finds nothing to do only reads' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l metrics -d 'Keep the metrics in FILE (Prometheus text format, replaced atomically at start and after every pass), e.g. for node_exporter\'s textfile collector' -r -F
+complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
