@@ -59,6 +59,8 @@ pub struct Conflict {
     /// The entry as `ip` would print it.
     pub entry: String,
     pub why: String,
+    /// The rail whose place it holds (by its table or source address).
+    pub interface: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -182,6 +184,7 @@ fn diff_routes(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan,
                             "a route not owned by roce-route holds the place of `{}`",
                             render::route_line(want)
                         ),
+                        interface: desired.rail_of_table(want.table),
                     });
                     if !adopt {
                         continue;
@@ -202,6 +205,7 @@ fn diff_routes(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan,
             plan.conflicts.push(Conflict {
                 entry: render::route_line(&r.item),
                 why: format!("table {} belongs to roce-route for this config", r.item.table),
+                interface: desired.rail_of_table(r.item.table),
             });
         }
         // Entries of parts the host is not ready for stay as they are.
@@ -247,9 +251,11 @@ fn diff_rules(desired: &Desired, live: &Observed, adopt: bool, plan: &mut Plan) 
         }
         // `not from ADDR` selects everything but ADDR: no conflict.
         if risks::takes_configured_source(&r.item, &sources) {
+            let source = r.item.src.unwrap().addr;
             plan.conflicts.push(Conflict {
                 entry: render::rule_line(&r.item),
-                why: format!("a rule not owned by roce-route selects source {}", r.item.src.unwrap().addr),
+                why: format!("a rule not owned by roce-route selects source {source}"),
+                interface: desired.rail_of_address(source),
             });
             if adopt {
                 plan.ops.push(del(r));

@@ -14,6 +14,8 @@ use crate::rdma::{GidKind, Port, Rdma, Unreadable};
 pub struct RdmaDrift {
     /// rdma_port or rdma_gid.
     pub kind: &'static str,
+    /// The rail concerned; None for a device that could not be read.
+    pub interface: Option<String>,
     pub description: String,
     pub fix: String,
 }
@@ -60,6 +62,7 @@ pub fn drift(rdma: &Rdma, rails: &[PlannedInterface], sysfs_root: &str) -> Vec<R
 fn port_down(port: &Port, rail: &str, root: &str) -> RdmaDrift {
     RdmaDrift {
         kind: "rdma_port",
+        interface: Some(rail.to_string()),
         description: format!(
             "{} of rail {rail} is {} ({}), not ACTIVE (LinkUp): RDMA cannot use it, and NCCL skips it silently",
             port.label(),
@@ -132,7 +135,7 @@ fn no_v2_gid(rdma: &Rdma, port: &Port, rail: &str, a: &Prefix, root: &str) -> Rd
             a.addr, port.device, port.port
         ),
     };
-    RdmaDrift { kind: "rdma_gid", description, fix }
+    RdmaDrift { kind: "rdma_gid", interface: Some(rail.to_string()), description, fix }
 }
 
 /// A device check could not read: its rails are not checked, which is
@@ -141,6 +144,7 @@ pub fn unreadable(why: &[Unreadable]) -> Vec<RdmaDrift> {
     why.iter()
         .map(|w| RdmaDrift {
             kind: "rdma_unreadable",
+            interface: None,
             description: w.to_string(),
             fix: "read the file named: in a sysfs copy it is damaged (copy it again); on a live host the device \
                   fails to answer (see `dmesg` and the driver's logs)"

@@ -370,6 +370,16 @@ pub struct ForeignRule {
 }
 
 impl ForeignRule {
+    /// The one rail it concerns: the rail of the managed table it looks
+    /// up, else the rail whose sources it takes when they are all of one.
+    pub fn rail(&self) -> Option<String> {
+        if let Some((_, iface)) = &self.into_table {
+            return Some(iface.clone());
+        }
+        let first = self.caught.first()?;
+        self.caught.iter().all(|c| c.iface == first.iface).then(|| first.iface.clone())
+    }
+
     pub fn kind(&self) -> &'static str {
         if self.caught.is_empty() { "foreign_rule_in_table" } else { "shadowed" }
     }

@@ -60,3 +60,27 @@ fn a_rail_that_is_gone_is_not_ready() {
     assert!(text.contains("\nroce_route_rail_not_ready{rail=\"rail1\",part=\"interface\"} 1\n"), "{text}");
     assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail1\"} 0\n"), "{text}");
 }
+
+/// A foreign rule that takes rail1's source address: the conflict's words
+/// name the address, not the rail, yet it is rail1's (its `interface`),
+/// and only rail1 is out of sync. (Red when the rail was found in the
+/// words of a difference, as before `Difference::interface`.)
+#[test]
+fn a_conflict_over_a_rails_address_is_that_rails() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.standard_config();
+    tb.apply_ok(&cfg);
+    tb.ip_host(&format!("rule add priority 500 from {} lookup main", tb.rail(1).v4));
+    let text = check_prometheus(&tb, &cfg, EXIT_DRIFT);
+    assert!(text.contains("\nroce_route_drift{kind=\"conflict\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail1\"} 0\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail0\"} 1\n"), "{text}");
+    let doc = json_doc(&tb.rr(&["--json", "check", path_str(&cfg)]).expect_code(EXIT_DRIFT));
+    let conflict = doc["differences"].as_array().unwrap().iter().find(|d| d["kind"] == "conflict").cloned();
+    let conflict = conflict.unwrap_or_else(|| panic!("no conflict: {doc:#}"));
+    assert_eq!(conflict["interface"], "rail1", "{conflict:#}");
+    assert!(
+        !conflict["description"].as_str().unwrap().contains("rail1"),
+        "the words do not name it: {conflict}"
+    );
+}

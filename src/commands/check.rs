@@ -47,6 +47,10 @@ pub struct Difference {
     /// interrupted_run, not_ready, arp_flux, no_carrier, shadowed,
     /// foreign_rule_in_table, rdma_port, rdma_gid, rdma_unreadable.
     pub kind: &'static str,
+    /// The rail it concerns, when one does; None (null) for the host as a
+    /// whole (an interrupted run, a config the host does not match), an
+    /// entry of no configured rail, or a device that could not be read.
+    pub interface: Option<String>,
     pub description: String,
     /// What fixes it: a command, or what to change.
     pub fix: String,
@@ -86,7 +90,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
             plan.warnings.iter().filter(|w| !plan.is_a_difference(w)).for_each(|w| ctx.warn(w.clone()));
             let (traffic, not_verified) = probe_all(&nl, &desired).await?;
             not_verified.into_iter().for_each(|n| ctx.warn(n));
-            let mut report = build_report(&plan, traffic, &fix_all, &cfg.file);
+            let mut report = build_report(&desired, &plan, traffic, &fix_all, &cfg.file);
             report.add_rdma(rdma.drift(&desired.interfaces));
             report.add_not_ready(&desired.not_ready, &fix_all);
             (report, Some(desired))
@@ -102,6 +106,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
             NoteKind::InterruptedRun => {
                 report.differences.push(Difference {
                     kind: "interrupted_run",
+                    interface: None,
                     fix: ctx.suggest(&["rollback"]),
                     description: note.text,
                 });
@@ -124,6 +129,7 @@ impl CheckReport {
     pub fn add_rdma(&mut self, drift: Vec<rdma_check::RdmaDrift>) {
         self.differences.extend(drift.into_iter().map(|d| Difference {
             kind: d.kind,
+            interface: d.interface,
             description: d.description,
             fix: d.fix,
         }));
@@ -136,6 +142,7 @@ impl CheckReport {
         for nr in not_ready {
             self.differences.push(Difference {
                 kind: "not_ready",
+                interface: Some(nr.interface.clone()),
                 description: nr.describe(),
                 fix: format!("make the host ready as said, then {fix_all}"),
             });
@@ -144,36 +151,49 @@ impl CheckReport {
     }
 }
 
-/// Pure: the report from the plan (state differences) and the verdicts.
-pub fn build_report(plan: &Plan, traffic: Vec<Verdict>, fix_all: &str, config_file: &str) -> CheckReport {
-    let mut differences: Vec<Difference> = plan.ops.iter().map(difference).collect();
+/// Pure: the report from the plan (state differences) and the verdicts,
+/// each difference with the rail of `desired` it concerns.
+pub fn build_report(
+    desired: &Desired,
+    plan: &Plan,
+    traffic: Vec<Verdict>,
+    fix_all: &str,
+    config_file: &str,
+) -> CheckReport {
+    let mut differences: Vec<Difference> = plan.ops.iter().map(|op| difference(op, desired)).collect();
     differences.extend(plan.conflicts.iter().map(|c| Difference {
         kind: "conflict",
+        interface: c.interface.clone(),
         description: format!("{} ({})", c.entry, c.why),
         fix: format!("{fix_all} --adopt"),
     }));
     differences.extend(plan.overrides.iter().map(|o| Difference {
         kind: "sysctl_overridden",
+        interface: Some(o.iface.clone()),
         description: o.describe(),
         fix: o.accept_hint(config_file),
     }));
     differences.extend(plan.no_carrier.iter().map(|n| Difference {
         kind: "no_carrier",
+        interface: Some(n.iface.clone()),
         description: n.describe(),
         fix: n.fix(),
     }));
     differences.extend(plan.foreign_rules.iter().map(|f| Difference {
         kind: f.kind(),
+        interface: f.rail(),
         description: f.describe(),
         fix: f.fix(),
     }));
     differences.extend(plan.arp_flux.iter().map(|f| Difference {
         kind: "arp_flux",
+        interface: Some(f.iface.clone()),
         description: f.describe(),
         fix: f.fix(config_file, fix_all),
     }));
     differences.extend(traffic.iter().filter(|v| !v.ok).map(|v| Difference {
         kind: "traffic",
+        interface: Some(v.probe.interface.clone()),
         description: v.describe(),
         fix: traffic_fix(plan, v, fix_all),
     }));
@@ -217,16 +237,16 @@ fn traffic_fix(plan: &Plan, v: &Verdict, fix_all: &str) -> String {
 fn mismatch_report(e: &ConfigError, fix_all: &str) -> CheckReport {
     let description = format!("the host does not match the config: {e}");
     let fix = format!("restore the interface or address the config names, then {fix_all}");
-    let differences = vec![Difference { kind: "host_mismatch", description, fix }];
+    let differences = vec![Difference { kind: "host_mismatch", interface: None, description, fix }];
     CheckReport { in_sync: false, differences, traffic: Vec::new() }
 }
 
 /// The metrics of this one check (`--format prometheus`): the host's
-/// verdict; per rail of `rails`, in sync when no difference names it (its
-/// interface, or its table in a rule or route), no lookup from its
-/// addresses went wrong, and it has no not-ready part;
-/// the differences by kind (counted as found, too); each rail's RDMA port
-/// and the GID index NCCL would use on it (`nccl::nccl_env`).
+/// verdict; per rail of `rails`, in sync when no difference concerns it
+/// (`Difference::interface`: a wrong lookup from its addresses, a not
+/// ready part of it included); the differences by kind (counted as found,
+/// too); each rail's RDMA port and the GID index NCCL would use on it
+/// (`nccl::nccl_env`).
 pub fn snapshot(
     report: &CheckReport,
     rails: &[&str],
@@ -236,22 +256,15 @@ pub fn snapshot(
     let mut s = metrics::Snapshot { in_sync: report.in_sync, ..metrics::Snapshot::default() };
     s.set_drift(report.differences.iter().map(|d| d.kind));
     s.counters.found(report.differences.iter().map(|d| d.kind));
-    let planned = desired.map_or(&[][..], |d| &d.interfaces[..]);
-    let tables: BTreeMap<&str, u32> = planned.iter().map(|i| (i.name.as_str(), i.table)).collect();
-    // A wrong lookup names the wrong interface too: it is the rail of its
-    // probe's that is not in sync.
-    let worded = || report.differences.iter().filter(|d| d.kind != "traffic");
     for name in rails {
-        let table = tables.get(name).copied();
-        let wrong_way = report.traffic.iter().any(|v| !v.ok && v.probe.interface == *name);
-        s.rail(name).in_sync = !wrong_way && !worded().any(|d| concerns(&d.description, name, table));
+        s.rail(name).in_sync = !report.differences.iter().any(|d| d.interface.as_deref() == Some(*name));
     }
     for nr in desired.map_or(&[][..], |d| &d.not_ready[..]) {
         let rail = s.rail(&nr.interface);
         rail.add_not_ready(nr);
         rail.in_sync = false;
     }
-    rdma_ports(&mut s, planned, rails, rdma);
+    rdma_ports(&mut s, desired.map_or(&[][..], |d| &d.interfaces[..]), rails, rdma);
     s
 }
 
@@ -278,27 +291,6 @@ pub fn rdma_ports(
     }
 }
 
-/// Whether a difference's words name the rail `name` (as a whole word: not
-/// `rail1` in `rail10`, nor `ib0` in `ib0.8001`) or its table (`lookup
-/// 101`, `table 101`).
-fn concerns(description: &str, name: &str, table: Option<u32>) -> bool {
-    let table_words = table.map(|t| [format!("lookup {t}"), format!("table {t}")]);
-    names_word(description, name) || table_words.is_some_and(|w| w.iter().any(|w| names_word(description, w)))
-}
-
-fn names_word(text: &str, word: &str) -> bool {
-    let part = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
-    text.match_indices(word).any(|(i, _)| {
-        let before = text[..i].chars().next_back();
-        let mut after = text[i + word.len()..].chars();
-        let next = after.next();
-        // A VLAN or partition child (`ib0.8001`) is another rail; a sysctl's
-        // key after the name (`rail0.arp_ignore`) is not.
-        let child = next == Some('.') && after.next().is_some_and(|c| c.is_ascii_digit());
-        !before.is_some_and(part) && !next.is_some_and(part) && !child
-    })
-}
-
 /// The kind of difference a state change stands for (`missing_route`, ...).
 pub fn op_kind(op: &Op) -> &'static str {
     match op {
@@ -312,8 +304,28 @@ pub fn op_kind(op: &Op) -> &'static str {
 }
 
 /// A state difference in plain words, with the command that fixes it.
-fn difference(op: &Op) -> Difference {
-    Difference { kind: op_kind(op), description: render::describe(op), fix: render::command(op) }
+fn difference(op: &Op, desired: &Desired) -> Difference {
+    Difference {
+        kind: op_kind(op),
+        interface: op_rail(op, desired),
+        description: render::describe(op),
+        fix: render::command(op),
+    }
+}
+
+/// The rail a change is for: the one whose table holds the route or rule
+/// (else the route's device, the rule's source address), the interface
+/// of a sysctl.
+fn op_rail(op: &Op, desired: &Desired) -> Option<String> {
+    let route = |r: &crate::model::Route| desired.rail_of_table(r.table).or_else(|| r.oif.clone());
+    match op {
+        Op::AddRoute { route: r } | Op::DelRoute { route: r, .. } => route(r),
+        Op::ReplaceRoute { new: r, .. } | Op::RestoreRoute { current: r, .. } => route(r),
+        Op::AddRule { rule, .. } | Op::DelRule { rule, .. } => desired
+            .rail_of_table(rule.table)
+            .or_else(|| rule.src.and_then(|s| desired.rail_of_address(s.addr))),
+        Op::SetSysctl { iface, .. } => Some(iface.clone()),
+    }
 }
 
 /// Asks the kernel, for every configured address, which way its traffic goes.
@@ -373,9 +385,9 @@ mod tests {
 
     #[test]
     fn in_sync_needs_no_difference_and_good_traffic() {
-        let r = build_report(&Plan::default(), vec![verdict(true)], "fix", "c.toml");
+        let r = build_report(&Desired::default(), &Plan::default(), vec![verdict(true)], "fix", "c.toml");
         assert!(r.in_sync);
-        let r = build_report(&Plan::default(), vec![verdict(false)], "fix", "c.toml");
+        let r = build_report(&Desired::default(), &Plan::default(), vec![verdict(false)], "fix", "c.toml");
         assert!(!r.in_sync);
         assert_eq!(r.differences[0].kind, "traffic");
     }
@@ -429,9 +441,12 @@ mod tests {
         assert!(plan.in_sync(), "nothing for apply to do: {:?}", plan.ops);
         assert_eq!(plan.warnings.len(), 3, "{:#?}", plan.warnings);
         assert!(plan.warnings.iter().all(|w| plan.is_a_difference(w)), "check reports them as differences");
-        let r = build_report(&plan, vec![verdict(false)], "roce-route apply c.toml", "c.toml");
+        let r = build_report(&d, &plan, vec![verdict(false)], "roce-route apply c.toml", "c.toml");
         let kinds: Vec<&str> = r.differences.iter().map(|d| d.kind).collect();
         assert_eq!(kinds, ["no_carrier", "shadowed", "arp_flux", "traffic"]);
+        // Each names its rail: the shadowing rule takes rail1's source.
+        let rails: Vec<Option<&str>> = r.differences.iter().map(|d| d.interface.as_deref()).collect();
+        assert_eq!(rails, [Some("rail1"), Some("rail1"), Some("rail4"), Some("rail1")]);
         assert!(!r.in_sync);
         let traffic = &r.differences[3].fix;
         assert!(
@@ -465,6 +480,7 @@ mod tests {
             conflicts: vec![Conflict {
                 entry: "ip -4 rule: priority 5 from 198.51.100.11 lookup main".into(),
                 why: "x".into(),
+                interface: Some("rail1".into()),
             }],
             warnings: vec![],
             overrides: vec![Override {
@@ -476,7 +492,13 @@ mod tests {
             }],
             ..Plan::default()
         };
-        let r = build_report(&plan, vec![verdict(false)], "roce-route apply c.toml", "c.toml");
+        let r = build_report(
+            &Desired::default(),
+            &plan,
+            vec![verdict(false)],
+            "roce-route apply c.toml",
+            "c.toml",
+        );
         let v: serde_json::Value = serde_json::to_value(&r).unwrap();
         assert_eq!(v["in_sync"], false);
         let kinds: Vec<&str> =
@@ -490,6 +512,9 @@ mod tests {
             "{accept}"
         );
         assert!(!accept.starts_with("sysctl"), "roce-route never writes conf/all: {accept}");
+        let rails: Vec<&str> =
+            v["differences"].as_array().unwrap().iter().map(|d| d["interface"].as_str().unwrap()).collect();
+        assert_eq!(rails, ["ib0.100", "rail1", "rail1", "rail1"]);
         let t = &v["traffic"][0];
         for field in ["interface", "from", "to", "expected_dev", "expected_table", "dev", "table", "ok"] {
             assert!(t.get(field).is_some(), "traffic entry lacks {field}: {t}");
@@ -500,20 +525,53 @@ mod tests {
 #[cfg(test)]
 mod metrics_tests {
     use super::*;
+    use crate::model::{Prefix, Route, Rule, SysctlKey};
 
+    fn rail(name: &str, table: u32, addr: &str) -> crate::plan::PlannedInterface {
+        crate::plan::PlannedInterface {
+            name: name.into(),
+            table,
+            priority: 1000,
+            addresses: vec![Prefix::new(addr.parse().unwrap(), 24)],
+            gateways: vec![],
+            subnets: vec![],
+            onlink_gateways: vec![],
+        }
+    }
+
+    /// A change is for the rail of its table, else of its device or
+    /// source address; `rail1` is never `rail10`.
     #[test]
-    fn a_difference_concerns_the_rail_it_names_as_a_word() {
-        assert!(names_word("net.ipv4.conf.rail0.arp_ignore is 0, should be 1", "rail0"));
-        assert!(!names_word("dev rail10 table 110", "rail1"), "rail1 is not rail10");
-        assert!(!names_word("ip -4 rule: from 10.0.0.1 lookup 1010", "lookup 101"));
-        assert!(!names_word("port of rail ib0.8001 is DOWN", "ib0"), "a partition child is another rail");
-        assert!(names_word("port of rail ib0.8001 is DOWN", "ib0.8001"));
-        assert!(concerns(
-            "rule missing: ip -4 rule: priority 1000 from 10.0.0.1 lookup 101",
-            "rail1",
-            Some(101)
-        ));
-        assert!(!concerns("rule missing: ip -4 rule: priority 1000 from 10.0.0.1 lookup 101", "rail1", None));
+    fn a_change_names_the_rail_it_is_for() {
+        let d = Desired {
+            interfaces: vec![rail("rail1", 101, "198.51.100.11"), rail("rail10", 110, "198.51.100.20")],
+            ..Desired::default()
+        };
+        let rule = |table, src: &str| Op::AddRule {
+            rule: Rule::source(1000, src.parse().unwrap(), table, 234),
+            raw: None,
+        };
+        assert_eq!(op_rail(&rule(110, "198.51.100.11"), &d).as_deref(), Some("rail10"), "by the table first");
+        assert_eq!(op_rail(&rule(999, "198.51.100.11"), &d).as_deref(), Some("rail1"), "then by the source");
+        assert_eq!(op_rail(&rule(999, "203.0.113.1"), &d), None);
+        let route = Route::connected(
+            120,
+            Prefix::new("198.51.100.0".parse().unwrap(), 24),
+            "rail12",
+            "198.51.100.30".parse().unwrap(),
+            234,
+        );
+        let gone = Op::DelRoute { route: route.clone(), raw: None };
+        assert_eq!(op_rail(&gone, &d).as_deref(), Some("rail12"), "a dropped rail's route: its device");
+        let ours = Op::AddRoute { route: Route { table: 101, oif: None, ..route } };
+        assert_eq!(op_rail(&ours, &d).as_deref(), Some("rail1"));
+        let sysctl = Op::SetSysctl { iface: "rail10".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 };
+        assert_eq!(op_rail(&sysctl, &d).as_deref(), Some("rail10"));
+        // In the metrics, rail10's difference is rail10's only.
+        let report =
+            CheckReport { in_sync: false, differences: vec![difference(&sysctl, &d)], traffic: vec![] };
+        let s = snapshot(&report, &["rail1", "rail10"], Some(&d), &Rdma::default());
+        assert!(s.rails["rail1"].in_sync && !s.rails["rail10"].in_sync);
     }
 
     #[test]
@@ -522,32 +580,15 @@ mod metrics_tests {
             in_sync: false,
             differences: vec![Difference {
                 kind: "missing_rule",
+                interface: Some("rail1".into()),
                 description: "rule missing: ip -4 rule: priority 1001 from 10.0.1.1 lookup 101".into(),
                 fix: String::new(),
             }],
             traffic: Vec::new(),
         };
-        let s = snapshot(&report, &["rail0", "rail1"], None, &Rdma::default());
-        assert!(!s.in_sync);
-        assert_eq!(s.drift.get("missing_rule"), Some(&1));
-        assert_eq!(s.counters.drift_found("missing_rule"), 1);
-        // Without a plan the tables are unknown: the rule names no rail.
-        assert!(s.rails["rail0"].in_sync && s.rails["rail1"].in_sync);
-        let text = metrics::render(&s);
-        assert!(text.contains("\nroce_route_in_sync 0\n"), "{text}");
-        assert!(text.contains("roce_route_drift{kind=\"missing_rule\"} 1\n"), "{text}");
-        // With the plan: rail1's table is 101, and rail0 is not ready.
-        let rail = |name: &str, table| crate::plan::PlannedInterface {
-            name: name.into(),
-            table,
-            priority: 1000,
-            addresses: vec![],
-            gateways: vec![],
-            subnets: vec![],
-            onlink_gateways: vec![],
-        };
+        // rail1 has the difference, rail0 is not ready.
         let d = Desired {
-            interfaces: vec![rail("rail1", 101), rail("rail2", 102)],
+            interfaces: vec![rail("rail1", 101, "198.51.100.11"), rail("rail2", 102, "198.51.100.12")],
             not_ready: vec![NotReady {
                 interface: "rail0".into(),
                 subject: crate::plan::Subject::Interface,
@@ -556,10 +597,16 @@ mod metrics_tests {
             ..Desired::default()
         };
         let s = snapshot(&report, &["rail0", "rail1", "rail2"], Some(&d), &Rdma::default());
+        assert!(!s.in_sync);
+        assert_eq!(s.drift.get("missing_rule"), Some(&1));
+        assert_eq!(s.counters.drift_found("missing_rule"), 1);
         let in_sync: Vec<bool> = s.rails.values().map(|r| r.in_sync).collect();
         assert_eq!(in_sync, [false, false, true]);
         assert!(!s.rails["rail0"].is_ready() && s.rails["rail1"].is_ready());
-        assert!(metrics::render(&s).contains("\nroce_route_rails_not_ready 1\n"));
+        let text = metrics::render(&s);
+        assert!(text.contains("\nroce_route_in_sync 0\n"), "{text}");
+        assert!(text.contains("roce_route_drift{kind=\"missing_rule\"} 1\n"), "{text}");
+        assert!(text.contains("\nroce_route_rails_not_ready 1\n"), "{text}");
         // A lookup from rail2's address that left by rail0: rail2 is the one.
         let wrong = Verdict {
             probe: crate::behaviour::Probe {
@@ -576,10 +623,12 @@ mod metrics_tests {
             error: None,
             ok: false,
         };
-        let traffic = Difference { kind: "traffic", description: wrong.describe(), fix: String::new() };
-        assert!(names_word(&traffic.description, "rail0"), "{}", traffic.description);
-        let report = CheckReport { in_sync: false, differences: vec![traffic], traffic: vec![wrong] };
-        let d = Desired { interfaces: vec![rail("rail0", 100), rail("rail2", 102)], ..Desired::default() };
+        let d = Desired {
+            interfaces: vec![rail("rail0", 100, "198.51.100.10"), rail("rail2", 102, "198.51.100.12")],
+            ..Desired::default()
+        };
+        let report = build_report(&d, &Plan::default(), vec![wrong], "fix", "c.toml");
+        assert!(report.differences[0].description.contains("rail0"), "{:?}", report.differences);
         let s = snapshot(&report, &["rail0", "rail2"], Some(&d), &Rdma::default());
         assert!(s.rails["rail0"].in_sync && !s.rails["rail2"].in_sync);
     }

@@ -122,6 +122,14 @@ impl Desired {
     pub fn source_addresses(&self) -> BTreeSet<IpAddr> {
         self.interfaces.iter().flat_map(|i| i.addresses.iter().map(|a| a.addr)).collect()
     }
+    /// The rail whose table is `table`.
+    pub fn rail_of_table(&self, table: u32) -> Option<String> {
+        self.interfaces.iter().find(|i| i.table == table).map(|i| i.name.clone())
+    }
+    /// The rail that has the address `addr`.
+    pub fn rail_of_address(&self, addr: IpAddr) -> Option<String> {
+        self.interfaces.iter().find(|i| i.addresses.iter().any(|a| a.addr == addr)).map(|i| i.name.clone())
+    }
     /// Whether the config names `iface`, as a rail or for ARP only.
     pub fn names(&self, iface: &str) -> bool {
         self.interfaces.iter().any(|i| i.name == iface) || self.arp_only.iter().any(|a| a == iface)
