@@ -400,14 +400,7 @@ mod tests {
     }
 
     fn link(name: &str) -> Link {
-        Link {
-            index: 2,
-            name: name.into(),
-            admin_up: true,
-            lower_up: true,
-            mac: None,
-            link_type: crate::model::LinkType::Ether,
-        }
+        Link::up(2, name)
     }
 
     fn addr(ifname: &str, a: &str) -> Address {

@@ -437,6 +437,22 @@ pub struct Link {
     pub link_type: LinkType,
 }
 
+#[cfg(test)]
+impl Link {
+    /// An Ethernet link that is up with carrier, without a MAC: what most
+    /// unit tests need (change a field for the rest).
+    pub fn up(index: u32, name: &str) -> Link {
+        Link {
+            index,
+            name: name.into(),
+            admin_up: true,
+            lower_up: true,
+            mac: None,
+            link_type: LinkType::Ether,
+        }
+    }
+}
+
 /// ARPHRD_ETHER: the link type (and ARP hardware type) of Ethernet.
 pub const ARPHRD_ETHER: u16 = 1;
 /// ARPHRD_INFINIBAND: IPoIB, link type and ARP hardware type alike.

@@ -544,14 +544,7 @@ mod tests {
         }
     }
     fn link(name: &str, admin_up: bool, lower_up: bool) -> Link {
-        Link {
-            index: 0,
-            name: name.into(),
-            admin_up,
-            lower_up,
-            mac: None,
-            link_type: crate::model::LinkType::Ether,
-        }
+        Link { admin_up, lower_up, ..Link::up(0, name) }
     }
     /// `priority PRIO from SRC lookup TABLE proto 3` (SRC "all": no selector).
     fn foreign(prio: u32, src: &str, table: u32) -> Rule {

@@ -421,14 +421,7 @@ mod tests {
         };
         let live = Observed {
             rules: vec![Live { item: shadow, raw: vec![] }, Live { item: d.rules[0].clone(), raw: vec![] }],
-            links: vec![Link {
-                index: 3,
-                name: "rail1".into(),
-                admin_up: true,
-                lower_up: false,
-                mac: None,
-                link_type: crate::model::LinkType::Ether,
-            }],
+            links: vec![Link { lower_up: false, ..Link::up(3, "rail1") }],
             addresses: vec![Address {
                 ifname: "rail4".into(),
                 addr: Prefix::new("198.51.100.14".parse().unwrap(), 24),

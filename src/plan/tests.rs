@@ -5,14 +5,7 @@ use std::net::IpAddr;
 use crate::model::{Family, IPV6_DEFAULT_METRIC, SysctlKey, fr_act, scope};
 
 fn link(index: u32, name: &str) -> Link {
-    Link {
-        index,
-        name: name.into(),
-        admin_up: true,
-        lower_up: true,
-        mac: None,
-        link_type: crate::model::LinkType::Ether,
-    }
+    Link::up(index, name)
 }
 fn addr(ifname: &str, a: &str) -> Address {
     let (ip, len) = a.split_once('/').unwrap();
