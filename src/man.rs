@@ -168,13 +168,14 @@ rtnetlink as one transaction, rolled back on any failure, and keeps an undo
 journal of every run. It never runs \fBip\fR, \fBsysctl\fR or a shell."#;
 
 const TAIL_8: &str = r#".SH EXAMPLES
-Write a configuration for this host's RDMA NICs, review it, and preview the
-change:
+Write a configuration for this host's RDMA NICs, review it, preview the
+change, then install it where the boot unit reads it:
 .PP
 .RS
 .nf
-roce\-route discover > /etc/roce\-route/rails.toml
-roce\-route apply \-\-dry\-run /etc/roce\-route/rails.toml
+roce\-route discover > rails.toml
+roce\-route apply \-\-dry\-run rails.toml
+install \-D \-m 0644 rails.toml /etc/roce\-route/rails.toml
 .fi
 .RE
 .PP
@@ -193,7 +194,16 @@ Check it, keep it applied, and tell NCCL which devices to use:
 .nf
 roce\-route check /etc/roce\-route/rails.toml
 systemctl enable \-\-now roce\-route.service roce\-route\-watch.service
-roce\-route nccl\-env
+.fi
+.RE
+.PP
+In a job script (as the job's user; the binary is in \fI/usr/sbin\fR),
+failing loudly rather than running without the settings:
+.PP
+.RS
+.nf
+env=$(/usr/sbin/roce\-route nccl\-env /etc/roce\-route/) || exit 1
+eval "$env"
 .fi
 .RE
 .SH NOTES
@@ -204,9 +214,12 @@ own entries from everyone else's: a re\-apply, \fBremove\fR and \fBwatch\fR
 touch only entries with it, and an entry without it that stands in the way is
 a conflict (taken over only with \fBapply \-\-adopt\fR).
 .SS Network managers
-systemd\-networkd removes routing policy rules it did not make when it
-reconfigures a link (\fBManageForeignRoutingPolicyRules=\fR, yes by
-default); the package ships a drop\-in that turns this off as an example.
+systemd\-networkd removes routing policy rules and routes it did not make
+when it reconfigures a link (\fBManageForeignRoutingPolicyRules=\fR and
+\fBManageForeignRoutes=\fR, yes by default); the package ships a drop\-in
+that turns both off, as an example
+(\fI/usr/share/doc/roce\-route/examples/90\-roce\-route.conf\fR, for
+\fI/etc/systemd/networkd.conf.d/\fR).
 NetworkManager and others may also take entries away: \fBwatch\fR heals them,
 and says so when another agent keeps undoing its heals.
 .SS RDMA
@@ -268,9 +281,12 @@ roce\-route.toml \- the configuration of roce\-route: the RDMA NICs of a host
 .SH DESCRIPTION
 A TOML file with one \fB[[interface]]\fR table per RDMA NIC (a rail), an
 optional \fB[defaults]\fR table, and optional \fB[[arp_only]]\fR tables.
-\fBroce\-route apply\fR and \fBcheck\fR take one or more files, or
-directories that stand for their \fI*.toml\fR files in name order; they are
-merged into one configuration. \fB[defaults]\fR may be in one file only and
+\fBapply\fR, \fBcheck\fR, \fBannounce\fR, \fBnccl\-env\fR and \fBprobe\fR
+take one or more files, or directories that stand for their \fI*.toml\fR
+files in name order (not their subdirectories); they are merged into one
+configuration, each file with at least one \fB[[interface]]\fR. Every
+\fI*.toml\fR file in \fI/etc/roce\-route/\fR is part of the configuration
+the boot unit applies. \fB[defaults]\fR may be in one file only and
 applies to all; an interface, an explicit \fBtable\fR or a listed address in
 two files is refused, naming both files and lines. Unknown keys are refused
 by name. Errors name the file, line and column, and say what to do.
@@ -391,15 +407,20 @@ addresses = ["198.51.100.11/24", "2001:db8:1::11/64"]
 .fi
 .SS Two files in a directory
 .nf
-# /etc/roce\-route/10\-defaults.toml
+# /etc/roce\-route/10\-rails.toml
 [defaults]
 rp_filter = 2
-# /etc/roce\-route/20\-rails.toml
 [[interface]]
 name = "ens1np0"
+# /etc/roce\-route/20\-storage.toml
+[[interface]]
+name = "ens9f0np0"
+table = 200
 .fi
 .PP
-\fBroce\-route apply /etc/roce\-route\fR reads both, in name order.
+\fBroce\-route apply /etc/roce\-route\fR reads both, in name order. Every
+file needs at least one \fB[[interface]]\fR: \fB[defaults]\fR sits in the
+file of some rails, not in a file of its own.
 .SH FILES
 .TP
 \fI/etc/roce\-route/\fR
@@ -414,6 +435,40 @@ Examples for common rail designs.
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The TOML examples of roce-route.toml(5) (its `.nf`/`.fi` blocks),
+    /// each split into its files at `# /etc/roce-route/NAME` lines.
+    fn page_5_examples() -> Vec<Vec<(String, String)>> {
+        let examples = PAGE_5.split(".SH EXAMPLES").nth(1).unwrap().split(".SH FILES").next().unwrap();
+        let mut all = Vec::new();
+        for block in examples.split(".nf\n").skip(1) {
+            let text = block.split(".fi").next().unwrap().replace("\\-", "-");
+            let mut files: Vec<(String, String)> = Vec::new();
+            for line in text.lines() {
+                match line.strip_prefix("# /etc/roce-route/") {
+                    Some(name) => files.push((name.to_string(), String::new())),
+                    None if files.is_empty() => files.push(("example.toml".into(), format!("{line}\n"))),
+                    None => files.last_mut().unwrap().1.push_str(&format!("{line}\n")),
+                }
+            }
+            all.push(files);
+        }
+        all
+    }
+
+    /// Every example of the configuration page is a valid configuration
+    /// (the two-file one as the two files merged), as apply reads it.
+    #[test]
+    fn every_example_of_the_configuration_page_is_valid() {
+        let examples = page_5_examples();
+        assert_eq!(examples.len(), 5, "{examples:#?}");
+        assert_eq!(examples[4].len(), 2, "the two-file example: {:#?}", examples[4]);
+        for files in examples {
+            if let Err(e) = crate::config::parse_many(&files) {
+                panic!("a roce-route.toml(5) example is refused: {e}\n{files:#?}");
+            }
+        }
+    }
 
     #[test]
     fn roff_escapes_hyphens_backslashes_and_leading_periods() {
