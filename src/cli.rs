@@ -51,7 +51,8 @@ pub struct Cli {
     pub json: bool,
 
     /// apply: list every command it ran and every address it announced
-    /// (default: a summary per interface and one line for the announcements).
+    /// (default: a summary per interface and one line for the announcements);
+    /// watch: log every pass, not only the heals.
     #[arg(short, long, global = true, conflicts_with = "quiet", help_heading = GLOBAL)]
     pub verbose: bool,
 
@@ -67,10 +68,11 @@ pub struct Cli {
 pub enum Command {
     /// Print a config for this host's RDMA NICs.
     ///
-    /// One [[interface]] per netdev of an RDMA port (InfiniBand/IPoIB,
+    /// One [[interface]] per netdev of an ACTIVE RDMA port (InfiniBand/IPoIB,
     /// RoCE) with a global address, each commented with its device, port,
-    /// link layer, rate and state; what is not taken is listed with the
-    /// reason. Writes no file.
+    /// link layer, rate and state; the netdev of a port that is not ACTIVE
+    /// is written commented out, and what is not taken is listed with the
+    /// reason. Writes no file: redirect it, review it, then install it.
     Discover(DiscoverArgs),
     /// Make the host's tables, rules and ARP sysctls match CONFIG.
     ///
@@ -287,8 +289,10 @@ pub struct ProbeArgs {
     /// default: the config of the latest apply in this network namespace.
     #[arg(num_args = 0..)]
     pub config: Vec<std::path::PathBuf>,
-    /// A peer address to probe (repeatable, or several after one --peer).
-    #[arg(long, value_name = "ADDR", num_args = 1..)]
+    /// A peer address to probe: repeat it (`--peer A --peer B`) or give
+    /// several at once, comma-separated (`--peer A,B`). One address per
+    /// word, so CONFIG may follow it.
+    #[arg(long, value_name = "ADDR", value_delimiter = ',', action = clap::ArgAction::Append)]
     pub peer: Vec<std::net::IpAddr>,
     /// A file of peer addresses (one a line, `#` comments) or the JSON
     /// that `roce-route probe --self --json` printed on the peer host
@@ -384,5 +388,32 @@ impl Command {
             | Command::Completions(_)
             | Command::Man(_) => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn probe(args: &[&str]) -> ProbeArgs {
+        let cli = Cli::try_parse_from(["roce-route", "probe"].iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Probe(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// `--peer` takes one address per word, so CONFIG may follow it (it
+    /// took every word after it once, CONFIG too), and a comma list.
+    #[test]
+    fn a_peer_is_one_word_and_config_may_follow_it() {
+        let p = probe(&["--peer", "198.51.100.1", "rails.toml"]);
+        assert_eq!(p.peer, ["198.51.100.1".parse::<std::net::IpAddr>().unwrap()]);
+        assert_eq!(p.config, [PathBuf::from("rails.toml")]);
+        let p = probe(&["rails.toml", "--peer", "198.51.100.1,2001:db8::1", "--peer", "203.0.113.1"]);
+        let peers: Vec<String> = p.peer.iter().map(ToString::to_string).collect();
+        assert_eq!(peers, ["198.51.100.1", "2001:db8::1", "203.0.113.1"]);
     }
 }

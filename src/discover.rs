@@ -325,9 +325,10 @@ fn describe_rail(r: &Rail) -> String {
 pub fn render(d: &Discovered) -> String {
     let mut out = vec![
         "# roce-route configuration written by `roce-route discover`: one [[interface]] per".to_string(),
-        "# RDMA netdev with a global address. Review it, save it (for example as".to_string(),
-        "# /etc/roce-route/roce-route.toml) and run `roce-route apply FILE`. Tables are given at".to_string(),
-        "# apply time, from [defaults] table_base (100) up, and kept from then on.".to_string(),
+        "# RDMA netdev with a global address. Review it, try it with `roce-route apply --dry-run".to_string(),
+        "# FILE`, then install it as /etc/roce-route/rails.toml (every *.toml there is the boot".to_string(),
+        "# config). Tables are given at apply time, from [defaults] table_base (100) up, and kept."
+            .to_string(),
     ];
     for r in &d.rails {
         out.push(String::new());

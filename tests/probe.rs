@@ -45,9 +45,7 @@ fn b_addresses(t: &TwoHosts, v6: bool) -> Vec<String> {
 }
 
 fn peer_args(addrs: &[String]) -> Vec<&str> {
-    let mut args = vec!["--peer"];
-    args.extend(addrs.iter().map(String::as_str));
-    args
+    addrs.iter().flat_map(|a| ["--peer", a.as_str()]).collect()
 }
 
 /// roce-route on both hosts, the peer described by its own `--self`: every

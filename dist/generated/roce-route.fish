@@ -28,7 +28,7 @@ complete -c roce-route -n "__fish_roce_route_needs_command" -l netns -d 'Run ins
 complete -c roce-route -n "__fish_roce_route_needs_command" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_needs_command" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_needs_command" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_needs_command" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_needs_command" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_needs_command" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_needs_command" -s h -l help -d 'Print help'
 complete -c roce-route -n "__fish_roce_route_needs_command" -s V -l version -d 'Print version'
@@ -53,7 +53,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l netns
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l confirm -d 'Keep the change only if `roce-route confirm` runs (or Enter is pressed) within SECONDS; otherwise roll it back' -r
@@ -67,7 +67,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l adopt -d
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l strict -d 'All or nothing: when any configured rail or address is not ready (missing, down, in DAD), change nothing and exit 1 (default: apply the rest and exit 5)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l no-announce -d 'Do not announce the addresses of the changed rails to the peers afterwards (as `[defaults] announce = 0`)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
@@ -75,7 +75,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l state
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l dry-run -d 'Print the commands the rollback would run and change nothing'
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -s h -l help -d 'Print help'
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l protocol -d 'Also take out routes and rules with this protocol number (this run only, never recorded); 5..=255, not a daemon\'s' -r
@@ -84,7 +84,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l state-d
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l dry-run -d 'Print the commands the removal would run and change nothing'
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l format -d 'text (the differences in words) or prometheus (the metrics families `watch --metrics` writes, for this one check); --json prints the report as JSON' -r -f -a "text\t'The differences in plain words, each with its fix'
@@ -94,7 +94,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l netns -d
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand check" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand check" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l protocol -d 'Also take routes and rules with this protocol number as roce-route\'s (besides 234 and the ones it recorded); 5..=255, not a daemon\'s' -r
@@ -103,21 +103,21 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l netns -d 
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand show" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand show" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -s h -l help -d 'Print help'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -s h -l help -d 'Print help'
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l resync -d 'A full pass this often even without a notification (0: never): sysctl writes send none, so this is how a reset arp_ignore or rp_filter is found. A pass that finds nothing to do only reads' -r
@@ -127,7 +127,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l netns -d
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l format -d 'shell (`export` lines) or nccl-conf (`/etc/nccl.conf` lines); --json prints the settings with the reasoning' -r -f -a "shell\t'`export NAME=VALUE` lines, the notes as comments'
@@ -137,10 +137,10 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l netns
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l peer -d 'A peer address to probe (repeatable, or several after one --peer)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l peer -d 'A peer address to probe: repeat it (`--peer A --peer B`) or give several at once, comma-separated (`--peer A,B`). One address per word, so CONFIG may follow it' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l peers -d 'A file of peer addresses (one a line, `#` comments) or the JSON that `roce-route probe --self --json` printed on the peer host (the verdicts then name the peer\'s NICs)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l timeout -d 'How long to wait for what does not answer (an answer ends the wait)' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
@@ -149,21 +149,21 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l state-di
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l self -d 'Describe this host\'s rails (name, addresses, MAC, MTU, RDMA port) for a peer\'s --peers, and probe nothing'
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand man" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand man" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -s h -l help -d 'Print help'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l seconds -r
@@ -174,7 +174,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l 
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
-complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements)'
+complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -s h -l help -d 'Print help'
 complete -c roce-route -n "__fish_roce_route_using_subcommand help; and not __fish_seen_subcommand_from discover apply rollback remove check show confirm announce watch nccl-env probe completions man confirm-guard help" -f -a "discover" -d 'Print a config for this host\'s RDMA NICs'
