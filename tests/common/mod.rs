@@ -269,6 +269,15 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        // roce-route's lock directory of this namespace (on the host's
+        // /run, named by the namespace's inode), removed while the inode is
+        // still this namespace's: once deleted, the kernel may give it to a
+        // namespace another test is using.
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata(format!("/run/netns/{}", self.name)) {
+            let dir = format!("/run/roce-route/netns/ns-{}-{}", meta.dev(), meta.ino());
+            let _ = std::fs::remove_dir_all(dir);
+        }
         // Deleting the namespace destroys its veths, and with them their
         // peers. Never panic here: this may run while a test unwinds.
         let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
