@@ -9,6 +9,7 @@ listing="$(dpkg-deb -c "$deb" | awk '{print $6}')"
 for want in ./usr/sbin/roce-route ./lib/systemd/system/roce-route.service \
     ./lib/systemd/system/roce-route-watch.service \
     ./usr/share/doc/roce-route/examples/90-roce-route.conf \
+    ./usr/share/doc/roce-route/examples/roce-route-watch.service.d/metrics.conf \
     ./etc/roce-route/roce-route.toml.example ./usr/share/man/man8/roce-route.8.gz \
     ./usr/share/man/man5/roce-route.toml.5.gz \
     ./usr/share/doc/roce-route/examples/h100-8-rail.toml \

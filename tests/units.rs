@@ -1,6 +1,6 @@
 //! The shipped systemd units pass `systemd-analyze verify` (with the
-//! binary path pointed at the one built here), and the networkd drop-in
-//! turns off both settings roce-route warns about.
+//! binary path pointed at the one built here), with the metrics drop-in,
+//! and the networkd drop-in turns off both settings roce-route warns about.
 
 use std::fs;
 use std::path::PathBuf;
@@ -27,6 +27,11 @@ fn the_units_pass_systemd_analyze_verify() {
         fs::write(&path, local).unwrap();
         paths.push(path);
     }
+    // The metrics drop-in, beside the watch unit (verify reads it there).
+    let dropin = fs::read_to_string(dist().join("roce-route-watch.service.d/metrics.conf")).unwrap();
+    fs::create_dir_all(dir.join("roce-route-watch.service.d")).unwrap();
+    let local = dropin.replace("/usr/sbin/roce-route", env!("CARGO_BIN_EXE_roce-route"));
+    fs::write(dir.join("roce-route-watch.service.d/metrics.conf"), local).unwrap();
     let out = Command::new("systemd-analyze").arg("verify").args(&paths).output().unwrap();
     let _ = fs::remove_dir_all(&dir);
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -46,4 +51,28 @@ fn the_boot_unit_does_not_fail_on_rails_not_ready_and_watch_notifies() {
         networkd_conf: dropin,
     };
     assert!(roce_route::managers::warnings(&conf).is_empty(), "the drop-in leaves a warning");
+}
+
+/// The metrics drop-in runs the unit's own command with --metrics (so it
+/// cannot drift from the unit's), resets ExecStart first (systemd refuses
+/// a second ExecStart for a simple service otherwise) and makes the
+/// directory of the file writable under ProtectSystem=strict.
+#[test]
+fn the_metrics_drop_in_is_the_units_command_with_a_writable_metrics_dir() {
+    let unit = fs::read_to_string(dist().join("roce-route-watch.service")).unwrap();
+    let dropin = fs::read_to_string(dist().join("roce-route-watch.service.d/metrics.conf")).unwrap();
+    let exec = |text: &str| -> Vec<String> {
+        text.lines().filter_map(|l| l.strip_prefix("ExecStart=")).map(str::to_string).collect()
+    };
+    let [command] = &exec(&unit)[..] else { panic!("one ExecStart in the unit") };
+    let [reset, with_metrics] = &exec(&dropin)[..] else {
+        panic!("ExecStart= then one ExecStart in the drop-in")
+    };
+    assert!(reset.is_empty());
+    let file = with_metrics
+        .strip_prefix(&format!("{command} --metrics "))
+        .expect("the unit's command with --metrics");
+    let dir = std::path::Path::new(file).parent().unwrap().to_str().unwrap();
+    assert!(unit.contains("ProtectSystem=strict"));
+    assert!(dropin.lines().any(|l| l == format!("ReadWritePaths=-{dir}")), "{dir} writable:\n{dropin}");
 }
