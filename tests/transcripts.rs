@@ -23,7 +23,10 @@
 //!   writes that block to the path (under the test's own directory: every
 //!   `/etc/roce-route` in a command means the test's copy). A file stays
 //!   written for the rest of the doc: a later testbed gets it too, so a
-//!   section can start afresh without showing the same config again.
+//!   section can start afresh without showing the same config again. A
+//!   relative path (`<!-- file: rails.toml -->`) is written to the
+//!   commands' working directory instead: a draft, a scratch or an invalid
+//!   file that must not sit among the boot unit's `/etc/roce-route/*.toml`.
 //! - `<!-- sysfs: mixed at bundle/sys -->` copies the sysfs fixture
 //!   `tests/fixtures/rdma/mixed/sysfs` to `bundle/sys` in the commands'
 //!   working directory (a support bundle, for `--sysfs-root bundle/sys`)
@@ -344,10 +347,13 @@ impl Scene {
     }
 
     fn write(&self, path: &str, content: &str) -> Result<(), String> {
-        let rest = path
-            .strip_prefix(CONFIG_DIR)
-            .ok_or_else(|| format!("a doc file must live under {CONFIG_DIR}, not {path}"))?;
-        let target = PathBuf::from(format!("{}{rest}", self.config_dir()));
+        let target = match path.strip_prefix(CONFIG_DIR) {
+            Some(rest) => PathBuf::from(format!("{}{rest}", self.config_dir())),
+            None if !path.starts_with('/') => self.root.join("cwd").join(path),
+            None => {
+                return Err(format!("a doc file must live under {CONFIG_DIR} or be relative, not {path}"));
+            }
+        };
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         std::fs::write(&target, content).map_err(|e| format!("{}: {e}", target.display()))
     }
