@@ -14,7 +14,7 @@ timeout (default 0.5 s) is never waited for: the run's length is what the
 healthy pairs cost.
 
 Measured, `--rounds` times: the wall time of `roce-route --json probe
-CONFIG --peer ADDR x64`, the probe's own `elapsed_ms` (the packet loop
+CONFIG --peer ADDR,ADDR,...` (64 addresses), the probe's own `elapsed_ms` (the packet loop
 only), and `frames_sent`. Each run must exit 0 with no problem on any
 pair, or the benchmark stops and says which. Reported: median, p90 and
 max of each. The namespaces are deleted on exit.
@@ -132,7 +132,7 @@ def main() -> int:
             wall, loop, frames = [], [], []
             for _ in range(args.rounds):
                 start = time.perf_counter()
-                r = rr(args.binary, a, tmpdir / f"state-{a}", "--json", "probe", str(a_cfg), "--peer", *peers)
+                r = rr(args.binary, a, tmpdir / f"state-{a}", "--json", "probe", str(a_cfg), "--peer", ",".join(peers))
                 took = (time.perf_counter() - start) * 1e3
                 doc = json.loads(r.stdout)
                 bad = [p for p in doc.get("probes", []) if p["problems"]]
