@@ -342,6 +342,32 @@ impl Scene {
         self.root.join("etc/roce-route").display().to_string()
     }
 
+    /// What the boot unit would make of the scene's /etc/roce-route once
+    /// the doc's steps ran: `apply --dry-run` of the directory (every
+    /// *.toml in it) must not refuse the config (exit 2), when the doc
+    /// left any *.toml there. A doc that left a demo or broken file there,
+    /// or two files naming one interface, would fail a reader's boot.
+    /// (What the scene's host holds, conflicts say, is not the config's.)
+    fn boot_config_problem(&self) -> Option<String> {
+        let dir = self.config_dir();
+        let tomls = std::fs::read_dir(&dir)
+            .ok()?
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "toml"));
+        if !tomls {
+            return None;
+        }
+        let out = self.exec(self.testbed.host(), &format!("roce-route apply --dry-run --no-announce {dir}/"));
+        let code = out.status.code().unwrap_or(-1);
+        (code == 2).then(|| {
+            let said = String::from_utf8_lossy(&out.stdout).replace(&dir, CONFIG_DIR);
+            format!(
+                "the *.toml files it leaves in {CONFIG_DIR} are refused as the boot unit's config \
+                 (`apply --dry-run {CONFIG_DIR}/` exit {code}): put demo files elsewhere\n{said}"
+            )
+        })
+    }
+
     fn state_dir(&self) -> String {
         self.root.join("state").display().to_string()
     }
@@ -452,6 +478,9 @@ fn check_doc(path: &Path) -> (Vec<String>, String) {
     for item in &items {
         match item {
             Item::Testbed { rails, ipv6 } => {
+                if let Some(problem) = scene.as_ref().and_then(Scene::boot_config_problem) {
+                    failures.push(format!("{name}: {problem}"));
+                }
                 let s = Scene::new(rails, *ipv6);
                 for (file, content) in &files {
                     if let Err(e) = s.write(file, content) {
@@ -505,6 +534,9 @@ fn check_doc(path: &Path) -> (Vec<String>, String) {
                 }
             }
         }
+    }
+    if let Some(problem) = scene.as_ref().and_then(Scene::boot_config_problem) {
+        failures.push(format!("{name}: {problem}"));
     }
     (failures, blessed(&text, &replacements))
 }
