@@ -418,11 +418,11 @@ PROFILE_PREFIX = "roce-route profile: "
 
 
 def profile(bench: Bench, rounds: int) -> dict[str, list[dict]]:
-    """Runs a and b again, profiled (ROCE_ROUTE_PROFILE=1), interleaved."""
-    out: dict[str, list[dict]] = {"a": [], "b": []}
+    """Runs a, b and e again, profiled (ROCE_ROUTE_PROFILE=1), interleaved."""
+    out: dict[str, list[dict]] = {"a": [], "b": [], "e": []}
     for _ in range(rounds):
-        for case, scratch in (("a", True), ("b", False)):
-            ns, prof = bench.profiled(bench.plain, scratch)
+        for case, tb, scratch in (("a", bench.plain, True), ("b", bench.plain, False), ("e", bench.loaded, True)):
+            ns, prof = bench.profiled(tb, scratch)
             prof["wall_us"] = ns / 1000
             out[case].append(prof)
     return out
