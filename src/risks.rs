@@ -370,14 +370,15 @@ pub struct ForeignRule {
 }
 
 impl ForeignRule {
-    /// The one rail it concerns: the rail of the managed table it looks
-    /// up, else the rail whose sources it takes when they are all of one.
+    /// The one rail it concerns: a shadowing rule, the rail whose traffic
+    /// it takes when it takes one rail's only (None when several); a rule
+    /// into a managed table that takes no configured source, that
+    /// table's rail.
     pub fn rail(&self) -> Option<String> {
-        if let Some((_, iface)) = &self.into_table {
-            return Some(iface.clone());
+        match self.caught.first() {
+            Some(first) => self.caught.iter().all(|c| c.iface == first.iface).then(|| first.iface.clone()),
+            None => self.into_table.as_ref().map(|(_, iface)| iface.clone()),
         }
-        let first = self.caught.first()?;
-        self.caught.iter().all(|c| c.iface == first.iface).then(|| first.iface.clone())
     }
 
     pub fn kind(&self) -> &'static str {
@@ -694,6 +695,7 @@ mod tests {
             "{fix}"
         );
         assert!(fix.contains("priority above 1000") && fix.contains("cannot fix this"), "{fix}");
+        assert_eq!(f.rail(), None, "it takes two rails' traffic");
         // After ours, or at our priority after our rule, it shadows nothing.
         for prio in [1000, 1001] {
             let o = observed(&d, &[foreign(prio, "198.51.100.0/24", 200)]);
@@ -761,6 +763,13 @@ mod tests {
         assert_eq!(kinds(&r), ["shadowed"]);
         assert_eq!(r.foreign_rules[0].caught.len(), 1, "rail1's own table does not divert rail1");
         assert!(r.foreign_rules[0].describe().contains("table 101, which roce-route manages for rail1"));
+        // It is rail0's (whose traffic goes wrong), not rail1's (whose table it is).
+        assert_eq!(r.foreign_rules[0].rail().as_deref(), Some("rail0"));
+        assert_eq!(
+            f.rail().as_deref(),
+            Some("rail1"),
+            "a rule into a table that takes no source: the table's"
+        );
     }
 
     /// A foreign rule whose source is exactly a configured address is the
