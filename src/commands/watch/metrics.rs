@@ -28,8 +28,8 @@ pub(super) struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(file: Option<PathBuf>, sysfs: Box<dyn Sysfs>) -> Metrics {
-        Metrics { file, sysfs: Some(sysfs), ..Metrics::default() }
+    pub fn new(file: Option<PathBuf>, sysfs: Option<Box<dyn Sysfs>>) -> Metrics {
+        Metrics { file, sysfs, ..Metrics::default() }
     }
 
     /// After a pass that planned `desired`: the host is as it asks but for

@@ -44,7 +44,9 @@ use trigger::Trigger;
 pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error> {
     // Days of running: each warning is a line when it happens.
     ctx.stream_warnings("watch");
-    let sysfs = super::sysfs_dir(&args.sysfs)?;
+    // Only the metrics read sysfs: without --metrics, a host or container
+    // with no usable /sys still gets its heals.
+    let sysfs = args.metrics.as_ref().map(|_| super::sysfs_dir(&args.sysfs)).transpose()?;
     let _held = service::hold_watch_lock()?;
     let state = ctx.state()?;
     // Subscribed before the first pass: nothing that happens after it is missed.
@@ -52,7 +54,10 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     let nl = connect().await?;
     let resync = (args.resync > 0).then(|| Duration::from_secs(args.resync));
     let mut w = Watching { w: Watcher::new(ctx, &state), nl, timers: Timers::new(resync) };
-    w.w.metrics = metrics::Metrics::new(args.metrics.clone(), Box::new(sysfs));
+    w.w.metrics = metrics::Metrics::new(
+        args.metrics.clone(),
+        sysfs.map(|d| Box::new(d) as Box<dyn crate::sysfs::Sysfs>),
+    );
     w.w.saw_links(&w.nl);
     log(ctx, "watching; healing toward the latest apply", Event::Start {});
     w.w.write_metrics();
