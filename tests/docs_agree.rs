@@ -405,14 +405,16 @@ fn watch_lines_carry_the_fields_the_docs_give_their_event() {
     tb.ip_host(&format!("rule del {foreign}"));
     // A trial that drops rail2 waits for its confirmation: watch defers.
     let two = tb.write_config(&tb.render_config_for(|r| r.name != "rail2", |_| Vec::new()));
-    let mut trial = tb.rr_cmd(&["apply", "--confirm", "60", two.to_str().unwrap()]);
-    let trial =
-        trial.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    // A Background: killed should the test fail before the confirm.
+    let trial = common::Background::spawn(
+        tb.rr_cmd(&["apply", "--confirm", "60", two.to_str().unwrap()]),
+        "the trial",
+    );
     poll_until("the trial's guard", watch_lines::HEAL_TIMEOUT, || tb.ns_state_dir().join("pending").exists());
     tb.ip_host(&format!("route flush table {table}"));
     wait("deferred");
     tb.rr(&["confirm"]).expect_code(common::EXIT_OK);
-    let _ = trial.wait_with_output();
+    trial.wait_timeout(std::time::Duration::from_secs(10)).expect_code(common::EXIT_OK);
     std::process::Command::new("kill").args(["-TERM", &w.bg.pid().to_string()]).status().unwrap();
     let watch_lines::Watch { bg, out, .. } = w;
     bg.wait_timeout(std::time::Duration::from_secs(10));

@@ -656,3 +656,21 @@ fn watch_keeps_its_metrics_file() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// Only the metrics read sysfs: a --sysfs-root that is no sysfs copy
+/// stops watch with --metrics (exit 2, naming it), never without.
+#[test]
+fn a_bad_sysfs_root_matters_only_to_the_metrics() {
+    let (tb, _cfg) = applied(2);
+    let bad = tb.dir().join("not-sysfs");
+    std::fs::create_dir_all(&bad).unwrap();
+    let file = tb.dir().join("m.prom");
+    let run = tb.rr(&["watch", "--sysfs-root", path_str(&bad), "--metrics", path_str(&file)]);
+    run.expect_code(EXIT_INVALID).expect_stderr(&["--sysfs-root"]);
+    let mut w = Watch::start_with(&tb, "nosys", |c| {
+        c.arg("--sysfs-root").arg(&bad);
+    });
+    w.assert_running();
+    tb.ip_host(&format!("rule del from {}", tb.rail(1).v4));
+    wait_healed(&tb, &w, 1, "without --metrics, with a bad --sysfs-root");
+}

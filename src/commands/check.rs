@@ -47,9 +47,12 @@ pub struct Difference {
     /// interrupted_run, not_ready, arp_flux, no_carrier, shadowed,
     /// foreign_rule_in_table, rdma_port, rdma_gid, rdma_unreadable.
     pub kind: &'static str,
-    /// The rail it concerns, when one does; None (null) for the host as a
-    /// whole (an interrupted run, a config the host does not match), an
-    /// entry of no configured rail, or a device that could not be read.
+    /// The interface it concerns, when one does: a rail of the config, or
+    /// one outside it (ARP flux on another interface, what a rail dropped
+    /// from the config left, an `[[arp_only]]` interface). None (null) for
+    /// the host as a whole (an interrupted run, a config the host does not
+    /// match), a rule that takes several rails' traffic, an entry of no
+    /// interface, or a device that could not be read.
     pub interface: Option<String>,
     pub description: String,
     /// What fixes it: a command, or what to change.

@@ -1,4 +1,4 @@
-//! `roce-route probe [CONFIG...] (--peer ADDR... | --peers FILE | --self)`:
+//! `roce-route probe [CONFIG...] (--peer ADDR[,ADDR...]... | --peers FILE | --self)`:
 //! from every rail of CONFIG (or of the latest apply) to every peer
 //! address, on the wire: who answers ARP, where the echo reply comes in
 //! and from which link-layer address, the path MTU, this host's own route
@@ -102,8 +102,8 @@ fn checked_timeout(args: &ProbeArgs) -> Result<Duration, Error> {
     }
     if !args.self_ && args.peer.is_empty() && args.peers.is_empty() {
         return Err(Error::Usage(
-            "probe: name the peers: --peer ADDR..., --peers FILE, or --self to describe this host for a peer's \
-             --peers"
+            "probe: name the peers: --peer ADDR (repeatable, or --peer A,B), --peers FILE, or --self to describe \
+             this host for a peer's --peers"
                 .into(),
         ));
     }
