@@ -76,3 +76,19 @@ fn the_metrics_drop_in_is_the_units_command_with_a_writable_metrics_dir() {
     assert!(unit.contains("ProtectSystem=strict"));
     assert!(dropin.lines().any(|l| l == format!("ReadWritePaths=-{dir}")), "{dir} writable:\n{dropin}");
 }
+
+/// docs/operations.md shows the metrics drop-in's [Service] lines as the
+/// file has them (a copy in the docs must not drift from what ships).
+#[test]
+fn the_docs_show_the_metrics_drop_in_as_shipped() {
+    let dropin = fs::read_to_string(dist().join("roce-route-watch.service.d/metrics.conf")).unwrap();
+    let service: String =
+        dropin.lines().skip_while(|l| *l != "[Service]").map(|l| format!("{l}\n")).collect();
+    assert!(service.starts_with("[Service]\nExecStart=\n"), "{service}");
+    let ops =
+        fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md")).unwrap();
+    assert!(
+        ops.contains(&format!("```ini\n{service}```")),
+        "docs/operations.md lacks the drop-in as shipped:\n{service}"
+    );
+}
