@@ -471,9 +471,9 @@ pub fn foreign_rules(
             .cloned()
             .collect();
         let into_table = (f.action == fr_act::TO_TBL)
-            .then(|| desired.interfaces.iter().find(|i| i.table == f.table))
+            .then(|| desired.rail_of_table(f.table))
             .flatten()
-            .map(|i| (i.table, i.name.clone()));
+            .map(|name| (f.table, name));
         if !caught.is_empty() || into_table.is_some() {
             out.push(ForeignRule { rule: f.clone(), caught, into_table });
         }
