@@ -53,7 +53,8 @@ impl Metrics {
     /// NCCL would use, read from sysfs after the pass (as check does; a
     /// device that cannot be read is left out).
     pub fn rdma(&mut self, desired: &Desired, links: &[crate::model::Link]) {
-        let (Some(_), Some(sysfs)) = (&self.file, &self.sysfs) else {
+        // Set with --metrics only (watch::run): no file, no sysfs.
+        let Some(sysfs) = &self.sysfs else {
             return;
         };
         let (rdma, _) = crate::rdma::scan_lenient(sysfs.as_ref(), links);
