@@ -31,7 +31,8 @@ pub fn command() -> clap::Command {
 #[derive(Debug, Parser)]
 #[command(name = "roce-route", version, after_help = crate::exit_codes::overview())]
 pub struct Cli {
-    /// Run inside this named network namespace (as `ip -n NAME`).
+    /// Run inside this named network namespace (as `ip -n NAME`); every
+    /// `ip` and `sysctl` command printed then acts there too.
     #[arg(long, global = true, value_name = "NAME", help_heading = GLOBAL)]
     pub netns: Option<String>,
 

@@ -9,7 +9,7 @@ use roce_route::cli::{Cli, Command};
 use roce_route::commands::{self, Ctx, Done, Verbosity};
 use roce_route::error::{Error, exit};
 use roce_route::signals::StopFlag;
-use roce_route::{config, netns, say, tell};
+use roce_route::{config, netns, tell};
 
 fn main() -> ExitCode {
     roce_route::profile::start();
@@ -101,12 +101,7 @@ fn print_envelope(
         }
     }
     // `watch --json` is one document per line.
-    let text =
-        if command == "watch" { serde_json::to_string(&doc) } else { serde_json::to_string_pretty(&doc) };
-    match text {
-        Ok(text) => say!("{text}"),
-        Err(e) => tell!("roce-route: error: cannot write the JSON report: {e}"),
-    }
+    roce_route::output::say_json(&doc, command != "watch");
 }
 
 fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
@@ -131,6 +126,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     };
     if let Some(name) = &cli.netns {
         netns::enter(name)?;
+        roce_route::output::set_netns(name);
     }
     let ctx = ctx_out.insert(context(&cli, stop));
     let runtime = tokio::runtime::Builder::new_current_thread()

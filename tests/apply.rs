@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::{
     Background, GATEWAY_V4, GATEWAY_V6, Nobody, PEER_V4, PEER_V6, Run, SUBNET_V4, Testbed, assert_dump_eq,
-    canonical_lines, describe_output, describe_with_config, field_after, journal_files, path_str, poll_until,
-    toml_str,
+    canonical_lines, describe_output, describe_with_config, field_after, in_netns, journal_files, path_str,
+    poll_until, script_without_netns, toml_str,
 };
 
 /// The protocol number roce-route marks its routes and rules with.
@@ -326,7 +326,8 @@ fn dotted_interface_names_work_for_apply_and_dry_run() {
     for line in
         ["sysctl -w net.ipv4.conf.rail0/100.arp_ignore=1", "sysctl -w net.ipv4.conf.rail0/100.arp_announce=2"]
     {
-        assert!(commands(&script).contains(&line), "no `{line}` in\n{script}");
+        let line = in_netns(scripted.host().name(), line);
+        assert!(commands(&script).contains(&line.as_str()), "no `{line}` in\n{script}");
     }
     for tb in [&applied, &scripted] {
         for (key, value) in [("arp_ignore", 1), ("arp_announce", 2)] {
@@ -661,7 +662,9 @@ fn without_root_apply_fails_untouched_and_dry_run_still_works() {
     // Reading the host needs no privilege: the unprivileged dry-run prints
     // exactly what root's does.
     let unprivileged = nobody.run(&["apply", "--dry-run", cfg]).expect_code(0);
-    assert_eq!(unprivileged.stdout(), dry_run(&tb, &config, &[]), "{}", unprivileged.report());
+    // Root's ran with --netns, so its commands name the namespace.
+    let root = script_without_netns(tb.host().name(), &dry_run(&tb, &config, &[]));
+    assert_eq!(unprivileged.stdout(), root, "{}", unprivileged.report());
     assert!(!commands(&unprivileged.stdout()).is_empty());
     assert_dump_eq(&before, &tb.dump(), "a dry-run changed the host");
 }

@@ -85,8 +85,11 @@ fn assert_not_ready(tb: &Testbed, cfg: &str, iface: &str, address: &str, needles
     let nr = &not_ready[0];
     assert_eq!((nr["interface"].as_str(), nr["address"].as_str()), (Some(iface), Some(address)), "{doc:#}");
     let reason = nr["reason"].as_str().unwrap().to_string();
+    // A command the reason quotes acts in the host's namespace, as printed.
+    let ns_ip = format!("ip -n {} ", tb.host().name());
     for needle in needles {
-        assert!(reason.contains(needle), "the reason lacks {needle:?}: {reason}");
+        let needle = needle.replace("`ip ", &format!("`{ns_ip}")).replace("; ip ", &format!("; {ns_ip}"));
+        assert!(reason.contains(&needle), "the reason lacks {needle:?}: {reason}");
     }
     reason
 }
@@ -98,11 +101,13 @@ fn run_fix_from(tb: &Testbed, reason: &str) {
         .split('`')
         .skip(1)
         .step_by(2)
-        .find(|c| c.starts_with("ip addr "))
-        .unwrap_or_else(|| panic!("no `ip addr` command in: {reason}"));
+        .find(|c| c.starts_with(&format!("ip -n {} addr ", tb.host().name())))
+        .unwrap_or_else(|| panic!("no `ip -n NS addr` command in: {reason}"));
+    // As printed, from the test's own namespace: `-n` takes it to the host's.
     for cmd in fix.split("; ") {
-        let args = cmd.strip_prefix("ip ").unwrap_or_else(|| panic!("{cmd:?} in {reason}"));
-        tb.ip_host(args);
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        assert_eq!(&words[..3], ["ip", "-n", tb.host().name()], "{cmd:?} in {reason}");
+        run("ip", &words[1..]);
     }
 }
 

@@ -474,7 +474,7 @@ fn dry_run(unit: &str, cfg: &Config) -> String {
         common::describe_with_env(&cmd),
         String::from_utf8_lossy(&out.stderr)
     );
-    stdout
+    common::script_without_netns(ns.name(), &stdout)
 }
 
 /// The dry run plans, per rail, a source rule per address, the subnet

@@ -187,9 +187,11 @@ fn remove_and_rollback_dry_runs_print_and_change_nothing() {
     tb.rr(&["apply", &cfg]).expect_code(EXIT_OK);
     let applied = tb.dump();
     let rm = tb.rr(&["remove", "--dry-run"]).expect_code(EXIT_OK);
-    rm.expect_stdout(&["ip -4 rule del", "ip -4 route del", "sysctl -w"]);
+    let h = tb.host().name();
+    let (rule_del, route_del) = (in_netns(h, "ip -4 rule del"), in_netns(h, "ip -4 route del"));
+    rm.expect_stdout(&[&rule_del, &route_del, &in_netns(h, "sysctl -w")]);
     let rb = tb.rr(&["rollback", "--dry-run"]).expect_code(EXIT_OK);
-    rb.expect_stdout(&["ip -4 rule del", "would undo the apply"]);
+    rb.expect_stdout(&[&rule_del, "would undo the apply"]);
     assert_dump_eq(&applied, &tb.dump(), "a dry run changed the host");
     assert_eq!(journal_files(&tb.state_base()).len(), 1, "a dry run touched the journals");
     // The commands printed by remove --dry-run do what remove does.

@@ -36,7 +36,8 @@ fn apply_summarises_per_interface_lists_with_v_and_is_silent_with_q() {
     // A dry run prints its script whatever the verbosity.
     tb.ip_host("link set rail3 up");
     let dry = tb.rr(&["-q", "apply", "--dry-run", &cfg]).expect_code(EXIT_OK);
-    assert!(dry.stdout().contains("ip -4 route add 198.51.100.0/24 dev rail3 table 103"), "{}", dry.report());
+    let want = in_netns(tb.host().name(), "ip -4 route add 198.51.100.0/24 dev rail3 table 103");
+    assert!(dry.stdout().contains(&want), "{}", dry.report());
 }
 
 /// At 32 rails apply prints a line per rail and one line for the

@@ -248,7 +248,13 @@ fn check_reports_an_address_whose_gid_belongs_to_another_port() {
         "names where RDMA resolves it instead: {text}"
     );
     let fix = gid[0]["fix"].as_str().unwrap();
-    assert!(fix.contains("`ip addr del 198.51.100.141/24 dev ens3f1np1`"), "{fix}");
+    assert!(
+        fix.contains(&format!(
+            "`{}`",
+            in_netns(host.ns.name(), "ip addr del 198.51.100.141/24 dev ens3f1np1")
+        )),
+        "{fix}"
+    );
 }
 
 /// show --json: per rail the device, port, state, rate and the GID index

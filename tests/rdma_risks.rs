@@ -62,12 +62,14 @@ fn config_with(tb: &Testbed, n: usize, extra: &str) -> String {
     path_str(&tb.write_config(&format!("{rails}\n{extra}"))).to_string()
 }
 
-/// Runs the command quoted in a fix after `marker` (an `ip -4 rule del ...`)
-/// in the host namespace: a fix must work as printed.
+/// Runs the command quoted in a fix after `marker` (an `ip -n NS -4 rule
+/// del ...`) exactly as printed, from the test's own namespace: a fix must
+/// work as pasted, and act in the host's namespace it names, never here.
 fn run_quoted_ip(tb: &Testbed, fix: &str, marker: &str) {
     let cmd = quoted_after(fix, marker).unwrap_or_else(|| panic!("no command after {marker:?} in {fix}"));
-    let args = cmd.strip_prefix("ip ").unwrap_or_else(|| panic!("not an ip command: {cmd}"));
-    tb.ip_host(args);
+    let prefix = format!("ip -n {} ", tb.host().name());
+    let args = cmd.strip_prefix(&prefix).unwrap_or_else(|| panic!("not an ip command in the host: {cmd}"));
+    run("ip", &["-n", tb.host().name()].into_iter().chain(args.split_whitespace()).collect::<Vec<_>>());
 }
 
 // ---------------------------------------------------------------------------
@@ -109,7 +111,8 @@ fn an_interface_outside_the_config_in_a_managed_subnet_is_arp_flux_until_named_a
         doc["changes"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
     assert_eq!(
         changes,
-        ["sysctl -w net.ipv4.conf.rail4.arp_ignore=1", "sysctl -w net.ipv4.conf.rail4.arp_announce=2"],
+        ["sysctl -w net.ipv4.conf.rail4.arp_ignore=1", "sysctl -w net.ipv4.conf.rail4.arp_announce=2"]
+            .map(|c| in_netns(tb.host().name(), c)),
         "an [[arp_only]] interface gets its sysctls and nothing else"
     );
     assert_eq!((tb.host_sysctl("rail4", "arp_ignore"), tb.host_sysctl("rail4", "arp_announce")), (1, 2));
@@ -241,7 +244,8 @@ fn a_rule_that_shadows_ours_is_named_as_the_cause() {
         "the shadowed difference",
     );
     let fix = text(shadow, "fix");
-    assert_contains(fix, &["ip -4 rule del priority 999 from 198.51.100.0/24 lookup 200"], "its fix");
+    let del = in_netns(tb.host().name(), "ip -4 rule del priority 999 from 198.51.100.0/24 lookup 200");
+    assert_contains(fix, &[&del], "its fix");
     // Each wrong lookup names the rule as its cause, never `apply`: rails
     // 1 to 3 leave by rail0, and rail0's own traffic is looked up in table
     // 200 too.
@@ -306,7 +310,7 @@ fn a_foreign_fwmark_rule_into_a_managed_table_is_reported() {
     assert_contains(text(d, "description"), &[rule, "table 101, which roce-route manages for rail1"], "it");
     assert!(differences(&report, "shadowed").is_empty(), "unmarked traffic is not taken: {report:#}");
     let fix = text(d, "fix");
-    assert_contains(fix, &["ip -4 rule del", rule], "its fix");
+    assert_contains(fix, &[&in_netns(tb.host().name(), "ip -4 rule del"), rule], "its fix");
     run_quoted_ip(&tb, fix, "delete it (");
     check_json(&tb, &cfg, EXIT_OK);
 }

@@ -24,7 +24,7 @@ function __fish_roce_route_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c roce-route -n "__fish_roce_route_needs_command" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_needs_command" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_needs_command" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_needs_command" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_needs_command" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
@@ -49,7 +49,7 @@ complete -c roce-route -n "__fish_roce_route_needs_command" -f -a "confirm-guard
 complete -c roce-route -n "__fish_roce_route_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l interfaces -d 'Take the netdevs whose names match these shell patterns (`rail*`, `ens?f0np0`), whether or not they have an RDMA device, instead of the netdevs of the RDMA ports' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
-complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
@@ -59,7 +59,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand discover" -s h -l 
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l confirm -d 'Keep the change only if `roce-route confirm` runs (or Enter is pressed) within SECONDS; otherwise roll it back' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l settle -d 'Wait up to SECONDS for the addresses the plan uses that are still in IPv6 duplicate address detection (tentative; never link-local ones) before taking them for not ready' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
-complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l dry-run -d 'Print the changes as iproute2/sysctl commands and change nothing'
@@ -70,7 +70,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -l json -d 
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -l dry-run -d 'Print the commands the rollback would run and change nothing'
@@ -79,7 +79,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -s v -l 
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand rollback" -s h -l help -d 'Print help'
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l protocol -d 'Also take out routes and rules with this protocol number (this run only, never recorded); 5..=255, not a daemon\'s' -r
-complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -l dry-run -d 'Print the commands the removal would run and change nothing'
@@ -90,7 +90,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand remove" -s h -l he
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l format -d 'text (the differences in words) or prometheus (the metrics families `watch --metrics` writes, for this one check); --json prints the report as JSON' -r -f -a "text\t'The differences in plain words, each with its fix'
 prometheus\t'The Prometheus text format (as node_exporter\'s textfile collector reads it)'"
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
-complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
@@ -99,21 +99,21 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand check" -s q -l qui
 complete -c roce-route -n "__fish_roce_route_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l protocol -d 'Also take routes and rules with this protocol number as roce-route\'s (besides 234 and the ones it recorded); 5..=255, not a daemon\'s' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
-complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand show" -s h -l help -d 'Print help'
-complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm" -s h -l help -d 'Print help'
-complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
@@ -123,7 +123,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand announce" -s h -l 
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l resync -d 'A full pass this often even without a notification (0: never): sysctl writes send none, so this is how a reset arp_ignore or rp_filter is found. A pass that finds nothing to do only reads' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l metrics -d 'Keep the metrics in FILE (Prometheus text format, replaced atomically at start and after every pass), e.g. for node_exporter\'s textfile collector' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
-complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
@@ -133,7 +133,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand watch" -s h -l hel
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l format -d 'shell (`export` lines) or nccl-conf (`/etc/nccl.conf` lines); --json prints the settings with the reasoning' -r -f -a "shell\t'`export NAME=VALUE` lines, the notes as comments'
 nccl-conf\t'`NAME=VALUE` lines for /etc/nccl.conf (or ~/.nccl.conf)'"
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
-complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand nccl-env" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
@@ -144,7 +144,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l peer -d 
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l peers -d 'A file of peer addresses (one a line, `#` comments) or the JSON that `roce-route probe --self --json` printed on the peer host (the verdicts then name the peer\'s NICs)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l timeout -d 'How long to wait for what does not answer (an answer ends the wait)' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l sysfs-root -d 'Read the RDMA devices (`class/infiniband`) and netdev facts (`class/net`) from this copy of sysfs instead of /sys. Netdevs and addresses still come from the network namespace over rtnetlink' -r -F
-complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l self -d 'Describe this host\'s rails (name, addresses, MAC, MTU, RDMA port) for a peer\'s --peers, and probe nothing'
@@ -152,14 +152,14 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -l json -d 
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand probe" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -s v -l verbose -d 'apply: list every command it ran and every address it announced (default: a summary per interface and one line for the announcements); watch: log every pass, not only the heals'
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -s q -l quiet -d 'Print nothing but errors (the exit code tells the rest)'
 complete -c roce-route -n "__fish_roce_route_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand man" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'
@@ -170,7 +170,7 @@ complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l 
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l after -d 'The newest journal\'s sequence number before the change (0: none): the trial is every journal after it' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l trial -d 'The trial id its journals carry' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l apply-pid -r
-complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`)' -r
+complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l netns -d 'Run inside this named network namespace (as `ip -n NAME`); every `ip` and `sysctl` command printed then acts there too' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l state-dir -d 'Where journals and the record of earlier runs live (one subdirectory per network namespace)' -r -F
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l lock-timeout -d 'How long to wait for another roce-route working in the same network namespace before giving up' -r
 complete -c roce-route -n "__fish_roce_route_using_subcommand confirm-guard" -l json -d 'Print one JSON document on stdout: {"command", "ok", "exit_code", "changed", "warnings", "error", ...the command\'s own fields}'

@@ -232,7 +232,8 @@ impl Apply<'_> {
     async fn dry_run(&self, nl: &crate::netlink::Netlink) -> Result<Done, Error> {
         let (ctx, args) = (self.ctx, self.args);
         let record = ctx.readable_record()?;
-        let (desired, plan) = reconcile::reconcile(nl, self.cfg, args.adopt, &record).await?;
+        let (desired, mut plan) = reconcile::reconcile(nl, self.cfg, args.adopt, &record).await?;
+        plan.warnings = plan.warnings.iter().map(|w| with_apply_command(ctx, self.cfg, &plan, w)).collect();
         self.warn_rdma(&desired);
         strict_check(args, &desired.not_ready)?;
         report_not_ready(ctx, &desired.not_ready);
@@ -263,7 +264,7 @@ impl Apply<'_> {
             notice: &|m| tell!("roce-route: {m}"),
         };
         let gate = |record: &crate::state::Record, desired: &Desired, plan: &Plan| {
-            plan.warnings.iter().for_each(|w| ctx.warn(w.clone()));
+            plan.warnings.iter().for_each(|w| ctx.warn(with_apply_command(ctx, cfg, plan, w)));
             self.warn_rdma(desired);
             dropped = dropped_with_file(record, cfg);
             warn_dropped(ctx, &dropped);
@@ -359,6 +360,19 @@ fn strict_check(args: &ApplyArgs, not_ready: &[NotReady]) -> Result<(), Error> {
     )))
 }
 
+/// Plan warning `w`, its ARP-flux fix naming the apply to run (with this
+/// run's --netns, --state-dir and files) rather than a bare `roce-route apply`.
+fn with_apply_command(ctx: &Ctx, cfg: &Config, plan: &Plan, w: &str) -> String {
+    match plan.arp_flux.iter().find(|f| f.warning() == w) {
+        Some(f) => {
+            let mut words = vec!["apply"];
+            words.extend(cfg.files.iter().map(String::as_str));
+            format!("{}; {}", f.describe(), f.fix(&cfg.file, &ctx.suggest(&words)))
+        }
+        None => w.to_string(),
+    }
+}
+
 fn report_dry_run(
     ctx: &Ctx,
     args: &ApplyArgs,
@@ -377,7 +391,7 @@ fn report_dry_run(
     // The script is what a dry run is for: printed even with -q.
     if !ctx.json {
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), "{}", dry_run_script(plan, not_ready));
+        let _ = write!(std::io::stdout(), "{}", crate::output::localize(&dry_run_script(plan, not_ready)));
     }
     // With --dry-run, "changed" says whether apply would change the host.
     let report = ApplyReport::new(plan, true).with_not_ready(not_ready);

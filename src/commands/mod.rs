@@ -42,7 +42,8 @@ use crate::state::{NetnsLock, Pending, Record, StateDir};
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stdout(), "{}", $crate::output::localize(&text));
     }};
 }
 
@@ -51,7 +52,8 @@ macro_rules! say {
 macro_rules! tell {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::output::localize(&text));
     }};
 }
 
@@ -133,14 +135,18 @@ impl Ctx {
         if let Some(command) = self.live_warnings.get() {
             if self.json {
                 let doc = serde_json::json!({ "command": command, "event": "warning", "message": warning });
-                crate::say!("{doc}");
+                crate::output::say_json(&doc, false);
             } else {
                 tell!("roce-route {command}: warning: {warning}");
             }
             return;
         }
         if self.chatty() {
-            tell!("roce-route: warning: {warning}");
+            let line = format!("roce-route: warning: {warning}");
+            match crate::output::stderr_width() {
+                Some(width) => tell!("{}", crate::paste::wrap(&line, width, "  ")),
+                None => tell!("{line}"),
+            }
         }
         let mut all = self.warnings.borrow_mut();
         if !all.contains(&warning) {
@@ -652,13 +658,14 @@ pub fn read_rdma_lenient(
 /// Writes text that carries its own line ends to stdout (never panics).
 pub fn print_text(text: &str) {
     use std::io::Write as _;
-    let _ = std::io::stdout().write_all(text.as_bytes());
+    let _ = std::io::stdout().write_all(crate::output::localize(text).as_bytes());
 }
 
 /// The config of the latest apply in this namespace, for a command that
 /// takes CONFIG or falls back to it (`nccl-env`, `probe`); `usage` is how
 /// to give the config instead.
-pub fn latest_config(ctx: &Ctx, command: &str, usage: &str) -> Result<crate::config::Config, Error> {
+/// `usage`: the words after `roce-route` of the command to suggest instead.
+pub fn latest_config(ctx: &Ctx, command: &str, usage: &[&str]) -> Result<crate::config::Config, Error> {
     let record = ctx.readable_record()?;
     if record.config_files.is_empty() {
         let why = if crate::netns::can_admin_network() {
@@ -666,7 +673,7 @@ pub fn latest_config(ctx: &Ctx, command: &str, usage: &str) -> Result<crate::con
         } else {
             "the record of the latest apply can only be read as root"
         };
-        return Err(Error::Usage(format!("{command}: {why}; give the config: `{usage}`")));
+        return Err(Error::Usage(format!("{command}: {why}; give the config: `{}`", ctx.suggest(usage))));
     }
     Ok(crate::config::parse_many(&record.config_files)?)
 }

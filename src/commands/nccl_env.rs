@@ -14,7 +14,7 @@ use crate::nccl::{self, RailAddrs};
 pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<Done, Error> {
     let cfg = match cfg {
         Some(cfg) => cfg,
-        None => super::latest_config(ctx, "nccl-env", "roce-route nccl-env CONFIG")?,
+        None => super::latest_config(ctx, "nccl-env", &["nccl-env", "/etc/roce-route/"])?,
     };
     let nl = connect().await?;
     let rdma = read_rdma(&args.sysfs, nl.links())?;

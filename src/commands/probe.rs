@@ -41,7 +41,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     let peers = read_peers(args)?;
     let cfg = match cfg {
         Some(cfg) => cfg,
-        None => super::latest_config(ctx, "probe", "roce-route probe CONFIG ...")?,
+        None => super::latest_config(ctx, "probe", &["probe", "/etc/roce-route/", "--peer", "ADDRESS"])?,
     };
     let nl = connect().await?;
     let rails = local_rails(ctx, args, &cfg, &nl).await?;

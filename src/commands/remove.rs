@@ -60,7 +60,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
                 count(ops.len(), "change", "changes")
             );
             use std::io::Write as _;
-            let _ = write!(std::io::stdout(), "{}", render::script(&[head], &ops));
+            let _ = write!(std::io::stdout(), "{}", crate::output::localize(&render::script(&[head], &ops)));
         }
         // With --dry-run, "changed" says whether remove would change the host.
         return Ok(Done::new(exit::OK, !ops.is_empty(), report(ops.iter().map(Change::of).collect())));

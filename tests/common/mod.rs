@@ -1461,3 +1461,39 @@ pub fn promtool(text: &str) -> (bool, String) {
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), said)
 }
+
+/// `command` (`ip ...` or `sysctl ...`) as roce-route prints it under
+/// `--netns ns`: `ip -n NS ...`, `ip netns exec NS sysctl ...`.
+pub fn in_netns(ns: &str, command: &str) -> String {
+    if let Some(rest) = command.strip_prefix("sysctl ") {
+        format!("ip netns exec {ns} sysctl {rest}")
+    } else if let Some(rest) = command.strip_prefix("ip ") {
+        format!("ip -n {ns} {rest}")
+    } else {
+        command.to_string()
+    }
+}
+
+/// A dry-run script printed under `--netns ns`, every command checked to
+/// carry the namespace (pasted as printed it must act there, never on the
+/// host's own), and returned without it, as the command alone.
+pub fn script_without_netns(ns: &str, script: &str) -> String {
+    let (ip, sysctl) = (format!("ip -n {ns} "), format!("ip netns exec {ns} sysctl "));
+    let mut out = String::new();
+    for line in script.split_inclusive('\n') {
+        if line.starts_with('#') || line.trim().is_empty() {
+            out.push_str(line);
+        } else if let Some(rest) = line.strip_prefix(&ip) {
+            out.push_str("ip ");
+            out.push_str(rest);
+        } else if let Some(rest) = line.strip_prefix(&sysctl) {
+            out.push_str("sysctl ");
+            out.push_str(rest);
+        } else {
+            panic!(
+                "a command of the script does not act in namespace {ns}: {line}\n--- script ---\n{script}"
+            );
+        }
+    }
+    out
+}

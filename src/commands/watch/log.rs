@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::commands::{Change, Ctx, Verbosity};
 use crate::plan::NotReady;
-use crate::{say, tell};
+use crate::tell;
 
 /// One line of watch, with the fields its JSON document carries besides
 /// `command`, `event` and `message`.
@@ -90,7 +90,7 @@ pub(super) fn log(ctx: &Ctx, text: &str, event: Event) {
         return;
     }
     if ctx.json {
-        say!("{}", event.document(text));
+        crate::output::say_json(&event.document(text), false);
     } else {
         tell!("roce-route watch: {text}");
     }
