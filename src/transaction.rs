@@ -26,7 +26,10 @@ pub struct Env<'a> {
 }
 
 /// A journal header for a run of `ops`: the sysctl values it records
-/// first and gives back, and the tables it touches.
+/// first and gives back, and the tables it touches. A remove's also holds
+/// everything of the record its commit clears (tables, protocols, assigned
+/// tables), so that undoing it gives the record back as it was and the
+/// journals below it then undo as they were made.
 pub fn header_for(
     kind: RunKind,
     config: Option<String>,
@@ -38,7 +41,13 @@ pub fn header_for(
     let run = if kind == RunKind::Remove { record.origins.removal() } else { record.origins.run_of(ops) };
     header.sysctl_origins = run.recorded;
     header.released_origins = run.released;
-    header.tables = tables_of(ops).into_iter().collect();
+    let mut tables = tables_of(ops);
+    if kind == RunKind::Remove {
+        tables.extend(&record.tables);
+        header.protocols = record.protocols.iter().copied().collect();
+        header.assigned = record.assigned.clone();
+    }
+    header.tables = tables.into_iter().collect();
     header.replaced_config_files = record.config_files.clone();
     header.replaced_discovered = record.discovered.clone();
     header.replaced_sources = record.sources.clone();
@@ -273,5 +282,39 @@ mod tests {
         assert_eq!(h.tables, [103]);
         let h = header_for(RunKind::Remove, None, 234, &[], &record);
         assert_eq!(h.released_origins.len(), 1, "remove gives back every recorded value");
+    }
+
+    /// After apply A, apply B, remove: rolling back the remove must leave
+    /// the record as B left it, or the rollbacks of B and A below it would
+    /// not restore their sysctls and tables exactly.
+    #[test]
+    fn undoing_a_remove_gives_the_record_back_as_it_was() {
+        let p = |s: &str| crate::model::Prefix { addr: s.parse().unwrap(), len: 24 };
+        let mut record = Record {
+            origins: Origins::from_iter([
+                (("rail0".to_string(), SysctlKey::ArpIgnore), 0),
+                (("rail1".to_string(), SysctlKey::ArpAnnounce), 2),
+            ]),
+            tables: [100, 101, 102, 103].into(),
+            protocols: [234, 240].into(),
+            assigned: [("rail9".to_string(), 109)].into(),
+            discovered: [("rail9".to_string(), vec![p("198.51.100.19")])].into(),
+            sources: [("rail0".to_string(), "b.toml".to_string())].into(),
+            config_files: vec![("b.toml".to_string(), "[[interface]]".to_string())],
+        };
+        let after_b = record.clone();
+        // Only table 100 still has routes; 101..103 are in the record alone.
+        let route =
+            Route::connected(100, prefix("198.51.100.0/24"), "rail0", "198.51.100.10".parse().unwrap(), 234);
+        let ops = vec![
+            Op::DelRoute { route, raw: None },
+            Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 1, new: 0 },
+        ];
+        let h = header_for(RunKind::Remove, None, 0, &ops, &record);
+        record.on_start(&h);
+        record.on_commit(&h);
+        assert_eq!(record, Record::default(), "nothing of roce-route's is left after a remove");
+        record.on_undo(&h);
+        assert_eq!(record, after_b);
     }
 }

@@ -287,6 +287,75 @@ fn remove_without_journals_takes_out_everything_owned() {
     assert_dump_eq(&before, &tb.dump(), "after a second remove");
 }
 
+/// The original sysctl values record.json holds (its `origins`), and the
+/// config watch would follow: what each rollback must give back too.
+fn recorded(tb: &Testbed) -> (Value, Value) {
+    let path = tb.ns_state_dir().join("record.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let record: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()));
+    (record["origins"].clone(), record["config_files"].clone())
+}
+
+/// A remove is one more run on the stack, not the end of the history:
+/// apply A, apply B (a fourth rail, gateways, other ARP values; rail1's
+/// own arp_ignore=2 is written back, so B gives its recorded original
+/// back), remove; each rollback then walks one run back: B, A, the host
+/// before A, and then there is nothing left. A second remove, which finds
+/// nothing, costs nothing either.
+#[test]
+fn rollback_after_remove_walks_back_through_the_earlier_applies() {
+    let (tb, original) = host_with_foreign_state(true);
+    let config_a = tb.write_config(&first_interfaces(&tb.config_toml(), 3));
+    let config_b = tb.write_config(&format!(
+        "[defaults]\narp_ignore = 2\narp_announce = 1\n\n{}",
+        tb.config_toml_with_gateway()
+    ));
+
+    tb.apply_ok(&config_a);
+    let (after_a, recorded_a) = (tb.dump(), recorded(&tb));
+    tb.apply_ok(&config_b);
+    let (after_b, recorded_b) = (tb.dump(), recorded(&tb));
+    assert_ne!(after_a, after_b, "apply B changed nothing");
+    assert_ne!(recorded_a, recorded_b, "B recorded nothing of its own");
+
+    tb.rr_ok(&["remove"]);
+    assert_eq!(tb.owned_entries(), Vec::<String>::new(), "left after remove");
+    assert_dump_eq(&original, &tb.dump(), "after remove");
+    assert_eq!(journal_files(&tb.state_base()).len(), 3, "apply A, apply B and the remove are journaled");
+    let again = tb.rr_ok(&["remove"]);
+    assert!(again.contains("nothing to remove"), "second remove said:\n{again}");
+    assert_eq!(journal_files(&tb.state_base()).len(), 3, "a remove that found nothing dropped journals");
+
+    let out = rollback(&tb);
+    assert!(out.contains("rolled back the remove"), "first rollback said:\n{out}");
+    assert_dump_eq(&after_b, &tb.dump(), "after rolling back the remove");
+    assert_eq!(recorded(&tb), recorded_b, "the record after rolling back the remove");
+    assert_check_in_sync(&tb, &config_b, "after rolling back the remove");
+
+    let out = rollback(&tb);
+    assert!(
+        out.contains(&format!("rolled back the apply of {}", path_str(&config_b))),
+        "second rollback:\n{out}"
+    );
+    assert_dump_eq(&after_a, &tb.dump(), "after rolling back the remove, then B");
+    assert_eq!(recorded(&tb), recorded_a, "the record after rolling back B");
+
+    let out = rollback(&tb);
+    assert!(
+        out.contains(&format!("rolled back the apply of {}", path_str(&config_a))),
+        "third rollback:\n{out}"
+    );
+    assert_dump_eq(&original, &tb.dump(), "after rolling back the remove, B, then A");
+    assert_eq!(recorded(&tb).0, serde_json::json!({}), "original values left in the record");
+
+    let report = json_doc(&tb.rr(&["rollback", "--json"]).expect_code(EXIT_OK));
+    assert_eq!(report["changed"], false, "{report:#}");
+    assert_eq!(report["undid"], Value::Null, "{report:#}");
+    assert_eq!(report["still_owned"], 0, "{report:#}");
+    assert_dump_eq(&original, &tb.dump(), "after a fourth rollback");
+}
+
 // ---------------------------------------------------------------------------
 // 4. check
 

@@ -1,7 +1,8 @@
 //! `roce-route remove`: take out every route and rule roce-route owns (by
 //! the protocols it recorded, in the tables it recorded or its rules point
 //! to) and put the sysctls back to the values recorded before roce-route
-//! first changed them. `rollback` undoes a remove.
+//! first changed them. A remove is one more run on the journal stack:
+//! `rollback` undoes it, and the next rollback the run before it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
@@ -69,22 +70,19 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
         if ctx.chatty() {
             say!("roce-route: nothing to remove (no route or rule of roce-route's, sysctls as recorded)");
         }
-        // Nothing of roce-route's is left: older journals describe changes
-        // no longer on the host.
-        if let Some(j) = state.latest_journal()? {
-            state.discard(&j)?;
-        }
-        state.clear_older_journals()?;
+        // Nothing of roce-route's is left: the record forgets its tables,
+        // protocols and config (watch has nothing to follow). The journals
+        // stay: a remove that changed nothing is no run, and the runs before
+        // it can still be rolled back one by one.
         state.write_record(&Record::default())?;
         return Ok(Done::new(exit::OK, false, report(vec![])));
     }
-    let mut header = transaction::header_for(RunKind::Remove, None, 0, &ops, &record);
-    header.protocols = record.protocols.iter().copied().collect();
-    header.assigned = record.assigned.clone();
+    let header = transaction::header_for(RunKind::Remove, None, 0, &ops, &record);
     let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
+    // One more run on the stack: the journals of the runs before it stay
+    // (pruned to the newest 32 at the commit), so a rollback undoes the
+    // remove and the next one the apply before it.
     transaction::begin(&env, &ops, header).await?.commit()?;
-    // Only the remove's own journal stays: `rollback` undoes the remove.
-    state.clear_older_journals()?;
     if ctx.chatty() {
         say!("roce-route: removed {}:", count(ops.len(), "item", "items"));
         for op in &ops {

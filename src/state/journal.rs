@@ -69,7 +69,8 @@ pub struct JournalHeader {
     /// original value): recorded again when the run is undone.
     #[serde(default)]
     pub released_origins: Vec<(String, SysctlKey, u32)>,
-    /// Tables whose routes this run changes.
+    /// Tables whose routes this run changes; a remove's also holds every
+    /// table the record held, given back to it when the remove is undone.
     #[serde(default)]
     pub tables: Vec<u32>,
     /// Protocols roce-route owned when this run started, besides

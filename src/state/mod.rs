@@ -117,7 +117,9 @@ impl StateDir {
     }
 
     /// Keeps the newest MAX_JOURNALS runs of the user (apply, remove):
-    /// rollback can undo that many back. Heals by `watch` never count
+    /// rollback can undo that many back. This is the only place journals of
+    /// committed runs go (besides a rollback discarding what it undid): a
+    /// remove is one more run, never the end of the history. Heals by `watch` never count
     /// against them: a heal goes once it is older than the oldest run kept,
     /// and beyond MAX_HEALS the oldest heals go. Called after a commit, so
     /// that a failed run never costs the oldest rollback point.
@@ -195,14 +197,6 @@ impl StateDir {
     /// Deletes a journal once it has been undone.
     pub fn discard(&self, j: &Journal) -> Result<(), StateError> {
         remove_if_exists(&j.path)
-    }
-
-    /// Deletes every journal but the newest (after `remove`: its own, so
-    /// that `rollback` can undo the remove).
-    pub fn clear_older_journals(&self) -> Result<(), StateError> {
-        let mut files = self.journal_files()?;
-        files.pop();
-        files.iter().try_for_each(|(_, path)| remove_if_exists(path))
     }
 
     /// Journal files by sequence number, oldest first.

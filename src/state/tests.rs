@@ -165,9 +165,6 @@ fn journals_form_a_stack() {
     let latest = dir.latest_journal().unwrap().unwrap();
     dir.discard(&latest).unwrap();
     assert_eq!(dir.latest_journal().unwrap().unwrap().header.kind, RunKind::Apply);
-    dir.begin_journal(header(RunKind::Remove), &[]).unwrap();
-    dir.clear_older_journals().unwrap();
-    assert_eq!(dir.journals().unwrap().len(), 1);
 }
 
 #[test]
@@ -187,6 +184,25 @@ fn pruning_keeps_the_newest_and_only_runs_when_asked() {
         .collect();
     assert_eq!(names.len(), MAX_JOURNALS);
     assert_eq!(names[0], "journal-000004.jsonl");
+}
+
+/// A remove is one more run within the bound: it keeps the runs below
+/// it, and only the oldest beyond MAX_JOURNALS go.
+#[test]
+fn a_remove_keeps_the_runs_below_it_within_the_bound() {
+    let scratch = Scratch::new("remove-bound");
+    let dir = scratch.open().unwrap();
+    for _ in 0..MAX_JOURNALS {
+        dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+        dir.prune_journals().unwrap();
+    }
+    dir.begin_journal(header(RunKind::Remove), &[]).unwrap().commit().unwrap();
+    dir.prune_journals().unwrap();
+    let all = dir.journals().unwrap();
+    assert_eq!(all.len(), MAX_JOURNALS);
+    assert!(all[0].path.ends_with("journal-000002.jsonl"), "{:?}", all[0].path);
+    assert_eq!(all.last().unwrap().header.kind, RunKind::Remove);
+    assert!(all[..MAX_JOURNALS - 1].iter().all(|j| j.header.kind == RunKind::Apply));
 }
 
 #[test]
