@@ -159,3 +159,47 @@ fn commands_without_a_config_suggest_the_full_command() {
         assert_all_in(ns, &format!("{args:?}"), &run.stderr());
     }
 }
+
+/// On a terminal a long warning is wrapped to its width, never inside a
+/// command in backquotes (copied from the screen, a command is one line);
+/// on a pipe each warning stays one line, for a log and grep.
+#[test]
+fn a_long_warning_is_wrapped_to_the_terminal_but_not_its_commands() {
+    use std::process::Command;
+    let tb = Testbed::builder().rails(5).build();
+    let ns = tb.host().name().to_string();
+    let rails = tb.render_config_for(|r| r.table < FIRST_TABLE + 4, |_| Vec::new());
+    let cfg = tb.write_config(&rails);
+    let cfg = path_str(&cfg);
+    let line = format!(
+        "stty rows 24 cols 72; {} --netns {ns} apply --no-announce {cfg}",
+        env!("CARGO_BIN_EXE_roce-route")
+    );
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("ROCE_ROUTE_STATE_DIR", tb.state_base())
+        .output()
+        .expect("script (bsdutils) runs");
+    let screen = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(out.status.success(), "{screen}");
+    let warning: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.starts_with("roce-route: warning: ARP flux: rail4"))
+        .take_while(|l| *l == screen.lines().find(|l| l.contains("ARP flux")).unwrap() || l.starts_with("  "))
+        .collect();
+    assert!(warning.len() > 3, "the ARP-flux warning is not wrapped on a 72-column terminal:\n{screen}");
+    for l in &warning {
+        assert!(l.chars().count() <= 72 || l.contains('`'), "a line past 72 columns: {l:?}\n{screen}");
+        assert_eq!(l.matches('`').count() % 2, 0, "a command in backquotes is broken across lines: {l:?}");
+    }
+    let sysctl = format!("`ip netns exec {ns} sysctl -w net.ipv4.conf.rail4.arp_ignore=1");
+    assert!(warning.iter().any(|l| l.contains(&sysctl)), "{screen}");
+
+    // Not on a terminal: one line.
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
+    let applied = tb.rr(&["apply", "--no-announce", cfg]).expect_code(EXIT_OK);
+    let flux: Vec<String> =
+        applied.stderr().lines().filter(|l| l.contains("ARP flux")).map(String::from).collect();
+    assert_eq!(flux.len(), 1, "{}", applied.report());
+    assert!(flux[0].contains("yourself)") && flux[0].chars().count() > 300, "{}", applied.report());
+}
