@@ -71,20 +71,62 @@ impl Metrics {
         self.snapshot.last_heal = Some(now);
     }
 
+    /// A pass that failed after reading the host (the change it tried
+    /// failed, or was undone): the host is as that reading found it, with
+    /// the differences check would report from it (its kinds; each rail
+    /// in sync unless one concerns it). The RDMA ports stay as last read.
+    pub fn failed_reading(&mut self, desired: &Desired, plan: &crate::diff::Plan) {
+        let mut report = crate::commands::check::build_report(desired, plan, Vec::new(), "", "");
+        report.add_not_ready(&desired.not_ready, "");
+        let s = &mut self.snapshot;
+        let mut rails = std::collections::BTreeMap::new();
+        for rail in &desired.interfaces {
+            let concerned = report.differences.iter().any(|d| d.interface.as_deref() == Some(&rail.name));
+            rails
+                .insert(rail.name.clone(), metrics::Rail { in_sync: !concerned, ..metrics::Rail::default() });
+        }
+        for nr in &desired.not_ready {
+            let rail: &mut metrics::Rail = rails.entry(nr.interface.clone()).or_default();
+            rail.add_not_ready(nr);
+            rail.in_sync = false;
+        }
+        for (name, rail) in &mut rails {
+            rail.rdma = s.rails.get(name).and_then(|r| r.rdma.clone());
+        }
+        s.rails = rails;
+        s.set_drift(report.differences.iter().map(|d| d.kind));
+        s.in_sync = false;
+    }
+
+    /// A failed pass (whether or not it got to read the host): not in
+    /// sync, whatever the last reading said, and counted.
+    pub fn failed(&mut self) {
+        self.snapshot.in_sync = false;
+        self.snapshot.counters.failed_pass();
+    }
+
+    /// A pass that went through, at `now`.
+    pub fn succeeded(&mut self, now: SystemTime) {
+        self.snapshot.last_success = Some(now);
+    }
+
     /// Conflicts stopped the heal: the host is not in sync.
     pub fn conflicts(&mut self, n: usize) {
         self.snapshot.in_sync = false;
         self.snapshot.set_drift(std::iter::repeat_n("conflict", n));
     }
 
-    /// Writes the file (when asked for), with the time of the latest
-    /// apply's journal. Returns the error to say, once while it repeats.
+    /// Writes the file (when asked for), with the time of the user's
+    /// latest apply (its journal's, past the heals after it: none when the
+    /// user's latest run is a remove). Returns the error to say, once while
+    /// it repeats.
     pub fn write(&mut self, state: &StateDir) -> Option<String> {
         let file = self.file.as_ref()?;
-        if let Ok(Some((header, true))) = state.latest_committed()
-            && header.kind == RunKind::Apply
-        {
-            self.snapshot.last_apply = Some(UNIX_EPOCH + Duration::from_secs(header.started_unix));
+        // Unreadable now: the time last read stays.
+        if let Ok(run) = state.latest_user_run() {
+            self.snapshot.last_apply = run
+                .filter(|h| h.kind == RunKind::Apply)
+                .map(|h| UNIX_EPOCH + Duration::from_secs(h.started_unix));
         }
         match metrics::write_textfile(file, &metrics::render(&self.snapshot)) {
             Ok(()) => {
