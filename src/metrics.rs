@@ -734,7 +734,7 @@ roce_route_nccl_gid_index{rail="rail0",device="mlx5_0",port="1"} 3
         assert!(a.contains("roce_route_drift{kind=\"zzz_new\"} 1\n"), "{a}");
         // The families: a fixed order, each once.
         let names: Vec<&str> = a.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
-        assert_eq!(names.len(), 13, "{names:?}");
+        assert_eq!(names.len(), 15, "{names:?}");
         assert_eq!(
             names,
             render(&Snapshot::default())

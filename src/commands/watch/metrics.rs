@@ -210,4 +210,28 @@ mod tests {
         assert!(!m.snapshot.in_sync);
         assert_eq!(m.snapshot.drift.get("conflict"), Some(&2));
     }
+
+    #[test]
+    fn a_failed_pass_is_not_in_sync_with_the_drift_it_read_and_counts() {
+        let mut m = Metrics::default();
+        let desired = Desired { interfaces: vec![rail("rail0"), rail("rail1")], ..Desired::default() };
+        m.planned(&desired);
+        m.succeeded(UNIX_EPOCH + Duration::from_secs(5));
+        assert!(m.snapshot.in_sync);
+        let ops = vec![Op::SetSysctl { iface: "rail1".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 }];
+        let plan = crate::diff::Plan { ops, ..crate::diff::Plan::default() };
+        m.failed_reading(&desired, &plan);
+        m.failed();
+        let s = &m.snapshot;
+        assert!(!s.in_sync);
+        assert_eq!(s.drift.get("sysctl"), Some(&1));
+        assert!(s.rails["rail0"].in_sync && !s.rails["rail1"].in_sync);
+        assert_eq!(s.counters.failed_passes(), 1);
+        assert_eq!(s.last_success, Some(UNIX_EPOCH + Duration::from_secs(5)));
+        // Failed before any reading: not in sync all the same.
+        m.planned(&desired);
+        m.failed();
+        assert!(!m.snapshot.in_sync);
+        assert_eq!(m.snapshot.counters.failed_passes(), 2);
+    }
 }
