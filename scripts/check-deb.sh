@@ -10,6 +10,8 @@ for want in ./usr/sbin/roce-route ./lib/systemd/system/roce-route.service \
     ./lib/systemd/system/roce-route-watch.service \
     ./usr/share/doc/roce-route/examples/90-roce-route.conf \
     ./usr/share/doc/roce-route/examples/roce-route-watch.service.d/metrics.conf \
+    ./usr/share/doc/roce-route/examples/prometheus/roce-route.rules.yml \
+    ./usr/share/doc/roce-route/examples/prometheus/roce-route.rules.test.yml \
     ./etc/roce-route/roce-route.toml.example ./usr/share/man/man8/roce-route.8.gz \
     ./usr/share/man/man5/roce-route.toml.5.gz \
     ./usr/share/doc/roce-route/examples/h100-8-rail.toml \

@@ -190,6 +190,7 @@ pub struct Counters {
     heals: BTreeMap<HealTrigger, u64>,
     drift_found: BTreeMap<String, u64>,
     announcements: u64,
+    failed_passes: u64,
 }
 
 impl Counters {
@@ -208,6 +209,15 @@ impl Counters {
     /// `n` addresses announced to the peers (one per address and round).
     pub fn announced(&mut self, n: u64) {
         bump(&mut self.announcements, n);
+    }
+
+    /// A pass of watch that failed (an error, not a conflict or a wait).
+    pub fn failed_pass(&mut self) {
+        bump(&mut self.failed_passes, 1);
+    }
+
+    pub fn failed_passes(&self) -> u64 {
+        self.failed_passes
     }
 
     pub fn heals(&self, trigger: HealTrigger) -> u64 {
@@ -240,6 +250,10 @@ pub struct Snapshot {
     pub drift: BTreeMap<String, u64>,
     pub counters: Counters,
     pub last_heal: Option<SystemTime>,
+    /// When a pass of watch last went through (read the host to the end:
+    /// in sync, healed, stopped by conflicts, or no config to keep); None
+    /// for check, and for a watch none of whose passes did.
+    pub last_success: Option<SystemTime>,
     /// The last apply that changed the host (the state record's).
     pub last_apply: Option<SystemTime>,
 }
@@ -431,13 +445,26 @@ fn counter_families(s: &Snapshot) -> Vec<Family> {
         "When watch last changed the host back to the config, in Unix seconds (no sample: not since it started).",
         s.last_heal.map(|t| unix_seconds(t).to_string()),
     );
+    let failed = Family::scalar(
+        "roce_route_failed_passes_total",
+        Type::Counter,
+        "Passes of watch that failed (an error: nothing changed, or the change was undone); each leaves in_sync at 0.",
+        Some(c.failed_passes.to_string()),
+    );
+    let last_success = Family::scalar(
+        "roce_route_last_success_timestamp_seconds",
+        Type::Gauge,
+        "When a pass of watch last went through (in sync, healed, or stopped by conflicts), in Unix seconds (no \
+         sample: none since it started).",
+        s.last_success.map(|t| unix_seconds(t).to_string()),
+    );
     let last_apply = Family::scalar(
         "roce_route_last_apply_timestamp_seconds",
         Type::Gauge,
         "When the last apply changed the host, in Unix seconds (no sample: none recorded).",
         s.last_apply.map(|t| unix_seconds(t).to_string()),
     );
-    vec![found, heals, announced, last_heal, last_apply]
+    vec![found, heals, failed, announced, last_heal, last_success, last_apply]
 }
 
 fn rdma_families(s: &Snapshot) -> Vec<Family> {
@@ -616,11 +643,16 @@ roce_route_heals_total{trigger="recheck"} 0
 roce_route_heals_total{trigger="resync"} 0
 roce_route_heals_total{trigger="retry"} 0
 roce_route_heals_total{trigger="start"} 0
+# HELP roce_route_failed_passes_total Passes of watch that failed (an error: nothing changed, or the change was undone); each leaves in_sync at 0.
+# TYPE roce_route_failed_passes_total counter
+roce_route_failed_passes_total 0
 # HELP roce_route_announcements_total Addresses announced to the peers (gratuitous ARP, unsolicited neighbour advertisement), once per address and round.
 # TYPE roce_route_announcements_total counter
 roce_route_announcements_total 0
 # HELP roce_route_last_heal_timestamp_seconds When watch last changed the host back to the config, in Unix seconds (no sample: not since it started).
 # TYPE roce_route_last_heal_timestamp_seconds gauge
+# HELP roce_route_last_success_timestamp_seconds When a pass of watch last went through (in sync, healed, or stopped by conflicts), in Unix seconds (no sample: none since it started).
+# TYPE roce_route_last_success_timestamp_seconds gauge
 # HELP roce_route_last_apply_timestamp_seconds When the last apply changed the host, in Unix seconds (no sample: none recorded).
 # TYPE roce_route_last_apply_timestamp_seconds gauge
 roce_route_last_apply_timestamp_seconds 1700000000
@@ -702,7 +734,7 @@ roce_route_nccl_gid_index{rail="rail0",device="mlx5_0",port="1"} 3
         assert!(a.contains("roce_route_drift{kind=\"zzz_new\"} 1\n"), "{a}");
         // The families: a fixed order, each once.
         let names: Vec<&str> = a.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
-        assert_eq!(names.len(), 13, "{names:?}");
+        assert_eq!(names.len(), 15, "{names:?}");
         assert_eq!(
             names,
             render(&Snapshot::default())

@@ -17,6 +17,8 @@
 //!   committed (before apply announces, or hands over to its guard).
 //! - `ROCE_ROUTE_WATCH_RCVBUF=N`: the receive buffer of watch's
 //!   notification socket, to make it overflow.
+//! - `ROCE_ROUTE_GUARD_STALL=1`: the confirmation guard stops itself
+//!   (SIGSTOP) before it answers anything: a guard that does not answer.
 
 #[cfg(feature = "fault-injection")]
 mod hooks {
@@ -102,6 +104,14 @@ mod hooks {
         std::env::var("ROCE_ROUTE_WATCH_RCVBUF").ok()?.parse().ok()
     }
 
+    /// `ROCE_ROUTE_GUARD_STALL=1`: the guard stops itself (SIGSTOP) at
+    /// start, its socket listening and unanswered, until SIGCONT or SIGKILL.
+    pub fn guard_stall() {
+        if std::env::var("ROCE_ROUTE_GUARD_STALL").is_ok_and(|v| v == "1") {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+        }
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -121,7 +131,9 @@ mod hooks {
 }
 
 #[cfg(feature = "fault-injection")]
-pub use hooks::{after_commit, after_journal, after_step, before_step, step_delay, watch_rcvbuf};
+pub use hooks::{
+    after_commit, after_journal, after_step, before_step, guard_stall, step_delay, watch_rcvbuf,
+};
 
 #[cfg(not(feature = "fault-injection"))]
 mod hooks {
@@ -139,7 +151,11 @@ mod hooks {
     pub fn watch_rcvbuf() -> Option<usize> {
         None
     }
+    #[inline(always)]
+    pub fn guard_stall() {}
 }
 
 #[cfg(not(feature = "fault-injection"))]
-pub use hooks::{after_commit, after_journal, after_step, before_step, step_delay, watch_rcvbuf};
+pub use hooks::{
+    after_commit, after_journal, after_step, before_step, guard_stall, step_delay, watch_rcvbuf,
+};

@@ -202,3 +202,36 @@ fn a_confirm_apply_in_sync_releases_its_guard_at_once() {
     poll_until("the guard to end", Duration::from_secs(5), || !guard_armed(&tb.state_base()));
     tb.apply(&config, &["--no-announce"]).expect_code(EXIT_OK);
 }
+
+/// A guard that does not answer the `status` of the apply that started it
+/// (it stopped itself: the ROCE_ROUTE_GUARD_STALL hook) is stopped by that
+/// apply when it gives up on it after 10 s: no process, no socket, no
+/// `pending` left, and the next apply runs. (Red when it was left running:
+/// the next apply was refused, a guard listening "for another apply
+/// --confirm", in the name of the apply that had given up.)
+#[test]
+fn a_guard_that_does_not_answer_is_stopped_when_the_apply_gives_up() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.standard_config();
+    let mut cmd = tb.rr_cmd(&["apply", "--confirm", "120", path_str(&cfg)]);
+    cmd.env("ROCE_ROUTE_GUARD_STALL", "1");
+    let run = Run::of(cmd);
+    assert_ne!(run.code(), Some(EXIT_OK), "{}", run.report());
+    let err = run.stderr();
+    let pid: u32 = err
+        .split("guard (pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no guard pid in: {}", run.report()));
+    assert!(err.contains("did not start"), "{}", run.report());
+    assert!(tb.owned_entries().is_empty(), "nothing was changed: {:?}", tb.owned_entries());
+    let next = tb.apply(&cfg, &[]);
+    let left_running = std::path::Path::new(&format!("/proc/{pid}")).exists();
+    if left_running {
+        kill9(u64::from(pid));
+    }
+    assert_eq!(next.code(), Some(EXIT_OK), "the next apply: {}", next.report());
+    assert!(!left_running, "the guard {pid} apply gave up on is still there");
+    assert!(!guard_armed(&tb.state_base()), "pending is left");
+}

@@ -136,3 +136,33 @@ fn a_watch_that_ran_a_while() {
     assert!(text.contains("roce_route_heals_total{trigger=\"events\"} 2\n"), "{text}");
     assert!(text.contains("\nroce_route_last_heal_timestamp_seconds 1750000000.125\n"), "{text}");
 }
+
+/// The shipped alert rules (dist/prometheus/roce-route.rules.yml): promtool
+/// accepts them (`check rules`), their unit tests pass (`test rules`: each
+/// alert fires on the series of a failing, a stopped and an out-of-sync
+/// watch, and stays silent on a healthy one), and every family they name
+/// is one the metrics render.
+#[test]
+fn the_shipped_alert_rules_fire_as_their_tests_say() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/prometheus");
+    for args in [["check", "rules", "roce-route.rules.yml"], ["test", "rules", "roce-route.rules.test.yml"]] {
+        let out = std::process::Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap_or_else(|e| panic!("promtool (Debian package `prometheus`): {e}"));
+        let said =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "promtool {}: {said}", args.join(" "));
+    }
+    let rules = std::fs::read_to_string(dir.join("roce-route.rules.yml")).unwrap();
+    let rendered = metrics::render(&Snapshot::default());
+    let named: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("roce_route_"))
+        .collect();
+    assert!(named.len() >= 3, "{named:?}");
+    for name in named {
+        assert!(rendered.contains(&format!("\n# TYPE {name} ")), "the rules name {name}, which is no family");
+    }
+}

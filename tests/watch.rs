@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use watch_lines::{HEAL_TIMEOUT, Watch};
+use watch_lines::{HEAL_TIMEOUT, Watch, read_only_proc_sys};
 
 fn is_routed(tb: &Testbed, k: usize) -> bool {
     let r = tb.rail(k);
@@ -673,4 +673,72 @@ fn a_bad_sysfs_root_matters_only_to_the_metrics() {
     w.assert_running();
     tb.ip_host(&format!("rule del from {}", tb.rail(1).v4));
     wait_healed(&tb, &w, 1, "without --metrics, with a bad --sysfs-root");
+}
+
+/// The value of the unlabeled sample `name` in a metrics text, if any.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A watch whose heals fail (its /proc/sys read-only: each write of the
+/// reset arp_ignore fails with EROFS) says so in its file, as check says at
+/// the same moment: not in sync, the sysctl drift on rail1, each failed
+/// pass counted, and the last success left at the pass before the reset.
+/// (Red before failed passes reached the metrics: the file kept
+/// `in_sync 1` and `drift{kind="sysctl"} 0` while check said 0 and 1.)
+#[test]
+fn a_watch_whose_heals_fail_says_so_in_its_metrics() {
+    let (tb, cfg) = applied(2);
+    let file = tb.dir().join("failing.prom");
+    let cmd = tb.rr_cmd(&["--json", "watch", "--resync", "1", "--metrics", path_str(&file)]);
+    let w = Watch::start_cmd(&tb, "rofail", read_only_proc_sys(cmd));
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    let at_start = read();
+    assert!(at_start.contains("\nroce_route_in_sync 1\n"), "{at_start}\n{}", w.log());
+    tb.set_host_sysctl("rail1", "arp_ignore", 0);
+    // The file is written before the pass line: it has that pass.
+    poll_until("a failed pass", HEAL_TIMEOUT, || w.passes().iter().any(|p| p["outcome"] == "failed"));
+    assert!(w.log().contains("Read-only file system"), "the heal failed for the reason set up: {}", w.log());
+    assert_eq!(tb.host_sysctl("rail1", "arp_ignore"), 0, "nothing healed");
+    let text = read();
+    assert!(text.contains("\nroce_route_in_sync 0\n"), "{text}");
+    assert!(text.contains("\nroce_route_drift{kind=\"sysctl\"} 1\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail1\"} 0\n"), "{text}");
+    assert!(text.contains("\nroce_route_rail_in_sync{rail=\"rail0\"} 1\n"), "{text}");
+    let (ok, said) = promtool(&text);
+    assert!(ok && said.trim().is_empty(), "promtool says:\n{said}\non:\n{text}");
+    assert_eq!(sample(&at_start, "roce_route_failed_passes_total"), Some(0.0), "{at_start}");
+    assert!(sample(&text, "roce_route_failed_passes_total").is_some_and(|n| n >= 1.0), "{text}");
+    let started = sample(&at_start, "roce_route_last_success_timestamp_seconds");
+    assert!(started.is_some(), "a success at start: {at_start}");
+    assert_eq!(sample(&text, "roce_route_last_success_timestamp_seconds"), started, "{text}");
+    let check = tb.rr(&["check", "--format", "prometheus", path_str(&cfg)]).expect_code(EXIT_DRIFT).stdout();
+    assert!(check.contains("\nroce_route_in_sync 0\n"), "{check}");
+    assert!(check.contains("\nroce_route_drift{kind=\"sysctl\"} 1\n"), "{check}");
+}
+
+/// `last_apply_timestamp_seconds` is the user's apply's time, also after
+/// a restart of watch that follows a heal (the newest journal a heal's).
+/// (Red when it was read from the newest journal alone: no sample after
+/// the restart.)
+#[test]
+fn the_last_apply_survives_a_heal_and_a_restart() {
+    let (tb, _cfg) = applied(2);
+    let file = tb.dir().join("restart.prom");
+    let arg = file.to_string_lossy().into_owned();
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    let mut w = Watch::start_with(&tb, "first", |c| {
+        c.args(["--metrics", &arg]);
+    });
+    let applied_at = sample(&read(), "roce_route_last_apply_timestamp_seconds").expect("the apply's time");
+    tb.ip_host(&format!("rule del from {}", tb.rail(1).v4));
+    wait_healed(&tb, &w, 1, "a rule deleted");
+    poll_until("watch's heal line", HEAL_TIMEOUT, || w.heals() >= 1);
+    w.bg.kill();
+    std::fs::remove_file(&file).unwrap();
+    let _w = Watch::start_with(&tb, "second", |c| {
+        c.args(["--metrics", &arg]);
+    });
+    let text = read();
+    assert_eq!(sample(&text, "roce_route_last_apply_timestamp_seconds"), Some(applied_at), "{text}");
 }

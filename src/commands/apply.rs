@@ -441,9 +441,12 @@ impl Guard {
         match confirm::ask("status", Some(Duration::from_secs(10))) {
             Ok(Answer::Waiting { .. }) => Ok(Guard { pid, seconds, deadline_unix, trial, after }),
             other => {
+                // A guard given up on must not go on answering `waiting`
+                // (refusing every apply and heal in the name of this one).
+                confirm::stop_guard(pid);
                 let _ = state.clear_pending();
                 Err(Error::Other(anyhow::anyhow!(
-                    "the confirmation guard (pid {pid}) did not start ({}); nothing was changed",
+                    "the confirmation guard (pid {pid}) did not start ({}; stopped); nothing was changed",
                     match other {
                         Ok(a) => format!("it answered {:?}", a.line()),
                         Err(e) => e.to_string(),

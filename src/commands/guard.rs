@@ -40,6 +40,7 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
         ))
     })?;
     listener.set_nonblocking(true).map_err(|e| Error::Other(anyhow::anyhow!("guard socket: {e}")))?;
+    crate::testhooks::guard_stall();
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let mut waiters: Vec<UnixStream> = Vec::new();
     let (decided_by, revert) = decide(ctx, args, &listener, deadline, &mut waiters);

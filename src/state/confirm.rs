@@ -258,6 +258,25 @@ pub fn ready(timeout: Duration) -> io::Result<Result<ReadyLink, Answer>> {
     }
 }
 
+/// Stops the guard `pid` that apply started and gives up on (it did not
+/// answer `status` in time): before the change, so there is nothing for
+/// it to revert. SIGKILL (a SIGTERM asks it to revert, which waits for the
+/// namespace lock the apply holds), reaped (apply's child: the pid cannot
+/// be another process's meanwhile), and its socket removed, so that no
+/// later command takes it for a guard that waits. Under the namespace
+/// lock: nothing else binds the socket meanwhile.
+pub fn stop_guard(pid: u32) {
+    let Ok(raw) = i32::try_from(pid) else { return };
+    let pid = nix::unistd::Pid::from_raw(raw);
+    if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).is_ok() {
+        // SAFETY: waitpid only writes the status, here to no buffer.
+        unsafe { libc::waitpid(raw, std::ptr::null_mut(), 0) };
+    }
+    if let Ok(path) = socket_path() {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// Binds the guard's socket in the run directory of this network
 /// namespace (created if missing). Called under the namespace lock, so no
 /// other roce-route binds meanwhile. A socket file left by a guard that

@@ -188,6 +188,19 @@ impl StateDir {
         Ok(self.latest_journal()?.map(|j| (j.header, j.committed)))
     }
 
+    /// The header of the user's newest committed run (apply, remove),
+    /// past the heals after it: what `last_apply` is read from, also when
+    /// a heal is the newest journal. The heals are passed by name, unread.
+    pub fn latest_user_run(&self) -> Result<Option<JournalHeader>, StateError> {
+        for (_, path) in self.journal_files()?.iter().rev().filter(|(_, p)| !is_heal(p)) {
+            let journal = read_journal(path)?;
+            if journal.committed {
+                return Ok(Some(journal.header));
+            }
+        }
+        Ok(None)
+    }
+
     /// All journals, oldest first.
     #[cfg(test)]
     pub fn journals(&self) -> Result<Vec<Journal>, StateError> {

@@ -30,12 +30,18 @@ impl Watch {
     }
 
     pub fn start_with(tb: &Testbed, tag: &str, adjust: impl FnOnce(&mut Command)) -> Watch {
+        let mut cmd = tb.rr_cmd(&["--json", "watch"]);
+        adjust(&mut cmd);
+        Watch::start_cmd(tb, tag, cmd)
+    }
+
+    /// `cmd` (a `--json watch`, perhaps wrapped, see `read_only_proc_sys`)
+    /// started as `start_with` starts its own.
+    pub fn start_cmd(tb: &Testbed, tag: &str, mut cmd: Command) -> Watch {
         let notify = tb.dir().join(format!("{tag}.notify"));
         let sock = UnixDatagram::bind(&notify).unwrap();
         sock.set_read_timeout(Some(HEAL_TIMEOUT)).unwrap();
-        let mut cmd = tb.rr_cmd(&["--json", "watch"]);
         cmd.env("NOTIFY_SOCKET", &notify);
-        adjust(&mut cmd);
         let out = tb.dir().join(format!("{tag}.out"));
         let err = tb.dir().join(format!("{tag}.err"));
         let bg = Background::spawn_logged(cmd, "roce-route watch", &out, &err);
@@ -100,6 +106,35 @@ impl Watch {
     pub fn assert_running(&mut self) {
         assert!(self.bg.is_running(), "watch exited\n{}", self.log());
     }
+}
+
+/// `cmd` run in a private mount namespace (`unshare -m`, private
+/// propagation) whose /proc/sys is a read-only bind of itself: every
+/// sysctl write it makes fails with EROFS, a real kernel failure. Only
+/// that process sees the read-only mount (the host's /proc/sys and the
+/// test's stay writable); its pid is the command's (sh and unshare exec).
+pub fn read_only_proc_sys(cmd: Command) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped.args([
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec \"$0\" \"$@\"",
+    ]);
+    wrapped.arg(cmd.get_program()).args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(v) => wrapped.env(key, v),
+            None => wrapped.env_remove(key),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped.stdin(std::process::Stdio::null());
+    wrapped
 }
 
 /// Every line has these besides its event's own fields.

@@ -26,7 +26,7 @@ impl Watcher<'_> {
     /// place of one of its own stops the heal (`Err`, the conflicts);
     /// watch never takes one over.
     pub(super) async fn converge(
-        &self,
+        &mut self,
         nl: &mut Netlink,
         cfg: &Config,
         record: &Record,
@@ -47,18 +47,28 @@ impl Watcher<'_> {
         let adjust = |r: &mut Record| forget_replaced(r, &addrs);
         // The gate stops at conflicts with the error that says so; only
         // that error is turned into the answer, any other stays an error.
-        let gate = |_: &Record, _: &crate::plan::Desired, plan: &crate::diff::Plan| {
+        // The last reading, for the metrics of a pass that fails after it.
+        let mut reading = None;
+        let gate = |_: &Record, desired: &crate::plan::Desired, plan: &crate::diff::Plan| {
+            reading = Some((desired.clone(), plan.clone()));
             if plan.conflicts.is_empty() {
                 return Ok(());
             }
             let entries = plan.conflicts.iter().map(|c| (c.entry.clone(), c.why.clone())).collect();
             Err(Error::Conflicts { report: "entries roce-route does not own are in the way".into(), entries })
         };
-        match converge::converge(self.state, nl, &self.ctx.stop, &req, gate, adjust).await {
+        let converged = converge::converge(self.state, nl, &ctx.stop, &req, gate, adjust).await;
+        match converged {
             Err(Error::Conflicts { entries, .. }) => {
                 Ok(Err(entries.into_iter().map(|(entry, why)| format!("{entry} ({why})")).collect()))
             }
-            other => other.map(Ok),
+            Err(e) => {
+                if let Some((desired, plan)) = &reading {
+                    self.metrics.failed_reading(desired, plan);
+                }
+                Err(e)
+            }
+            Ok(converged) => Ok(Ok(converged)),
         }
     }
 

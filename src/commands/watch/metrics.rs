@@ -71,20 +71,62 @@ impl Metrics {
         self.snapshot.last_heal = Some(now);
     }
 
+    /// A pass that failed after reading the host (the change it tried
+    /// failed, or was undone): the host is as that reading found it, with
+    /// the differences check would report from it (its kinds; each rail
+    /// in sync unless one concerns it). The RDMA ports stay as last read.
+    pub fn failed_reading(&mut self, desired: &Desired, plan: &crate::diff::Plan) {
+        let mut report = crate::commands::check::build_report(desired, plan, Vec::new(), "", "");
+        report.add_not_ready(&desired.not_ready, "");
+        let s = &mut self.snapshot;
+        let mut rails = std::collections::BTreeMap::new();
+        for rail in &desired.interfaces {
+            let concerned = report.differences.iter().any(|d| d.interface.as_deref() == Some(&rail.name));
+            rails
+                .insert(rail.name.clone(), metrics::Rail { in_sync: !concerned, ..metrics::Rail::default() });
+        }
+        for nr in &desired.not_ready {
+            let rail: &mut metrics::Rail = rails.entry(nr.interface.clone()).or_default();
+            rail.add_not_ready(nr);
+            rail.in_sync = false;
+        }
+        for (name, rail) in &mut rails {
+            rail.rdma = s.rails.get(name).and_then(|r| r.rdma.clone());
+        }
+        s.rails = rails;
+        s.set_drift(report.differences.iter().map(|d| d.kind));
+        s.in_sync = false;
+    }
+
+    /// A failed pass (whether or not it got to read the host): not in
+    /// sync, whatever the last reading said, and counted.
+    pub fn failed(&mut self) {
+        self.snapshot.in_sync = false;
+        self.snapshot.counters.failed_pass();
+    }
+
+    /// A pass that went through, at `now`.
+    pub fn succeeded(&mut self, now: SystemTime) {
+        self.snapshot.last_success = Some(now);
+    }
+
     /// Conflicts stopped the heal: the host is not in sync.
     pub fn conflicts(&mut self, n: usize) {
         self.snapshot.in_sync = false;
         self.snapshot.set_drift(std::iter::repeat_n("conflict", n));
     }
 
-    /// Writes the file (when asked for), with the time of the latest
-    /// apply's journal. Returns the error to say, once while it repeats.
+    /// Writes the file (when asked for), with the time of the user's
+    /// latest apply (its journal's, past the heals after it: none when the
+    /// user's latest run is a remove). Returns the error to say, once while
+    /// it repeats.
     pub fn write(&mut self, state: &StateDir) -> Option<String> {
         let file = self.file.as_ref()?;
-        if let Ok(Some((header, true))) = state.latest_committed()
-            && header.kind == RunKind::Apply
-        {
-            self.snapshot.last_apply = Some(UNIX_EPOCH + Duration::from_secs(header.started_unix));
+        // Unreadable now: the time last read stays.
+        if let Ok(run) = state.latest_user_run() {
+            self.snapshot.last_apply = run
+                .filter(|h| h.kind == RunKind::Apply)
+                .map(|h| UNIX_EPOCH + Duration::from_secs(h.started_unix));
         }
         match metrics::write_textfile(file, &metrics::render(&self.snapshot)) {
             Ok(()) => {
@@ -167,5 +209,29 @@ mod tests {
         m.conflicts(2);
         assert!(!m.snapshot.in_sync);
         assert_eq!(m.snapshot.drift.get("conflict"), Some(&2));
+    }
+
+    #[test]
+    fn a_failed_pass_is_not_in_sync_with_the_drift_it_read_and_counts() {
+        let mut m = Metrics::default();
+        let desired = Desired { interfaces: vec![rail("rail0"), rail("rail1")], ..Desired::default() };
+        m.planned(&desired);
+        m.succeeded(UNIX_EPOCH + Duration::from_secs(5));
+        assert!(m.snapshot.in_sync);
+        let ops = vec![Op::SetSysctl { iface: "rail1".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 }];
+        let plan = crate::diff::Plan { ops, ..crate::diff::Plan::default() };
+        m.failed_reading(&desired, &plan);
+        m.failed();
+        let s = &m.snapshot;
+        assert!(!s.in_sync);
+        assert_eq!(s.drift.get("sysctl"), Some(&1));
+        assert!(s.rails["rail0"].in_sync && !s.rails["rail1"].in_sync);
+        assert_eq!(s.counters.failed_passes(), 1);
+        assert_eq!(s.last_success, Some(UNIX_EPOCH + Duration::from_secs(5)));
+        // Failed before any reading: not in sync all the same.
+        m.planned(&desired);
+        m.failed();
+        assert!(!m.snapshot.in_sync);
+        assert_eq!(m.snapshot.counters.failed_passes(), 2);
     }
 }

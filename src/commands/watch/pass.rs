@@ -96,6 +96,16 @@ impl<'a> Watcher<'a> {
             Err(e) => self.failed(&e),
         };
         self.deferred = outcome == Outcome::Deferred;
+        match outcome {
+            Outcome::Failed { .. } => self.metrics.failed(),
+            // A wait (a confirmation, the lock) or a stop is no pass that
+            // went through: a watch held back for good shows as one whose
+            // last success gets old.
+            Outcome::Deferred | Outcome::Stopped => {}
+            Outcome::NoConfig | Outcome::Conflicts | Outcome::InSync | Outcome::Healed => {
+                self.metrics.succeeded(std::time::SystemTime::now());
+            }
+        }
         self.write_metrics();
         if self.ctx.json || self.ctx.verbosity == Verbosity::Verbose {
             let why = trigger.words();
