@@ -61,6 +61,10 @@ pub struct Desired {
     /// What roce-route keeps of the not-ready parts: the entries it made
     /// for them earlier stay as they are (never deleted as stale).
     pub keep: Keep,
+    /// Not-ready addresses whose earlier entries are not kept (the address
+    /// is on another interface now): (interface, address, its table). What
+    /// a run deletes of them is known from its plan (`NotReady::line`).
+    pub unkept: Vec<(String, IpAddr, u32)>,
     /// Addresses of interfaces without `addresses`, as found now plus the
     /// ones found at the last apply that are gone (recorded again).
     pub discovered: BTreeMap<String, Vec<Prefix>>,
@@ -289,6 +293,8 @@ fn addresses_not_ready(d: &mut Desired, iface: &Interface, resolved: &Resolved<'
         if m.keep {
             d.keep.sources.insert(m.addr);
             d.keep.subnets_of.insert((iface.table, m.addr));
+        } else {
+            d.unkept.push((iface.name.clone(), m.addr, iface.table));
         }
     }
     if iface.addresses.is_none() {
