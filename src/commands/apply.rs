@@ -305,7 +305,12 @@ impl Apply<'_> {
         let (desired, plan) = reconcile::reconcile(nl, self.cfg, args.adopt, &record).await?;
         self.warn_rdma(&desired);
         strict_check(args, &desired.not_ready)?;
-        report_not_ready(ctx, &desired, &plan.ops);
+        // The script says what is not ready as `#` comments; on stderr too
+        // unless both go to the same place (a terminal, `>log 2>&1`), where
+        // it would show twice. A pipe or file keeps the script's comments.
+        if ctx.json || !stdout_is_stderr() {
+            report_not_ready(ctx, &desired, &plan.ops);
+        }
         let dropped = dropped_with_file(&record, self.cfg, &desired, &plan.ops);
         warn_dropped(ctx, &dropped);
         let mut done = report_dry_run(ctx, args, &self.cfg.files, &plan, &desired)?;
@@ -417,6 +422,14 @@ fn not_ready_tail(not_ready: &[NotReady]) -> String {
     format!("; {} not ready, left alone", count(rails.len(), "rail", "rails"))
 }
 
+/// Whether standard output and standard error are the same file (the same
+/// terminal, or one file or pipe for both).
+fn stdout_is_stderr() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = |fd: u8| std::fs::metadata(format!("/proc/self/fd/{fd}")).ok().map(|m| (m.dev(), m.ino()));
+    matches!((id(1), id(2)), (Some(a), Some(b)) if a == b)
+}
+
 /// `--strict`: all or nothing.
 fn strict_check(args: &ApplyArgs, not_ready: &[NotReady]) -> Result<(), Error> {
     if !args.strict || not_ready.is_empty() {
@@ -467,7 +480,6 @@ pub fn apply_args<'a>(files: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
 struct Guard {
     pid: u32,
     seconds: u64,
-    deadline_unix: u64,
     /// The trial id its journals carry.
     trial: String,
     /// The newest journal before the trial.
@@ -496,7 +508,7 @@ impl Guard {
         })?;
         // Nothing is changed unless the guard is up and owns the deadline.
         match confirm::ask("status", Some(Duration::from_secs(10))) {
-            Ok(Answer::Waiting { .. }) => Ok(Guard { pid, seconds, deadline_unix, trial, after }),
+            Ok(Answer::Waiting { .. }) => Ok(Guard { pid, seconds, trial, after }),
             other => {
                 let _ = state.clear_pending();
                 Err(Error::Other(anyhow::anyhow!(
@@ -585,10 +597,12 @@ fn await_outcome(ctx: &Ctx, guard: &Guard) -> Answer {
     match guard.ready() {
         Ok(Err(early)) => early,
         Ok(Ok(link)) => {
-            let left = guard.deadline_unix.saturating_sub(crate::state::unix_now());
+            // The deadline as given (`--confirm SECONDS`), not the seconds
+            // left once the change is made: those are in `show`.
             let enter = watch_enter_key();
             tell!(
-                "roce-route: applied; keeping it only if confirmed within {left} s: run `{}`{}",
+                "roce-route: applied; keeping it only if confirmed within {} s: run `{}`{}",
+                guard.seconds,
                 ctx.suggest(&["confirm"]),
                 if enter.is_some() { " or press Enter" } else { "" }
             );
