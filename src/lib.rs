@@ -41,6 +41,7 @@ pub mod render;
 pub mod risks;
 pub mod signals;
 pub mod state;
+pub mod suggest;
 pub mod sysctl;
 pub mod sysfs;
 pub mod testhooks;

@@ -9,6 +9,8 @@ use std::fs;
 
 use common::*;
 
+const EXIT_NOT_READY: i32 = 5;
+
 /// Writes the standard blocks of `rails` into `dir/name`.
 fn file_of(tb: &Testbed, dir: &std::path::Path, name: &str, rails: &[&str], extra: &str) -> String {
     let text = tb.render_config_for(|r| rails.contains(&r.name.as_str()), |_| vec![]);
@@ -44,6 +46,34 @@ fn two_files_apply_together_and_one_alone_names_the_other() {
     );
     let run = tb.rr(&["apply", &compute]).expect_code(EXIT_OK);
     run.expect_stderr(&[&format!("interface rail2 was applied from {storage}, which is not given now")]);
+}
+
+/// Issue 27: a config of absent interfaces (ib0..ib3) on the applied
+/// rails' tables and addresses. Old: "this apply removes its routes, rules
+/// and sysctls" of rail0..rail3, though the not-ready ib rails kept their
+/// tables (only the sysctls went back); and the next apply of the real
+/// config warned it removed ib0's entries, which never existed.
+#[test]
+fn a_dropped_file_warning_says_what_the_plan_removes() {
+    let tb = Testbed::builder().rails(4).build();
+    let rails = file_of(&tb, tb.dir(), "rails.toml", &["rail0", "rail1", "rail2", "rail3"], "");
+    tb.rr(&["apply", &rails]).expect_code(EXIT_OK);
+    let ib = tb.dir().join("ib.toml");
+    fs::write(&ib, fs::read_to_string(&rails).unwrap().replace("name = \"rail", "name = \"ib")).unwrap();
+    let run = tb.rr(&["apply", path_str(&ib)]).expect_code(EXIT_NOT_READY);
+    let stderr = run.stderr();
+    assert!(!stderr.contains("removes its routes"), "{stderr}");
+    for k in 0..4 {
+        let r = tb.rail(k);
+        let line = format!(
+            "interface rail{k} was applied from {rails}, which is not given now: this apply sets its 2 sysctls \
+             back to the values recorded before roce-route, and deletes no route or rule of it"
+        );
+        assert!(stderr.contains(&line), "{stderr}");
+        assert!(tb.route_get(PEER_V4, &r.v4).contains(&format!("table {}", r.table)), "rail{k}: {stderr}");
+    }
+    let again = tb.rr(&["apply", &rails]).expect_code(EXIT_OK);
+    assert!(!again.stderr().contains("ib0"), "{}", again.stderr());
 }
 
 #[test]

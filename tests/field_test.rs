@@ -242,6 +242,28 @@ fn a_confirm_during_the_revert_reports_the_revert() {
     assert_dump_eq(&before, &tb.dump(), "an unconfirmed change stayed");
 }
 
+/// Issue 27: `--confirm 6` says "within 6 s", the deadline the user gave,
+/// however long the change took (old: the seconds left once it was made,
+/// here 2 or 3).
+#[test]
+fn the_confirmation_line_says_the_deadline_given() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.config_for(2, &[]);
+    // 8 steps of 400 ms: the change takes over 3 s of the 6.
+    let mut cmd = tb.roce_route_in(&tb.state_base(), &["apply", "--no-announce", "--confirm", "6", &cfg]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "400");
+    cmd.stdin(Stdio::null());
+    let apply = Background::spawn(cmd, "apply --confirm 6, slow steps");
+    poll_until("the apply to finish its steps", Duration::from_secs(30), || {
+        tb.host_sysctl("rail1", "arp_announce") == 2
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    tb.rr(&["confirm"]).expect_code(EXIT_OK);
+    let run = apply.wait_timeout(Duration::from_secs(30));
+    assert_eq!(run.code(), Some(EXIT_OK), "{}", run.report());
+    run.expect_stderr(&["applied; keeping it only if confirmed within 6 s: run `roce-route"]);
+}
+
 /// The waiting apply SIGKILLed: the change is still reverted at the
 /// deadline, with no further command.
 #[test]

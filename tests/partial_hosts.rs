@@ -64,6 +64,29 @@ fn a_deleted_rail_leaves_the_others_applied_with_exit_5() {
     assert!(kinds.iter().any(|k| k.contains("missing_rule") && k.contains("198.51.100.13")), "{kinds:#?}");
 }
 
+/// Issue 27: a dry run whose output and errors go to one place (a
+/// terminal, `>log 2>&1`) says what is not ready once, as the script's
+/// comment (old: also on stderr, so twice); to separate places, both keep
+/// it (a pipe keeps the script's comment).
+#[test]
+fn a_dry_run_says_a_not_ready_part_once_where_both_streams_meet() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.config_for(2, &[]);
+    tb.ip_host("link set rail1 down");
+    let log = tb.dir().join("dry-run.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut cmd = tb.rr_cmd(&["apply", "--dry-run", &cfg]);
+    cmd.stdout(file.try_clone().unwrap()).stderr(file);
+    let status = cmd.status().unwrap();
+    assert_eq!(status.code(), Some(EXIT_NOT_READY));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches("not ready, left alone: rail1: is administratively down").count(), 1, "{text}");
+    assert!(text.contains("# not ready, left alone: rail1"), "{text}");
+    let apart = tb.rr(&["apply", "--dry-run", &cfg]).expect_code(EXIT_NOT_READY);
+    apart.expect_stdout(&["# not ready, left alone: rail1"]);
+    apart.expect_stderr(&["roce-route: not ready, left alone: rail1"]);
+}
+
 #[test]
 fn an_admin_down_rail_is_left_alone_until_it_is_up() {
     let tb = Testbed::builder().rails(3).build();

@@ -102,6 +102,14 @@ fn a_correct_pair_of_hosts_is_right_on_every_pair_ipv4_and_ipv6() {
         assert_eq!(cells[0], format!("rail{k}"), "{text}");
         assert_eq!(&cells[1..], ["ok"; 8], "{text}");
     }
+    // Issue 27: with -v, a line per right pair with its RTT and path MTU
+    // (old: the matrix's `ok` only, though the README promised the MTU).
+    let verbose = t.rr(&t.a, &["-v", "probe", &cfg, "--peers", &peers]).expect_code(EXIT_OK).stdout();
+    let right: Vec<&str> = verbose.lines().filter(|l| l.contains(": ok: ")).collect();
+    assert_eq!(right.len(), 32, "{verbose}");
+    for line in right {
+        assert!(line.contains(", rtt ") && line.contains(&format!(", path MTU {JUMBO}")), "{line}");
+    }
 }
 
 /// B without source rules: its replies leave by the NIC its main table

@@ -219,6 +219,23 @@ fn after_remove_watch_adds_nothing_back() {
     wait_healed(&tb, &w, 1, "after remove was rolled back");
 }
 
+/// Issue 27: watch stopped after a remove says that nothing stays in
+/// place (old: "the configuration stays in place", though the remove took
+/// it out).
+#[test]
+fn the_exit_line_after_a_remove_says_nothing_stays() {
+    let (tb, _cfg) = applied(2);
+    let w = Watch::start(&tb);
+    tb.rr(&["remove"]).expect_code(EXIT_OK);
+    run("kill", &["-TERM", &w.bg.pid().to_string()]);
+    let Watch { bg, out, err } = w;
+    let done = bg.wait_timeout(Duration::from_secs(5));
+    let log = std::fs::read_to_string(&out).unwrap() + &std::fs::read_to_string(&err).unwrap();
+    assert_eq!(done.code(), Some(EXIT_OK), "{log}");
+    assert!(!log.contains("the configuration stays in place"), "{log}");
+    assert!(log.contains("a remove took it out), so nothing of roce-route's stays in place"), "{log}");
+}
+
 #[test]
 fn an_unconfirmed_apply_is_not_kept() {
     let (tb, _cfg) = applied(3);

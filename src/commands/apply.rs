@@ -40,8 +40,8 @@ pub struct ApplyReport {
     pub confirmation: Option<&'static str>,
     /// Parts of the config the host is not ready for, left alone.
     pub not_ready: Vec<NotReady>,
-    /// Interfaces an earlier apply took from a file not given now (this
-    /// apply removes them).
+    /// Interfaces an earlier apply took from a file not given now, of which
+    /// this apply removes something (its routes, rules or sysctls).
     pub dropped_with_file: Vec<DroppedWithFile>,
     /// The addresses announced to the peers after the change.
     pub announced: Vec<Announced>,
@@ -51,29 +51,98 @@ pub struct ApplyReport {
 pub struct DroppedWithFile {
     pub interface: String,
     pub file: String,
+    /// What the plan deletes or sets back of it (said in the warning).
+    #[serde(skip)]
+    pub routes: usize,
+    #[serde(skip)]
+    pub rules: usize,
+    #[serde(skip)]
+    pub sysctls: usize,
 }
 
 /// Interfaces the last apply took from a file that is not among `cfg`'s
-/// files and that `cfg` does not configure: this apply removes them.
-/// Pure.
-pub fn dropped_with_file(record: &crate::state::Record, cfg: &Config) -> Vec<DroppedWithFile> {
+/// files and that `cfg` does not configure, with what the plan `ops`
+/// removes of each; those it removes nothing of are not listed (their
+/// entries stay: an interface that was never ready has none, and a
+/// not-ready rail of the config on its table keeps it). Pure.
+pub fn dropped_with_file(
+    record: &crate::state::Record,
+    cfg: &Config,
+    desired: &Desired,
+    ops: &[crate::model::Op],
+) -> Vec<DroppedWithFile> {
+    use crate::model::Op;
+    let mut owners = table_owners(desired, ops);
     record
         .sources
         .iter()
         .filter(|(iface, file)| {
             !cfg.interfaces.iter().any(|i| &i.name == *iface) && !cfg.files.contains(file)
         })
-        .map(|(iface, file)| DroppedWithFile { interface: iface.clone(), file: file.clone() })
+        .map(|(iface, file)| {
+            if let Some(t) = record.assigned.get(iface) {
+                owners.entry(*t).or_insert_with(|| iface.clone());
+            }
+            let owned = |table: u32| owners.get(&table) == Some(iface);
+            let mut d = DroppedWithFile {
+                interface: iface.clone(),
+                file: file.clone(),
+                routes: 0,
+                rules: 0,
+                sysctls: 0,
+            };
+            for op in ops {
+                match op {
+                    Op::DelRoute { route, .. }
+                        if route.oif.as_ref().map_or(owned(route.table), |o| o == iface) =>
+                    {
+                        d.routes += 1
+                    }
+                    Op::DelRule { rule, .. } if owned(rule.table) => d.rules += 1,
+                    Op::SetSysctl { iface: i, .. } if i == iface => d.sysctls += 1,
+                    _ => {}
+                }
+            }
+            d
+        })
+        .filter(|d| d.routes + d.rules + d.sysctls > 0)
         .collect()
 }
 
-/// Says which interfaces go because their file was not given.
+impl DroppedWithFile {
+    /// What this apply does to it, in words.
+    fn what(&self) -> String {
+        let entries = match (self.routes, self.rules) {
+            (0, 0) => None,
+            (n, 0) => Some(count(n, "route", "routes")),
+            (0, m) => Some(count(m, "rule", "rules")),
+            (n, m) => Some(format!("{} and {}", count(n, "route", "routes"), count(m, "rule", "rules"))),
+        };
+        let sysctls = (self.sysctls > 0).then(|| {
+            format!(
+                "sets its {} back to the values recorded before roce-route",
+                count(self.sysctls, "sysctl", "sysctls")
+            )
+        });
+        match (entries, sysctls) {
+            (Some(e), Some(s)) => format!("deletes its {e} and {s}"),
+            (Some(e), None) => format!("deletes its {e}"),
+            (None, Some(s)) => format!("{s}, and deletes no route or rule of it"),
+            (None, None) => "changes nothing of it".into(),
+        }
+    }
+}
+
+/// Says which interfaces lose entries because their file was not given,
+/// and what of them.
 fn warn_dropped(ctx: &Ctx, dropped: &[DroppedWithFile]) {
     for d in dropped {
         ctx.warn(format!(
-            "interface {} was applied from {}, which is not given now: this apply removes its routes, rules \
-             and sysctls; give {} too to keep it",
-            d.interface, d.file, d.file
+            "interface {} was applied from {}, which is not given now: this apply {}; give {} too to keep it",
+            d.interface,
+            d.file,
+            d.what(),
+            d.file
         ));
     }
 }
@@ -112,13 +181,14 @@ fn code_for(not_ready: &[NotReady]) -> i32 {
     if not_ready.is_empty() { exit::OK } else { exit::NOT_READY }
 }
 
-/// Says what was left alone and why (stderr; `not_ready` in --json).
-fn report_not_ready(ctx: &Ctx, not_ready: &[NotReady]) {
+/// Says what was left alone and why (stderr; `not_ready` in --json), and
+/// what `ops` deletes of the parts that are not kept.
+fn report_not_ready(ctx: &Ctx, desired: &Desired, ops: &[crate::model::Op]) {
     if !ctx.chatty() {
         return;
     }
-    for nr in not_ready {
-        tell!("roce-route: not ready, left alone: {}", nr.describe());
+    for nr in &desired.not_ready {
+        tell!("roce-route: {}", nr.line(&desired.unkept, ops, "left alone", "apply"));
     }
 }
 
@@ -236,10 +306,15 @@ impl Apply<'_> {
         plan.warnings = plan.warnings.iter().map(|w| with_apply_command(ctx, self.cfg, &plan, w)).collect();
         self.warn_rdma(&desired);
         strict_check(args, &desired.not_ready)?;
-        report_not_ready(ctx, &desired.not_ready);
-        let dropped = dropped_with_file(&record, self.cfg);
+        // The script says what is not ready as `#` comments; on stderr too
+        // unless both go to the same place (a terminal, `>log 2>&1`), where
+        // it would show twice. A pipe or file keeps the script's comments.
+        if ctx.json || !stdout_is_stderr() {
+            report_not_ready(ctx, &desired, &plan.ops);
+        }
+        let dropped = dropped_with_file(&record, self.cfg, &desired, &plan.ops);
         warn_dropped(ctx, &dropped);
-        let mut done = report_dry_run(ctx, args, &self.cfg.files, &plan, &desired.not_ready)?;
+        let mut done = report_dry_run(ctx, args, &self.cfg.files, &plan, &desired)?;
         done.doc["dropped_with_file"] = serde_json::to_value(&dropped).unwrap_or_default();
         Ok(done)
     }
@@ -266,7 +341,7 @@ impl Apply<'_> {
         let gate = |record: &crate::state::Record, desired: &Desired, plan: &Plan| {
             plan.warnings.iter().for_each(|w| ctx.warn(with_apply_command(ctx, cfg, plan, w)));
             self.warn_rdma(desired);
-            dropped = dropped_with_file(record, cfg);
+            dropped = dropped_with_file(record, cfg, desired, &plan.ops);
             warn_dropped(ctx, &dropped);
             strict_check(args, &desired.not_ready)?;
             if !plan.conflicts.is_empty() && !args.adopt {
@@ -280,7 +355,7 @@ impl Apply<'_> {
 
     /// Nothing to change.
     fn in_sync(&self, desired: &Desired, report: ApplyReport) -> Done {
-        report_not_ready(self.ctx, &desired.not_ready);
+        report_not_ready(self.ctx, desired, &[]);
         if self.ctx.chatty() {
             say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
         }
@@ -298,7 +373,7 @@ impl Apply<'_> {
         mut report: ApplyReport,
     ) -> Result<Done, Error> {
         let Converged { desired, plan, .. } = converged;
-        report_not_ready(self.ctx, &desired.not_ready);
+        report_not_ready(self.ctx, &desired, &plan.ops);
         // Before a --confirm wait too: the change is live, and whether traffic
         // works during the trial depends on the peers' entries.
         let rounds = if self.args.no_announce { 0 } else { self.cfg.defaults.announce };
@@ -348,6 +423,14 @@ fn not_ready_tail(not_ready: &[NotReady]) -> String {
     format!("; {} not ready, left alone", count(rails.len(), "rail", "rails"))
 }
 
+/// Whether standard output and standard error are the same file (the same
+/// terminal, or one file or pipe for both).
+fn stdout_is_stderr() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = |fd: u8| std::fs::metadata(format!("/proc/self/fd/{fd}")).ok().map(|m| (m.dev(), m.ino()));
+    matches!((id(1), id(2)), (Some(a), Some(b)) if a == b)
+}
+
 /// `--strict`: all or nothing.
 fn strict_check(args: &ApplyArgs, not_ready: &[NotReady]) -> Result<(), Error> {
     if !args.strict || not_ready.is_empty() {
@@ -378,8 +461,9 @@ fn report_dry_run(
     args: &ApplyArgs,
     files: &[String],
     plan: &Plan,
-    not_ready: &[NotReady],
+    desired: &Desired,
 ) -> Result<Done, Error> {
+    let not_ready = &desired.not_ready;
     plan.warnings.iter().for_each(|w| {
         if ctx.json {
             ctx.warn(w.clone())
@@ -391,7 +475,7 @@ fn report_dry_run(
     // The script is what a dry run is for: printed even with -q.
     if !ctx.json {
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), "{}", crate::output::localize(&dry_run_script(plan, not_ready)));
+        let _ = write!(std::io::stdout(), "{}", crate::output::localize(&dry_run_script(plan, desired)));
     }
     // With --dry-run, "changed" says whether apply would change the host.
     let report = ApplyReport::new(plan, true).with_not_ready(not_ready);
@@ -410,7 +494,6 @@ pub fn apply_args<'a>(files: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
 struct Guard {
     pid: u32,
     seconds: u64,
-    deadline_unix: u64,
     /// The trial id its journals carry.
     trial: String,
     /// The newest journal before the trial.
@@ -439,7 +522,7 @@ impl Guard {
         })?;
         // Nothing is changed unless the guard is up and owns the deadline.
         match confirm::ask("status", Some(Duration::from_secs(10))) {
-            Ok(Answer::Waiting { .. }) => Ok(Guard { pid, seconds, deadline_unix, trial, after }),
+            Ok(Answer::Waiting { .. }) => Ok(Guard { pid, seconds, trial, after }),
             other => {
                 // A guard given up on must not go on answering `waiting`
                 // (refusing every apply and heal in the name of this one).
@@ -531,10 +614,12 @@ fn await_outcome(ctx: &Ctx, guard: &Guard) -> Answer {
     match guard.ready() {
         Ok(Err(early)) => early,
         Ok(Ok(link)) => {
-            let left = guard.deadline_unix.saturating_sub(crate::state::unix_now());
+            // The deadline as given (`--confirm SECONDS`), not the seconds
+            // left once the change is made: those are in `show`.
             let enter = watch_enter_key();
             tell!(
-                "roce-route: applied; keeping it only if confirmed within {left} s: run `{}`{}",
+                "roce-route: applied; keeping it only if confirmed within {} s: run `{}`{}",
+                guard.seconds,
                 ctx.suggest(&["confirm"]),
                 if enter.is_some() { " or press Enter" } else { "" }
             );
@@ -692,7 +777,8 @@ fn watch_enter_key() -> Option<Arc<AtomicBool>> {
     Some(flag)
 }
 
-fn dry_run_script(plan: &Plan, not_ready: &[NotReady]) -> String {
+fn dry_run_script(plan: &Plan, desired: &Desired) -> String {
+    let not_ready = &desired.not_ready;
     let mut comments = vec![if plan.ops.is_empty() && !not_ready.is_empty() {
         // Not "in sync": what is not ready is not as the config asks.
         format!(
@@ -708,7 +794,7 @@ fn dry_run_script(plan: &Plan, not_ready: &[NotReady]) -> String {
         )
     }];
     comments.extend(plan.warnings.iter().map(|w| format!("warning: {w}")));
-    comments.extend(not_ready.iter().map(|n| format!("not ready, left alone: {}", n.describe())));
+    comments.extend(not_ready.iter().map(|n| n.line(&desired.unkept, &plan.ops, "left alone", "apply")));
     comments.extend(plan.conflicts.iter().map(|c| format!("adopting: {} ({})", c.entry, c.why)));
     render::script(&comments, &plan.ops)
 }

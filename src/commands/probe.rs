@@ -263,7 +263,12 @@ fn report(
 ) -> Done {
     let bad = results.iter().filter(|r| !r.problems.is_empty()).count();
     if ctx.chatty() {
-        super::print_text(&verdict::matrix(&names, &peers.addresses, &results));
+        super::print_text(&verdict::matrix(
+            &names,
+            &peers.addresses,
+            &results,
+            ctx.verbosity == super::Verbosity::Verbose,
+        ));
         let summary = if bad == 0 {
             format!(
                 "roce-route probe: all {} pairs right ({:.0} ms)",

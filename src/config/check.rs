@@ -78,8 +78,9 @@ impl FileChecker<'_> {
         let span = e.span();
         let loc = span.as_ref().map(|s| loc_of(self.text, s.start));
         let message = e.message().trim_end().replace("expected i64", "expected an integer");
-        let hint = toml_hint(&message);
-        let what = match span.clone().and_then(|s| key_path_at(self.text, s.start)) {
+        let path = span.clone().and_then(|s| key_path_at(self.text, s.start));
+        let hint = toml_hint(&message, path.as_deref());
+        let what = match path {
             Some(path) => format!("`{path}`: {message}"),
             None if message == "duplicate key" => {
                 let key = span.and_then(|s| self.text.get(s)).unwrap_or_default();

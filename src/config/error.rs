@@ -95,7 +95,42 @@ fn path_in_value(value: &Spanned<toml::de::DeValue<'_>>, offset: usize, path: &m
     value.span().contains(&offset)
 }
 
-pub(super) fn toml_hint(message: &str) -> &'static str {
+/// The hint of a TOML error: for an unknown key the closest accepted one
+/// (as clap suggests subcommands), for a string where a list is expected
+/// the list form of it; `path` is the key's dotted path when known.
+pub(super) fn toml_hint(message: &str, path: Option<&str>) -> String {
+    if let Some(close) = unknown_key_suggestion(message) {
+        return format!("did you mean `{close}`? (or remove the key)");
+    }
+    if let Some(list) = list_form(message, path) {
+        return format!("a list is written in brackets, even of one item: {list}");
+    }
+    toml_hint_of_kind(message).to_string()
+}
+
+/// `unknown field `X`, expected one of `A`, `B``: the accepted key closest
+/// to X, if one is close.
+fn unknown_key_suggestion(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (wrong, rest) = rest.split_once('`')?;
+    let (_, expected) = rest.split_once("expected")?;
+    let accepted: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    crate::suggest::closest(wrong, accepted).map(str::to_string)
+}
+
+/// `invalid type: string "V", expected a sequence` at key K: `K = ["V"]`.
+fn list_form(message: &str, path: Option<&str>) -> Option<String> {
+    let rest = message.strip_prefix("invalid type: string ")?;
+    let (value, expected) = rest.rsplit_once(", expected ")?;
+    if !expected.contains("sequence") {
+        return None;
+    }
+    let key = path?.rsplit('.').next()?;
+    let key = key.split('[').next().unwrap_or(key);
+    Some(format!("{key} = [{value}]"))
+}
+
+fn toml_hint_of_kind(message: &str) -> &'static str {
     if message.starts_with("duplicate key") {
         "a key may appear once per table: remove one of the two"
     } else if message.starts_with("unknown field") {

@@ -352,6 +352,29 @@ fn unknown_keys() {
     assert_err("[extra]\nx = 1\n[[interface]]\nname = \"a\"\n", 1, 2, &["`extra`"]);
 }
 
+/// Issue 27: the closest key is suggested, as clap does for subcommands;
+/// none when no key is close.
+#[test]
+fn an_unknown_key_suggests_the_closest_one() {
+    let e = assert_err(&iface("adresses = [\"10.0.0.1/24\"]\n"), 3, 1, &["unknown field `adresses`"]);
+    assert!(e.hint.starts_with("did you mean `addresses`?"), "{e}");
+    let e = assert_err("[defaults]\ntable_bse = 1\n[[interface]]\nname = \"a\"\n", 2, 1, &["`table_bse`"]);
+    assert!(e.hint.starts_with("did you mean `table_base`?"), "{e}");
+    let e = assert_err("[[interfaces]]\nname = \"a\"\n", 1, 3, &["`interfaces`"]);
+    assert!(e.hint.starts_with("did you mean `interface`?"), "{e}");
+    let e = assert_err(&iface("zzzzzz = 1\n"), 3, 1, &["`zzzzzz`"]);
+    assert!(!e.hint.contains("did you mean"), "{e}");
+}
+
+/// Issue 27: a string where a list is expected is shown in list form
+/// (the old hint talked about quoting).
+#[test]
+fn a_string_for_a_list_shows_the_list_form() {
+    let e = assert_err(&iface("addresses = \"198.51.100.10/24\"\n"), 3, 13, &["`interface[0].addresses`"]);
+    assert!(e.hint.contains(r#"addresses = ["198.51.100.10/24"]"#), "{e}");
+    assert!(!e.hint.contains("quoted"), "{e}");
+}
+
 #[test]
 fn wrong_types() {
     assert_err(&iface("table = \"x\"\n"), 3, 9, &["`interface[0].table`", "invalid type", "\"x\""]);

@@ -144,7 +144,7 @@ fn absent(iface: &Interface, spec: &AddrSpec, live: &[&Address], addrs: &[Addres
             addr: spec.addr,
             reason: format!(
                 "is on {o}, not on {i}: traffic from it would leave by {i}, so its entries in \
-                 table {} are removed; move it back (`ip addr del {a} dev {o}; ip addr add {a} dev \
+                 table {} are not kept; move it back (`ip addr del {a} dev {o}; ip addr add {a} dev \
                  {i}`), or list it for {o} instead of {i} ({at})",
                 iface.table
             ),

@@ -61,6 +61,10 @@ pub struct Desired {
     /// What roce-route keeps of the not-ready parts: the entries it made
     /// for them earlier stay as they are (never deleted as stale).
     pub keep: Keep,
+    /// Not-ready addresses whose earlier entries are not kept (the address
+    /// is on another interface now): (interface, address, its table). What
+    /// a run deletes of them is known from its plan (`NotReady::line`).
+    pub unkept: Vec<(String, IpAddr, u32)>,
     /// Addresses of interfaces without `addresses`, as found now plus the
     /// ones found at the last apply that are gone (recorded again).
     pub discovered: BTreeMap<String, Vec<Prefix>>,
@@ -165,7 +169,7 @@ pub fn plan_with(
     let mut rails: Vec<(&Interface, Resolved<'_>)> = Vec::new();
     for iface in &cfg.interfaces {
         let Some(link) = links.iter().find(|l| l.name == iface.name) else {
-            whole(&mut d, iface, discovered, absent(links));
+            whole(&mut d, iface, discovered, absent(&iface.name, links, cfg));
             continue;
         };
         if !link.admin_up {
@@ -195,10 +199,18 @@ pub fn plan_with(
     Ok(d)
 }
 
-/// Why a configured interface is not ready when the host has no such link.
-fn absent(links: &[Link]) -> String {
+/// Why a configured interface is not ready when the host has no such link:
+/// the links it has, and the closest of them the config does not name (a
+/// misspelt name is not ready too, exit 5, which the boot unit accepts: the
+/// suggestion is all that tells it from a rail not there yet).
+fn absent(name: &str, links: &[Link], cfg: &Config) -> String {
     let known: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
-    format!("does not exist on this host (it has: {})", known.join(", "))
+    let named =
+        |l: &str| cfg.interfaces.iter().any(|i| i.name == l) || cfg.arp_only.iter().any(|a| a.name == l);
+    let unnamed = known.iter().copied().filter(|l| *l != "lo" && !named(l));
+    let hint =
+        crate::suggest::closest(name, unnamed).map(|c| format!("; did you mean {c}?")).unwrap_or_default();
+    format!("does not exist on this host (it has: {}){hint}", known.join(", "))
 }
 
 /// The desired sysctls of interface `name`.
@@ -213,7 +225,7 @@ fn plan_arp_only(d: &mut Desired, cfg: &Config, links: &[Link]) {
             d.not_ready.push(NotReady {
                 interface: a.name.clone(),
                 subject: Subject::Interface,
-                reason: absent(links),
+                reason: absent(&a.name, links, cfg),
             });
             d.keep.sysctls_of.insert(a.name.clone());
             continue;
@@ -289,6 +301,8 @@ fn addresses_not_ready(d: &mut Desired, iface: &Interface, resolved: &Resolved<'
         if m.keep {
             d.keep.sources.insert(m.addr);
             d.keep.subnets_of.insert((iface.table, m.addr));
+        } else {
+            d.unkept.push((iface.name.clone(), m.addr, iface.table));
         }
     }
     if iface.addresses.is_none() {

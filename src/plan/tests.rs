@@ -111,6 +111,25 @@ fn arp_only_gets_sysctls_only() {
     assert!(d.keep.sysctls_of.contains("eno9"));
 }
 
+/// Issue 27: a misspelt interface is not ready (exit 5, which the boot
+/// unit accepts): the line suggests the closest link the config does not
+/// name. A rail that is gone gets no suggestion of a rail in the config.
+#[test]
+fn an_absent_interface_suggests_the_closest_unconfigured_link() {
+    let d = planned("[[interface]]\nname = \"rail0\"\n[[interface]]\nname = \"rail9\"\n").unwrap();
+    assert_eq!(
+        d.not_ready[0].describe(),
+        "rail9: does not exist on this host (it has: lo, rail0, rail1); did you mean rail1?"
+    );
+    let d = planned(
+        "[[interface]]\nname = \"rail0\"\n[[interface]]\nname = \"rail1\"\n[[interface]]\nname = \"rail2\"\n",
+    )
+    .unwrap();
+    assert_eq!(d.not_ready[0].describe(), "rail2: does not exist on this host (it has: lo, rail0, rail1)");
+    let d = planned("[[interface]]\nname = \"mlx5_0\"\n").unwrap();
+    assert!(!d.not_ready[0].describe().contains("did you mean"), "{:?}", d.not_ready);
+}
+
 #[test]
 fn absent_addresses_take_every_global_address() {
     let d = planned("[[interface]]\nname = \"rail0\"\n").unwrap();

@@ -453,8 +453,9 @@ fn short(kind: &str) -> &'static str {
 
 /// The matrix: rails down, peers across, one short verdict per cell ("-":
 /// not probed, another family or another rail's subnet), then one line
-/// per problem with what to do.
-pub fn matrix(rails: &[String], peers: &[IpAddr], results: &[ProbeResult]) -> String {
+/// per problem with what to do; with `verbose`, first one line per right
+/// pair with what was measured (who answered, the RTT, the path MTU).
+pub fn matrix(rails: &[String], peers: &[IpAddr], results: &[ProbeResult], verbose: bool) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut header = vec!["rail".to_string()];
     header.extend(peers.iter().map(|p| p.to_string()));
@@ -484,15 +485,23 @@ pub fn matrix(rails: &[String], peers: &[IpAddr], results: &[ProbeResult]) -> St
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
+    let peer_of = |r: &ProbeResult| match &r.peer_rail {
+        Some(pr) => format!("{} (peer {pr})", r.peer),
+        None => r.peer.to_string(),
+    };
+    let right: Vec<&ProbeResult> = results.iter().filter(|r| r.problems.is_empty()).collect();
+    if verbose && !right.is_empty() {
+        out.push('\n');
+        for r in right {
+            out.push_str(&format!("{} ({}) -> {}: ok: {}\n", r.rail, r.source, peer_of(r), r.detail));
+        }
+    }
     let bad: Vec<&ProbeResult> = results.iter().filter(|r| !r.problems.is_empty()).collect();
     if !bad.is_empty() {
         out.push('\n');
     }
     for r in bad {
-        let peer = match &r.peer_rail {
-            Some(pr) => format!("{} (peer {pr})", r.peer),
-            None => r.peer.to_string(),
-        };
+        let peer = peer_of(r);
         let kinds = r.problems.join(", ");
         out.push_str(&format!("{} ({}) -> {peer}: {kinds}: {}\n", r.rail, r.source, r.detail));
         let mut fixes = r.fixes.clone();
@@ -705,6 +714,7 @@ mod tests {
             &["rail0".into(), "rail1".into()],
             &[ip("198.51.100.110"), ip("198.51.100.111"), ip("2001:db8:1::110")],
             &[flux0, other, ok],
+            false,
         );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -715,5 +725,17 @@ mod tests {
         assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["rail1", "-", "ok", "-"]);
         assert!(lines[4].starts_with("rail0 (198.51.100.11) -> 198.51.100.110: arp_flux:"), "{text}");
         assert!(lines[5].trim_start().starts_with("fix: on the peer"), "{text}");
+        assert!(!text.contains(": ok:"), "the right pairs' measures are for -v: {text}");
+    }
+
+    /// Issue 27: with -v, each right pair's line shows its RTT and path MTU
+    /// (the matrix alone says only `ok`).
+    #[test]
+    fn verbose_shows_each_right_pair_s_rtt_and_path_mtu() {
+        let ok = judge(&healthy(), &Peers::default());
+        let text = matrix(&["rail1".into()], &[ok.peer], std::slice::from_ref(&ok), true);
+        let line = text.lines().find(|l| l.contains(": ok: ")).unwrap_or_else(|| panic!("{text}"));
+        assert!(line.starts_with(&format!("rail1 ({}) -> {}: ok: ", ok.source, ok.peer)), "{line}");
+        assert!(line.contains("rtt 0.08 ms") && line.contains("path MTU 9000"), "{line}");
     }
 }

@@ -101,7 +101,7 @@ impl Watcher<'_> {
     ) -> Outcome {
         self.conflicts.clear();
         let Converged { desired, plan, header } = converged;
-        self.say_not_ready(&desired.not_ready);
+        self.say_not_ready(&desired, &plan.ops);
         self.metrics.planned(&desired);
         self.metrics.rdma(&desired, nl.links());
         if header.is_none() {
@@ -155,14 +155,15 @@ impl Watcher<'_> {
     }
 
     /// The parts the host is not ready for, each said when it starts.
-    fn say_not_ready(&mut self, now: &[crate::plan::NotReady]) {
-        if now == self.not_ready {
+    fn say_not_ready(&mut self, desired: &crate::plan::Desired, ops: &[crate::model::Op]) {
+        let now = &desired.not_ready;
+        if *now == self.not_ready {
             return;
         }
         for nr in now.iter().filter(|n| !self.not_ready.contains(n)) {
             log(
                 self.ctx,
-                &format!("not ready, left alone until it is: {}", nr.describe()),
+                &nr.line(&desired.unkept, ops, "left alone until it is", "heal"),
                 Event::NotReady(nr),
             );
         }

@@ -77,9 +77,19 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     let why = ctx.stop.requested().map_or("a signal".to_string(), crate::signals::name);
     let Watching { mut w, .. } = w;
     w.flush_repeats();
+    // What is true now: a remove (run by another process, or the config
+    // removed while watch ran) leaves no configuration to stay in place.
+    let left = match state.record() {
+        Ok(r) if r.config_files.is_empty() => {
+            "no configuration is recorded (none was applied, or a remove took it out), so nothing of \
+             roce-route's stays in place"
+        }
+        Ok(_) => "the configuration stays in place",
+        Err(_) => "the host stays as it is",
+    };
     log(
         ctx,
-        &format!("stopping on {why}; the configuration stays in place ({} heals)", w.heals),
+        &format!("stopping on {why}; {left} ({} heals)", w.heals),
         Event::Stop { passes: w.passes, heals: w.heals },
     );
     Ok(Done::new(0, w.heals > 0, json!({ "passes": w.passes, "heals": w.heals })))
