@@ -207,7 +207,7 @@ before="$(dump)"
 play --check --diff &&
     check "check mode on a fresh host: reports changed" r 'r["changed"] is True and not r.get("failed")' &&
     check "check mode: the diff holds the commands" \
-        r '"ip -4 rule add priority 1000 from 198.51.100.11 lookup" in r["diff"]["prepared"] and len(r["commands"]) > 0' \
+        r '"ip -n '"$HOST"' -4 rule add priority 1000 from 198.51.100.11 lookup" in r["diff"]["prepared"] and len(r["commands"]) > 0' \
     || fail "check mode run"
 check "check mode changed nothing (full dumps of rules, routes, sysctls equal)" same "$before" "$(dump)"
 
