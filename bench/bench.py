@@ -218,6 +218,13 @@ class Script:
             if not line.strip() or line.startswith("#"):
                 continue
             words = line.split()
+            # Under --netns the script's commands name the namespace
+            # (`ip -n NS ...`, `ip netns exec NS sysctl ...`): drop it, the
+            # batch files run inside the namespace.
+            if words[:3] == ["ip", "netns", "exec"]:
+                words = words[4:]
+            elif words[:2] == ["ip", "-n"]:
+                words = ["ip"] + words[3:]
             if words[:2] == ["sysctl", "-w"] and len(words) == 3:
                 self.sysctls.append(words[2])
             elif words[0] == "ip" and words[1] in ("-4", "-6") and words[2] in ("route", "rule"):

@@ -71,6 +71,16 @@ fn assert_json_all_in(ns: &str, what: &str, run: &Run) {
     assert!(bad.is_empty(), "{what}: commands that would act outside {ns}: {bad:#?}\n{doc:#}");
 }
 
+/// Five rails, a config of the first four: rail4 is outside it in the
+/// managed subnet (ARP flux). The testbed, its namespace, the config.
+fn flux_host() -> (Testbed, String, std::path::PathBuf) {
+    let tb = Testbed::builder().rails(5).build();
+    let ns = tb.host().name().to_string();
+    let rails = tb.render_config_for(|r| r.table < FIRST_TABLE + 4, |_| Vec::new());
+    let cfg = tb.write_config(&rails);
+    (tb, ns, cfg)
+}
+
 /// A host whose output holds every kind of printed command: rail4 outside
 /// the config in the managed subnet (ARP flux: a sysctl fix and an apply to
 /// run), a listed address rail0 lacks (not ready: `ip addr add`), a rail
@@ -78,10 +88,7 @@ fn assert_json_all_in(ns: &str, what: &str, run: &Run) {
 /// away (check's `fix:` lines).
 #[test]
 fn every_printed_command_acts_in_the_namespace_of_the_run() {
-    let tb = Testbed::builder().rails(5).build();
-    let ns = tb.host().name().to_string();
-    let rails = tb.render_config_for(|r| r.table < FIRST_TABLE + 4, |_| Vec::new());
-    let cfg = tb.write_config(&rails);
+    let (tb, ns, cfg) = flux_host();
     let cfg = path_str(&cfg);
     let missing = tb.write_config(
         "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.99/24\"]\n\n[[interface]]\nname = \"rail1\"\n",
@@ -166,10 +173,7 @@ fn commands_without_a_config_suggest_the_full_command() {
 #[test]
 fn a_long_warning_is_wrapped_to_the_terminal_but_not_its_commands() {
     use std::process::Command;
-    let tb = Testbed::builder().rails(5).build();
-    let ns = tb.host().name().to_string();
-    let rails = tb.render_config_for(|r| r.table < FIRST_TABLE + 4, |_| Vec::new());
-    let cfg = tb.write_config(&rails);
+    let (tb, ns, cfg) = flux_host();
     let cfg = path_str(&cfg);
     let line = format!(
         "stty rows 24 cols 72; {} --netns {ns} apply --no-announce {cfg}",
