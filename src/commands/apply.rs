@@ -448,9 +448,7 @@ fn strict_check(args: &ApplyArgs, not_ready: &[NotReady]) -> Result<(), Error> {
 fn with_apply_command(ctx: &Ctx, cfg: &Config, plan: &Plan, w: &str) -> String {
     match plan.arp_flux.iter().find(|f| f.warning() == w) {
         Some(f) => {
-            let mut words = vec!["apply"];
-            words.extend(cfg.files.iter().map(String::as_str));
-            format!("{}; {}", f.describe(), f.fix(&cfg.file, &ctx.suggest(&words)))
+            format!("{}; {}", f.describe(), f.fix(&cfg.file, &ctx.suggest(&apply_args(&cfg.files, &[]))))
         }
         None => w.to_string(),
     }

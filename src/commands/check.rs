@@ -82,9 +82,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
     let nl = connect().await?;
     let rdma = read_rdma_lenient(sysfs, nl.links())?;
     super::probe::mtu_warnings(&nl, &cfg, &rdma, sysfs).await.into_iter().for_each(|w| ctx.warn(w));
-    let mut words = vec!["apply"];
-    words.extend(cfg.files.iter().map(String::as_str));
-    let fix_all = ctx.suggest(&words);
+    let fix_all = ctx.suggest(&super::apply::apply_args(&cfg.files, &[]));
     for w in managers::warnings(&managers::scan()) {
         ctx.warn(w);
     }

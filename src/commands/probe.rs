@@ -70,9 +70,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     let seen = probe_jobs(ctx, &rails, &jobs, timeout)?;
     let elapsed = started.elapsed();
 
-    let mut words = vec!["apply"];
-    words.extend(cfg.files.iter().map(String::as_str));
-    let apply = ctx.suggest(&words);
+    let apply = ctx.suggest(&super::apply::apply_args(&cfg.files, &[]));
     let mut frames_sent = 0;
     let mut results = Vec::new();
     for ((pair, job), (s, lookup)) in pairs.iter().zip(&jobs).zip(seen.iter().zip(lookups)) {
