@@ -359,10 +359,46 @@ fn a_reply_into_another_rail_is_wrong_interface() {
         if p["rail"] == "rail1" && p["peer"] == addrs[2].as_str() {
             assert_eq!(problems(p), ["wrong_interface"], "{p:#}");
             assert_eq!(p["reply_interface"], "rail0", "{p:#}");
+            assert_eq!(p["fix_on"], serde_json::json!(["peer"]), "A answers ARP right: B is to fix: {p:#}");
         } else {
             assert!(problems(p).is_empty(), "{p:#}");
         }
     }
+}
+
+/// The same reply into another rail, but A itself is the cause: its rail0
+/// answers ARP for every A address (arp_ignore=0), which is how B came to
+/// hold rail1's address at rail0's MAC (planted, so that it does not hang
+/// on which ARP answer won). The verdict names this host, with the fix to
+/// run here, not "on the peer": an operator sent to B would find nothing.
+#[test]
+fn a_reply_into_another_rail_is_this_hosts_fault_when_its_nic_answers_for_every_address() {
+    let t = TwoHosts::build(Topology::OneBridge, 4, false);
+    t.apply_both();
+    t.a.set_sysctl("net/ipv4/conf/rail0/arp_ignore", "0");
+    let (a1, a0_mac) = (&t.a_rails[1].v4, &t.a_rails[0].mac);
+    t.b.ip(&format!("neigh replace {a1} lladdr {a0_mac} dev rail2 nud permanent"));
+    let addrs = b_addresses(&t, false);
+    let (run, doc) = t.probe_a(&peer_args(&addrs));
+    assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
+    let bad: Vec<&Value> = probes(&doc).iter().filter(|p| !problems(p).is_empty()).collect();
+    assert_eq!(bad.len(), 1, "{doc:#}");
+    let p = bad[0];
+    assert_eq!((p["rail"].as_str(), p["peer"].as_str()), (Some("rail1"), Some(addrs[2].as_str())), "{p:#}");
+    assert_eq!(problems(p), ["wrong_interface"], "{p:#}");
+    assert_eq!(p["fix_on"], serde_json::json!(["this_host"]), "{p:#}");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("which this host gives out for {a1} (arp_ignore=0 on rail0")),
+        "{detail}"
+    );
+    let fix = p["fixes"][0].as_str().unwrap();
+    assert!(
+        fix.starts_with("run `roce-route --netns ")
+            && fix.contains(" apply ")
+            && fix.contains("on this host"),
+        "{fix}"
+    );
 }
 
 /// The peer answers ARP but its replies go nowhere (its entry for this

@@ -147,6 +147,7 @@ probes:
       peer: 198.51.100.20
       peer_rail: rail0
       problems: [arp_flux]
+      fix_on: [peer]
       arp_answers: ["3a:74:15:c0:59:41", "26:b9:a6:ac:6d:3f"]
       reply_interface: rail0
       reply_source_mac: "3a:74:15:c0:59:41"

@@ -429,7 +429,9 @@ done
 fleet &&
     check "fleet, arp_ignore=0 on host-b: host-a's module returns problems_found true (not a failure)" \
         fr host-a 'm["problems_found"] is True and not m.get("failed") and m["ok"] is False and m["exit_code"] == 1 and any("arp_flux" in p["problems"] for p in m["probes"])' &&
-    check "fleet, arp_ignore=0 on host-b: the report names host-b as the peer of the faults" report_has "Peers of the faulty pairs: host-b\." &&
+    check "fleet, arp_ignore=0 on host-b: the report names host-b, and only host-b, as the host to fix" report_has "Hosts to fix: host-b\." &&
+    check "fleet, arp_ignore=0 on host-b: a fault host-b's own probe sees (a reply on another of its NICs) is its own to fix" \
+        bash -c '! grep -A3 -E -- "^- host-b " "$1" | grep -q -- "fix: on the peer" || { cat "$1" >&2; exit 1; }' _ "$REPORT" &&
     check "fleet, arp_ignore=0 on host-b: a fault line names host-b and arp_flux" \
         bash -c 'grep -E -q -- "^- host-a rail[0-2] \(198\.51\.100\.1[0-2]\) -> host-b rail[0-2] \(198\.51\.100\.2[0-2]\): .*arp_flux" "$1" || { cat "$1" >&2; exit 1; }' _ "$REPORT" &&
     check "fleet, arp_ignore=0 on host-b: the fault's detail and fix are in the report" \

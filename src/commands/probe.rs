@@ -22,7 +22,7 @@ use crate::model::{HwAddr, LinkType, Prefix};
 use crate::netlink::Netlink;
 use crate::probe::io::{self, Job, RailIo};
 use crate::probe::peers::{self, Peers, SelfDoc, SelfRail};
-use crate::probe::verdict::{self, LocalRail, Observation, ProbeResult, RdmaMtu, Reply};
+use crate::probe::verdict::{self, LocalRail, Observation, OwnArp, ProbeResult, RdmaMtu, Reply};
 use crate::tell;
 
 /// The fields of `probe --json`.
@@ -71,6 +71,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     let elapsed = started.elapsed();
 
     let apply = ctx.suggest(&super::apply::apply_args(&cfg.files, &[]));
+    let own_arp = own_arp(&rails);
     let mut frames_sent = 0;
     let mut results = Vec::new();
     for ((pair, job), (s, lookup)) in pairs.iter().zip(&jobs).zip(seen.iter().zip(lookups)) {
@@ -78,7 +79,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         if let Some(e) = &s.send_error {
             ctx.warn(format!("{} -> {}: {e}", pair.rail, pair.peer));
         }
-        let obs = observation(&rails, &rails[job.rail], s, lookup);
+        let obs = observation(&rails, &rails[job.rail], s, lookup, own_arp.clone());
         results.push(verdict::verdict(pair, &obs, &peers, timeout, &apply));
     }
     let names: Vec<String> = local.iter().map(|l| l.name.clone()).collect();
@@ -195,6 +196,26 @@ fn describe_self(ctx: &Ctx, rails: &[ProbeRail]) -> Done {
     Done::new(exit::OK, false, serde_json::json!({ "self": doc }))
 }
 
+/// This host's ARP settings on each rail, as the kernel acts on them (the
+/// larger of `conf/all` and the rail's own): whether this host itself makes
+/// a peer send to the wrong NIC. Read from this namespace's /proc/sys;
+/// an unreadable value is None (no evidence either way).
+fn own_arp(rails: &[ProbeRail]) -> Vec<OwnArp> {
+    use crate::model::SysctlKey;
+    let effective = |rail: &str, key: SysctlKey| {
+        let all = crate::sysctl::read("all", key).ok()?;
+        Some(key.effective(all, crate::sysctl::read(rail, key).ok()?))
+    };
+    rails
+        .iter()
+        .map(|r| OwnArp {
+            rail: r.local.name.clone(),
+            arp_ignore: effective(&r.local.name, SysctlKey::ArpIgnore),
+            arp_announce: effective(&r.local.name, SysctlKey::ArpAnnounce),
+        })
+        .collect()
+}
+
 /// The probe on the wire (`probe::io`); a signal ends it as an error.
 fn probe_jobs(
     ctx: &Ctx,
@@ -225,6 +246,7 @@ fn observation(
     rail: &ProbeRail,
     s: &io::Seen,
     lookup: Result<crate::model::Route, impl std::fmt::Display>,
+    own_arp: Vec<OwnArp>,
 ) -> Observation {
     let replies = |seen: &[(usize, Option<HwAddr>)]| -> Vec<Reply> {
         seen.iter()
@@ -247,6 +269,7 @@ fn observation(
             Err(e) => Err(e.to_string()),
         },
         rdma: rail.rdma.clone(),
+        own_arp,
     }
 }
 

@@ -19,6 +19,21 @@ pub const NO_REPLY: &str = "no_reply";
 pub const MTU: &str = "mtu";
 pub const LOCAL_ROUTE: &str = "local_route";
 
+/// Where a problem's fix is, as `fix_on[]` names it: on this host, on the
+/// peer, or on the path between (links, switch ports).
+pub const THIS_HOST: &str = "this_host";
+pub const PEER: &str = "peer";
+pub const PATH: &str = "path";
+
+/// This host's ARP settings on one rail, as the kernel acts on them (the
+/// larger of `conf/all` and `conf/<rail>`); None where unreadable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnArp {
+    pub rail: String,
+    pub arp_ignore: Option<u32>,
+    pub arp_announce: Option<u32>,
+}
+
 /// A local rail with its addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalRail {
@@ -110,6 +125,9 @@ pub struct Observation {
     /// by, or why there is none.
     pub route_dev: Result<String, String>,
     pub rdma: Option<RdmaMtu>,
+    /// This host's ARP settings on every rail (IPv4): whether this host
+    /// itself lets a peer learn one of its addresses at another NIC.
+    pub own_arp: Vec<OwnArp>,
 }
 
 /// The verdict on one pair: `probes[]` in the JSON document.
@@ -120,6 +138,9 @@ pub struct ProbeResult {
     pub peer: IpAddr,
     pub peer_rail: Option<String>,
     pub problems: Vec<&'static str>,
+    /// Where each problem's fix is (`this_host`, `peer`, `path`), one per
+    /// problem, in the same order.
+    pub fix_on: Vec<&'static str>,
     pub arp_answers: Vec<String>,
     pub reply_interface: Option<String>,
     pub reply_source_mac: Option<String>,
@@ -165,7 +186,7 @@ pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration,
     let judge = Judge::new(pair, obs, peers, timeout);
     let mut found = Findings::default();
     judge.neighbour(&mut found);
-    judge.reply_path(&mut found);
+    judge.reply_path(&mut found, apply);
     let path_mtu = judge.path_mtu(&mut found);
     let carried = judge.rdma_mtu(&mut found);
     judge.local_route(&mut found, apply);
@@ -181,13 +202,19 @@ const FIX_PEER: &str =
 #[derive(Default)]
 struct Findings {
     problems: Vec<&'static str>,
+    fix_on: Vec<&'static str>,
     said: Vec<String>,
     fixes: Vec<String>,
 }
 
 impl Findings {
+    /// A problem whose fix is on the peer.
     fn add(&mut self, kind: &'static str, sentence: String, fix: String) {
+        self.add_on(kind, PEER, sentence, fix);
+    }
+    fn add_on(&mut self, kind: &'static str, on: &'static str, sentence: String, fix: String) {
         self.problems.push(kind);
+        self.fix_on.push(on);
         self.said.push(sentence);
         self.fixes.push(fix);
     }
@@ -245,6 +272,26 @@ impl<'a> Judge<'a> {
         }
     }
 
+    /// Why this host itself would make a peer send to `nic`'s MAC what is
+    /// meant for the pair's source (IPv4: IPv6 answers a solicitation only
+    /// on the interface that has the address): `nic` answers ARP for every
+    /// address of the host (arp_ignore=0), or its own ARP requests carry
+    /// the other NICs' addresses (arp_announce below 2).
+    fn own_flux(&self, nic: &str) -> Option<String> {
+        if !self.pair.source.is_ipv4() {
+            return None;
+        }
+        let own = self.obs.own_arp.iter().find(|a| a.rail == nic)?;
+        let mut why = Vec::new();
+        if own.arp_ignore == Some(0) {
+            why.push(format!("arp_ignore=0 on {nic}: it answers ARP for every address of this host"));
+        }
+        if let Some(v) = own.arp_announce.filter(|v| *v < 2) {
+            why.push(format!("arp_announce={v} on {nic}: its ARP requests may carry another NIC's address"));
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+
     /// The echo replies and the routed replies together.
     fn all_replies(&self) -> impl Iterator<Item = &'a Reply> {
         self.obs.replies.iter().chain(&self.obs.routed)
@@ -291,7 +338,7 @@ impl<'a> Judge<'a> {
     }
 
     /// 2. Where the echo reply comes back, and from which MAC.
-    fn reply_path(&self, found: &mut Findings) {
+    fn reply_path(&self, found: &mut Findings, apply: &str) {
         if self.obs.arp_answers.is_empty() {
             return;
         }
@@ -307,15 +354,33 @@ impl<'a> Judge<'a> {
                 format!("{FIX_PEER}; check that the peer answers ICMP echo"),
             );
         } else if let Some(elsewhere) = self.all_replies().find(|r| r.interface != *rail) {
-            found.add(
-                WRONG_INTERFACE,
-                format!(
-                    "the echo reply from {peer_label} came in on {}, not on {rail}: the peer replies through \
-                     another NIC, or the rails are cross-connected",
-                    elsewhere.interface
+            let came = &elsewhere.interface;
+            match self.own_flux(came) {
+                // The reply was addressed to `came`'s MAC: the peer holds
+                // that MAC for this host's source, which this host gave.
+                Some(why) => found.add_on(
+                    WRONG_INTERFACE,
+                    THIS_HOST,
+                    format!(
+                        "the echo reply from {peer_label} came in on {came}, not on {rail}: the peer sent it to \
+                         {came}'s MAC, which this host gives out for {source} ({why})",
+                        source = self.pair.source
+                    ),
+                    format!(
+                        "run `{apply}` on this host: arp_ignore=1 and arp_announce=2 on every NIC, and it \
+                         announces {source} on {rail} so the peer learns it again",
+                        source = self.pair.source
+                    ),
                 ),
-                FIX_PEER.to_string(),
-            );
+                None => found.add(
+                    WRONG_INTERFACE,
+                    format!(
+                        "the echo reply from {peer_label} came in on {came}, not on {rail}: the peer replies \
+                         through another NIC, or the rails are cross-connected"
+                    ),
+                    FIX_PEER.to_string(),
+                ),
+            }
         } else if let Some(bad) =
             self.all_replies().filter_map(|r| r.source_mac.as_deref()).find(|m| !self.mac_fits(m))
         {
@@ -337,8 +402,9 @@ impl<'a> Judge<'a> {
         let (rail, peer, obs) = (&self.pair.rail, self.pair.peer, self.obs);
         if obs.full_size_back == Some(false) {
             let largest = obs.largest_back.map_or("none".to_string(), |l| format!("{l} bytes"));
-            found.add(
+            found.add_on(
                 MTU,
+                PATH,
                 format!(
                     "an echo of {rail}'s MTU ({} bytes) with don't-fragment did not come back from {}; the \
                      largest that did: {largest}",
@@ -367,8 +433,9 @@ impl<'a> Judge<'a> {
             && let Some(active) = r.active_mtu
             && carried.is_none_or(|c| c < active)
         {
-            found.add(
+            found.add_on(
                 MTU,
+                THIS_HOST,
                 format!(
                     "{rail}'s MTU {} cannot carry the active_mtu {active} of its RDMA port {}: RoCE needs the \
                      netdev MTU at least {active} + {ROCE_HEADERS}",
@@ -385,13 +452,15 @@ impl<'a> Judge<'a> {
         let (rail, peer, source) = (&self.pair.rail, self.pair.peer, self.pair.source);
         match &self.obs.route_dev {
             Ok(dev) if dev == rail => {}
-            Ok(dev) => found.add(
+            Ok(dev) => found.add_on(
                 LOCAL_ROUTE,
+                THIS_HOST,
                 format!("this host's route lookup from {source} to {peer} leaves by {dev}, not by {rail}"),
                 format!("run `{apply}` on this host: it gives {source} its own source rule and table"),
             ),
-            Err(why) => found.add(
+            Err(why) => found.add_on(
                 LOCAL_ROUTE,
+                THIS_HOST,
                 format!("this host has no route from {source} to {peer}: {why}"),
                 format!("run `{apply}` on this host"),
             ),
@@ -423,6 +492,7 @@ impl<'a> Judge<'a> {
             peer: pair.peer,
             peer_rail: self.peer_rail,
             problems: found.problems,
+            fix_on: found.fix_on,
             arp_answers: obs.arp_answers.clone(),
             reply_interface: shown.map(|r| r.interface.clone()),
             reply_source_mac: shown.and_then(|r| r.source_mac.clone()),
@@ -545,6 +615,9 @@ mod tests {
             largest_back: Some(9000),
             route_dev: Ok("rail1".into()),
             rdma: None,
+            own_arp: ["rail0", "rail1"]
+                .map(|r| OwnArp { rail: r.into(), arp_ignore: Some(1), arp_announce: Some(2) })
+                .to_vec(),
         }
     }
     fn peers_json() -> Peers {
@@ -630,7 +703,9 @@ mod tests {
 
         let mut o = healthy();
         o.replies = vec![Reply { interface: "rail0".into(), source_mac: Some(M1.into()) }];
-        assert_eq!(judge(&o, &none).problems, [WRONG_INTERFACE]);
+        let r = judge(&o, &none);
+        assert_eq!(r.problems, [WRONG_INTERFACE]);
+        assert_eq!(r.fix_on, [PEER], "this host answers ARP right: the peer replies by another NIC");
 
         // IPv6: the echo reply comes back right (Linux sends it out of the
         // request's interface) but the routed error shows the real NIC.
@@ -665,6 +740,71 @@ mod tests {
 
     /// With the peer's --self document the verdicts name the peer's NICs,
     /// and a single answer from the wrong NIC is flux too.
+    #[test]
+    fn a_reply_on_another_nic_is_this_hosts_fault_when_that_nic_answers_arp_for_every_address() {
+        let wrong = Reply { interface: "rail0".into(), source_mac: Some(M1.into()) };
+        for (ignore, announce, why) in [
+            (0, 2, "arp_ignore=0 on rail0: it answers ARP for every address of this host"),
+            (1, 0, "arp_announce=0 on rail0"),
+            (1, 1, "arp_announce=1 on rail0"),
+        ] {
+            let mut o = healthy();
+            o.replies = vec![wrong.clone()];
+            o.own_arp[0] =
+                OwnArp { rail: "rail0".into(), arp_ignore: Some(ignore), arp_announce: Some(announce) };
+            let r = judge(&o, &Peers::default());
+            assert_eq!(
+                (r.problems.as_slice(), r.fix_on.as_slice()),
+                ([WRONG_INTERFACE].as_slice(), [THIS_HOST].as_slice())
+            );
+            assert!(
+                r.detail
+                    .contains("the peer sent it to rail0's MAC, which this host gives out for 198.51.100.11"),
+                "{}",
+                r.detail
+            );
+            assert!(r.detail.contains(why), "{}", r.detail);
+            assert_eq!(
+                r.fixes,
+                [
+                    "run `roce-route apply c.toml` on this host: arp_ignore=1 and arp_announce=2 on every NIC, and it \
+                  announces 198.51.100.11 on rail1 so the peer learns it again"
+                ]
+            );
+        }
+        // Only the NIC the reply came in on counts: rail1's own settings
+        // do not make the peer send to rail0.
+        let mut o = healthy();
+        o.replies = vec![wrong.clone()];
+        o.own_arp[1].arp_ignore = Some(0);
+        assert_eq!(judge(&o, &Peers::default()).fix_on, [PEER]);
+        // Unreadable settings are no evidence against this host.
+        o.own_arp[0] = OwnArp { rail: "rail0".into(), arp_ignore: None, arp_announce: None };
+        assert_eq!(judge(&o, &Peers::default()).fix_on, [PEER]);
+        // IPv6 has no flux: a neighbour advertisement comes only from the
+        // NIC that has the address.
+        let v6 = Pair { rail: "rail1".into(), source: ip("2001:db8::11"), peer: ip("2001:db8::111") };
+        let mut o = healthy();
+        o.replies = vec![wrong];
+        o.own_arp[0].arp_ignore = Some(0);
+        let r = verdict(&v6, &o, &Peers::default(), Duration::from_millis(500), "roce-route apply c.toml");
+        assert_eq!(r.fix_on, [PEER]);
+    }
+
+    #[test]
+    fn each_problem_says_where_its_fix_is() {
+        let mut o = healthy();
+        o.full_size_back = Some(false);
+        o.largest_back = Some(1500);
+        o.route_dev = Ok("rail0".into());
+        let r = judge(&o, &Peers::default());
+        assert_eq!(r.problems, [MTU, LOCAL_ROUTE]);
+        assert_eq!(r.fix_on, [PATH, THIS_HOST]);
+        let mut o = healthy();
+        o.arp_answers = vec![M0.into(), M1.into()];
+        assert_eq!(judge(&o, &Peers::default()).fix_on, [PEER]);
+    }
+
     #[test]
     fn the_peers_nics_are_named() {
         let peers = peers_json();
