@@ -28,10 +28,12 @@
 //! back shows the peer's real egress NIC. (The peer rate-limits errors per
 //! destination, a burst of 6: past that a pair just lacks that evidence.)
 //!
-//! Per pair: neighbour resolution (resent once at half the timeout); once
-//! answered, three small echoes; once back, one echo of the rail's MTU;
-//! if it does not come back, bounded rounds of sizes in between, sent
-//! together. A stage waits the full timeout only for what does not
+//! Per pair: neighbour resolution of the next hop (the peer on the
+//! rail's link, else the gateway of this host's route to it; resent once
+//! at half the timeout); once answered, three small echoes; once back, an
+//! echo of the rail's MTU, sent up to three times and waited for until the
+//! timeout (a late one counts); if none comes back, bounded rounds of
+//! sizes in between, sent together. A stage waits the full timeout only for what does not
 //! answer; the large echoes, sent after small ones came back in RTT, get
 //! ten times that RTT (at least 50 ms, at most the timeout).
 
@@ -64,6 +66,9 @@ const SEARCH_SIZES: u32 = 7;
 const COMMON_MTUS: [u32; 6] = [1280, 1500, 2044, 4092, 4200, 9000];
 /// How long, at least, a second ARP answer is waited for after a request.
 const FLUX_GRACE: Duration = Duration::from_millis(50);
+/// Echoes of the rail's full MTU before it counts as lost: one lost or
+/// late jumbo frame is not an MTU problem.
+pub const FULL_TRIES: u8 = 3;
 const LARGE_GRACE_MIN: Duration = Duration::from_millis(50);
 
 // Linux values libc does not name on every target.
@@ -96,6 +101,9 @@ pub struct Job {
     pub rail: usize,
     pub source: IpAddr,
     pub peer: IpAddr,
+    /// Whom the neighbour request asks for: the peer when it is on the
+    /// rail's link, else the gateway this host's route to it names.
+    pub next_hop: IpAddr,
 }
 
 /// What was seen for one job.
@@ -162,6 +170,9 @@ struct State {
     probes: Vec<Sent>,
     next_seq: u16,
     round: u8,
+    /// Echoes of the full MTU sent, and when the first went out.
+    full_tries: u8,
+    full_from: Instant,
     lo: u32,
     hi: u32,
     seen: Seen,
@@ -177,6 +188,8 @@ impl State {
             probes: Vec::new(),
             next_seq: 0,
             round: 0,
+            full_tries: 0,
+            full_from: start,
             lo: 0,
             hi: 0,
             seen: Seen::default(),
@@ -192,7 +205,10 @@ impl State {
 
     /// Search echoes not back yet.
     fn outstanding(&self) -> usize {
-        self.probes.iter().filter(|p| !p.back && matches!(p.kind, Kind::Size(_))).count()
+        self.probes
+            .iter()
+            .filter(|p| !p.back && matches!(p.kind, Kind::Size(s) if s > self.lo && s < self.hi))
+            .count()
     }
 
     /// The smallest size above the largest that came back, that did not:
@@ -305,7 +321,7 @@ impl Sockets {
     /// source, out of its rail.
     fn send_neighbour(&self, r: &RailIo, j: &Job, st: &mut State) {
         let ib = r.link_type == LinkType::Infiniband;
-        let result = match (j.source, j.peer) {
+        let result = match (j.source, j.next_hop) {
             (IpAddr::V4(s), IpAddr::V4(p)) => {
                 let Some(socket) = self.sender(ETHERTYPE_ARP) else { return };
                 let packet = frames::arp_request(r.link_type.into(), r.hw.bytes(), s, p);
@@ -363,7 +379,9 @@ struct Run<'a> {
     last_arp: Instant,
     base_id: u16,
     token: u64,
-    by_pair: HashMap<(usize, IpAddr, IpAddr), usize>,
+    /// The pairs by (rail, source, next hop): every peer behind one
+    /// gateway takes its answer.
+    by_pair: HashMap<(usize, IpAddr, IpAddr), Vec<usize>>,
     rail_of: HashMap<i32, usize>,
 }
 
@@ -383,9 +401,12 @@ impl<'a> Run<'a> {
             last_arp: start,
             base_id: u16::from_be_bytes([rnd[0], rnd[1]]),
             token: u64::from_be_bytes(rnd[2..10].try_into().unwrap_or([0; 8])),
-            by_pair: jobs.iter().enumerate().map(|(k, j)| ((j.rail, j.source, j.peer), k)).collect(),
+            by_pair: HashMap::new(),
             rail_of: rails.iter().enumerate().map(|(i, r)| (r.ifindex as i32, i)).collect(),
         };
+        for (k, j) in jobs.iter().enumerate() {
+            run.by_pair.entry((j.rail, j.source, j.next_hop)).or_default().push(k);
+        }
         for (j, st) in jobs.iter().zip(&mut run.states) {
             run.sockets.send_neighbour(&rails[j.rail], j, st);
             st.arp_tries = 1;
@@ -466,12 +487,14 @@ impl<'a> Run<'a> {
     fn receive(&mut self, rail: usize, from: Option<HwAddr>, at: Instant, incoming: Incoming) {
         match incoming {
             Incoming::Answer { local, peer, hw } => {
-                if let Some(&k) = self.by_pair.get(&(rail, local, peer))
+                if let Some(ks) = self.by_pair.get(&(rail, local, peer))
                     && let Some(hw) = hw.map(|h| HwAddr::new(&h)).or(from)
                 {
-                    let seen = &mut self.states[k].seen;
-                    if !seen.arp_answers.contains(&hw) {
-                        seen.arp_answers.push(hw);
+                    for &k in ks {
+                        let seen = &mut self.states[k].seen;
+                        if !seen.arp_answers.contains(&hw) {
+                            seen.arp_answers.push(hw.clone());
+                        }
                     }
                 }
             }
@@ -569,17 +592,29 @@ impl Pair<'_> {
                 st.lo = self.echo.overhead() + SMALL_DATA;
                 st.hi = self.rail.mtu;
                 st.deadline = self.now + st.grace(self.timeout);
+                st.full_from = self.now;
+                st.full_tries = 1;
                 self.echo.send(st, Kind::Size(self.rail.mtu));
                 st.stage = Stage::Full;
             }
         }
     }
 
-    /// The echo of the rail's MTU: back, done; lost, the search.
+    /// The echo of the rail's MTU: back (even late), done; not back in
+    /// its grace, sent again, up to FULL_TRIES; the last one waited for
+    /// until the timeout since the first: only then lost, and the search.
     fn full(&self, st: &mut State) {
         if st.seen.largest_back == Some(self.rail.mtu) {
             st.seen.full_size_back = Some(true);
             st.stage = Stage::Done;
+        } else if self.now >= st.deadline && st.full_tries < FULL_TRIES {
+            st.full_tries += 1;
+            st.deadline = if st.full_tries == FULL_TRIES {
+                (st.full_from + self.timeout).max(self.now + st.grace(self.timeout))
+            } else {
+                self.now + st.grace(self.timeout)
+            };
+            self.echo.send(st, Kind::Size(self.rail.mtu));
         } else if self.now >= st.deadline {
             st.seen.full_size_back = Some(false);
             st.seen.largest_back = Some(st.lo);
@@ -590,6 +625,13 @@ impl Pair<'_> {
 
     /// One search round over: close in, or stop.
     fn search(&self, st: &mut State) {
+        // A full-size echo back late, while searching: no MTU problem.
+        if st.lo >= self.rail.mtu {
+            st.seen.full_size_back = Some(true);
+            st.seen.largest_back = Some(self.rail.mtu);
+            st.stage = Stage::Done;
+            return;
+        }
         if st.outstanding() == 0 || self.now >= st.deadline {
             st.hi = st.lowest_lost();
             st.seen.largest_back = Some(st.lo);

@@ -128,6 +128,10 @@ pub struct Observation {
     /// This host's ARP settings on every rail (IPv4): whether this host
     /// itself lets a peer learn one of its addresses at another NIC.
     pub own_arp: Vec<OwnArp>,
+    /// The gateway this host's route to the peer names, when the peer is
+    /// behind a router: the neighbour request asked for it, and the echo
+    /// replies come from its link-layer address.
+    pub gateway: Option<IpAddr>,
 }
 
 /// The verdict on one pair: `probes[]` in the JSON document.
@@ -137,6 +141,8 @@ pub struct ProbeResult {
     pub source: IpAddr,
     pub peer: IpAddr,
     pub peer_rail: Option<String>,
+    /// The gateway the pair goes through (null: the peer is on the link).
+    pub gateway: Option<IpAddr>,
     pub problems: Vec<&'static str>,
     /// Where each problem's fix is (`this_host`, `peer`, `path`), one per
     /// problem, in the same order.
@@ -247,7 +253,12 @@ impl<'a> Judge<'a> {
             pair,
             obs,
             peers,
-            expected_mac: peers.rail_of(&pair.peer).and_then(|r| r.mac.clone()),
+            // Behind a router the frames are the gateway's, never the
+            // peer NIC's.
+            expected_mac: peers
+                .rail_of(&pair.peer)
+                .and_then(|r| r.mac.clone())
+                .filter(|_| obs.gateway.is_none()),
             peer_rail,
             peer_label,
             ms: timeout.as_millis(),
@@ -297,8 +308,12 @@ impl<'a> Judge<'a> {
         self.obs.replies.iter().chain(&self.obs.routed)
     }
 
-    /// 1. Who answers for the address on this rail.
+    /// Step 1: who answers for the address on this rail (behind a router:
+    /// who answers for the gateway).
     fn neighbour(&self, found: &mut Findings) {
+        if let Some(gw) = self.obs.gateway {
+            return self.gateway_neighbour(gw, found);
+        }
         let (rail, peer, peer_label, arp, ms) =
             (&self.pair.rail, self.pair.peer, &self.peer_label, self.arp, self.ms);
         match self.obs.arp_answers.as_slice() {
@@ -337,6 +352,37 @@ impl<'a> Judge<'a> {
         }
     }
 
+    /// 1, behind a router: the gateway must answer, once.
+    fn gateway_neighbour(&self, gw: IpAddr, found: &mut Findings) {
+        let (rail, peer_label, arp, ms) = (&self.pair.rail, &self.peer_label, self.arp, self.ms);
+        match self.obs.arp_answers.as_slice() {
+            [] => found.add_on(
+                ARP_NONE,
+                PATH,
+                format!(
+                    "the gateway {gw} (this host's next hop to {peer_label}) did not answer {arp} on {rail} \
+                     within {ms} ms: the router is unreachable at layer 2 on this rail"
+                ),
+                format!(
+                    "check that {gw} is up on the router's port of {rail} (the leaf), that {rail}'s link is up, \
+                     and that {rail}'s gateway in the config is that port's address"
+                ),
+            ),
+            [_] => {}
+            many => found.add_on(
+                ARP_FLUX,
+                PATH,
+                format!(
+                    "{} link-layer addresses answered {arp} for the gateway {gw} on {rail} ({}): more than one \
+                     device claims the router's address",
+                    many.len(),
+                    many.join(", ")
+                ),
+                format!("find the devices that answer for {gw} on {rail}'s network: only the router may"),
+            ),
+        }
+    }
+
     /// 2. Where the echo reply comes back, and from which MAC.
     fn reply_path(&self, found: &mut Findings, apply: &str) {
         if self.obs.arp_answers.is_empty() {
@@ -344,7 +390,20 @@ impl<'a> Judge<'a> {
         }
         let (rail, peer, peer_label, arp, ms) =
             (&self.pair.rail, self.pair.peer, &self.peer_label, self.arp, self.ms);
-        if self.obs.replies.is_empty() {
+        if let (true, Some(gw)) = (self.obs.replies.is_empty(), self.obs.gateway) {
+            found.add(
+                NO_REPLY,
+                format!(
+                    "the gateway {gw} answered {arp} on {rail} but no echo reply from {peer_label} came back within \
+                     {ms} ms, on any rail: the peer, its route back to {source} or the routers between",
+                    source = self.pair.source
+                ),
+                format!(
+                    "{FIX_PEER}; check that the peer answers ICMP echo and has a route back to {}",
+                    self.pair.source
+                ),
+            );
+        } else if self.obs.replies.is_empty() {
             found.add(
                 NO_REPLY,
                 format!(
@@ -381,6 +440,21 @@ impl<'a> Judge<'a> {
                     FIX_PEER.to_string(),
                 ),
             }
+        } else if let Some(gw) = self.obs.gateway
+            && let Some(bad) =
+                self.all_replies().filter_map(|r| r.source_mac.as_deref()).find(|m| !self.mac_fits(m))
+        {
+            found.add_on(
+                WRONG_SOURCE_MAC,
+                PATH,
+                format!(
+                    "the echo reply from {peer_label} came from {bad}, not from the gateway {gw} ({}) that answered \
+                     {arp}: another router carries the way back to {}",
+                    self.obs.arp_answers.join(" or "),
+                    self.pair.source
+                ),
+                format!("the route back to {} must come through {gw} on {rail}", self.pair.source),
+            );
         } else if let Some(bad) =
             self.all_replies().filter_map(|r| r.source_mac.as_deref()).find(|m| !self.mac_fits(m))
         {
@@ -480,7 +554,16 @@ impl<'a> Judge<'a> {
             let answer = obs.arp_answers.first().map(|m| self.who(m)).unwrap_or_default();
             let rtt = rtt_ms.map_or(String::new(), |r| format!(", rtt {r} ms"));
             let mtu = path_mtu.map_or(String::new(), |m| format!(", path MTU {m}"));
-            format!("{} answered by {answer} on {rail}, echo back in on {rail}{rtt}{mtu}.", self.peer_label)
+            match obs.gateway {
+                Some(gw) => format!(
+                    "{} through the gateway {gw} (answered by {answer} on {rail}), echo back in on {rail}{rtt}{mtu}.",
+                    self.peer_label
+                ),
+                None => format!(
+                    "{} answered by {answer} on {rail}, echo back in on {rail}{rtt}{mtu}.",
+                    self.peer_label
+                ),
+            }
         } else {
             let mut s = found.said.join("; ");
             s.push('.');
@@ -491,6 +574,7 @@ impl<'a> Judge<'a> {
             source: pair.source,
             peer: pair.peer,
             peer_rail: self.peer_rail,
+            gateway: obs.gateway,
             problems: found.problems,
             fix_on: found.fix_on,
             arp_answers: obs.arp_answers.clone(),
@@ -618,6 +702,7 @@ mod tests {
             own_arp: ["rail0", "rail1"]
                 .map(|r| OwnArp { rail: r.into(), arp_ignore: Some(1), arp_announce: Some(2) })
                 .to_vec(),
+            gateway: None,
         }
     }
     fn peers_json() -> Peers {
@@ -789,6 +874,64 @@ mod tests {
         o.own_arp[0].arp_ignore = Some(0);
         let r = verdict(&v6, &o, &Peers::default(), Duration::from_millis(500), "roce-route apply c.toml");
         assert_eq!(r.fix_on, [PEER]);
+    }
+
+    #[test]
+    fn behind_a_router_the_gateway_answers_and_is_named_when_it_fails() {
+        let gw = ip("198.51.100.1");
+        let routed = |o: &mut Observation| {
+            o.gateway = Some(gw);
+            o.arp_answers = vec![M0.into()];
+            o.replies = vec![Reply { interface: "rail1".into(), source_mac: Some(M0.into()) }; 3];
+        };
+        // The peer's own NIC MAC (from --peers) is not expected: the
+        // frames are the router's.
+        let mut o = healthy();
+        routed(&mut o);
+        let r = judge(&o, &peers_json());
+        assert!(r.problems.is_empty(), "{r:?}");
+        assert_eq!(r.gateway, Some(gw));
+        assert!(
+            r.detail.contains("through the gateway 198.51.100.1 (answered by 02:00:00:00:01:00"),
+            "{}",
+            r.detail
+        );
+
+        let mut o = healthy();
+        routed(&mut o);
+        o.arp_answers = vec![];
+        o.replies = vec![];
+        let r = judge(&o, &peers_json());
+        assert_eq!((r.problems.as_slice(), r.fix_on.as_slice()), ([ARP_NONE].as_slice(), [PATH].as_slice()));
+        assert!(r.detail.starts_with("the gateway 198.51.100.1 (this host's next hop to 198.51.100.111 (peer ib1)) did not answer ARP on rail1"), "{}", r.detail);
+
+        let mut o = healthy();
+        routed(&mut o);
+        o.replies = vec![];
+        let r = judge(&o, &peers_json());
+        assert_eq!(r.problems, [NO_REPLY]);
+        assert!(
+            r.detail.contains("the gateway 198.51.100.1 answered ARP on rail1 but no echo reply"),
+            "{}",
+            r.detail
+        );
+
+        let mut o = healthy();
+        routed(&mut o);
+        o.replies[0].source_mac = Some(M1.into());
+        let r = judge(&o, &peers_json());
+        assert_eq!(
+            (r.problems.as_slice(), r.fix_on.as_slice()),
+            ([WRONG_SOURCE_MAC].as_slice(), [PATH].as_slice())
+        );
+        assert!(r.detail.contains("another router carries the way back"), "{}", r.detail);
+
+        let mut o = healthy();
+        routed(&mut o);
+        o.arp_answers = vec![M0.into(), M1.into()];
+        let r = judge(&o, &peers_json());
+        assert_eq!(r.problems, [ARP_FLUX]);
+        assert!(r.detail.contains("for the gateway 198.51.100.1"), "{}", r.detail);
     }
 
     #[test]

@@ -9,10 +9,15 @@
 //!   rail k only), each rail its own subnet: rail k in
 //!   198.51.100.32k/27 (A .32k+10, B .32k+20) and 2001:db8:1:k::/64 (A
 //!   ::10, B ::20).
+//! - `Routed31`, `RoutedSubnets`: the switch is a router, every peer is
+//!   off-link behind the rail's gateway (see the variants).
 //!
 //! Every rail, veth end and bridge carries MTU 9000. DAD is off and the
 //! ARP sysctls start at the kernel's defaults (0), as in `Testbed`. The
 //! three namespaces and the temp dir go on drop, also while a test panics.
+//! (tests/probe.rs and tests/probe_routed.rs each use part of it.)
+
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,6 +32,23 @@ pub const JUMBO: u32 = 9000;
 pub enum Topology {
     OneBridge,
     RailOptimized,
+    /// Routed rails: the switch namespace is a router (forwarding on, no
+    /// bridge) with a port per host rail; each rail is its own /31 to the
+    /// router's port (the leaf), IPv6 a /64 per rail, and each host's
+    /// config names that port as the rail's gateway. A's rail k is
+    /// 203.0.113.(4k+1)/31 (leaf .4k), B's 203.0.113.(4k+3)/31 (leaf
+    /// .4k+2): every peer is off-link, reached through the leaf.
+    Routed31,
+    /// Routed rails, a subnet per rail and host side with the router's
+    /// port as gateway: A's rail k 198.51.100.(32k+10)/27 (gateway
+    /// .32k+1), B's rail k 203.0.113.(32k+20)/27 (gateway .32k+1).
+    RoutedSubnets,
+}
+
+impl Topology {
+    pub fn routed(self) -> bool {
+        matches!(self, Topology::Routed31 | Topology::RoutedSubnets)
+    }
 }
 
 /// One rail of one host.
@@ -39,6 +61,9 @@ pub struct HostRail {
     pub v4_len: u8,
     pub v6: Option<String>,
     pub mac: String,
+    /// Routed topologies: the router's port addresses, the rail's
+    /// gateways (IPv4, and IPv6 when the rail has it).
+    pub gateways: Vec<String>,
 }
 
 impl HostRail {
@@ -92,13 +117,23 @@ impl TwoHosts {
         let bridges: Vec<String> = match topology {
             Topology::OneBridge => vec!["br0".into()],
             Topology::RailOptimized => (0..rails).map(|k| format!("br{k}")).collect(),
+            Topology::Routed31 | Topology::RoutedSubnets => {
+                for key in ["net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"] {
+                    t.sw.set_sysctl(key, "1");
+                }
+                Vec::new()
+            }
         };
         for br in &bridges {
             t.sw.ip(&format!("link add {br} type bridge mcast_snooping 0"));
             t.sw.ip(&format!("link set {br} mtu {JUMBO} up"));
         }
         for k in 0..rails {
-            let br = &bridges[if topology == Topology::OneBridge { 0 } else { k }];
+            // One bridge for all rails, one per rail, or none (routed).
+            let br = match topology {
+                Topology::OneBridge => "br0",
+                _ => bridges.get(k).map_or("", String::as_str),
+            };
             let a = t.add_rail("a", k, br, ipv6);
             t.a_rails.push(a);
             let b = t.add_rail("b", k, br, ipv6);
@@ -118,8 +153,34 @@ impl TwoHosts {
         let port = format!("{side}{k}");
         host.ip(&format!("link add {name} type veth peer name {port} netns {}", self.sw.name()));
         host.ip(&format!("link set {name} mtu {JUMBO}"));
-        self.sw.ip(&format!("link set {port} mtu {JUMBO} master {bridge} up"));
+        if bridge.is_empty() {
+            self.sw.ip(&format!("link set {port} mtu {JUMBO} up"));
+        } else {
+            self.sw.ip(&format!("link set {port} mtu {JUMBO} master {bridge} up"));
+        }
+        let side_n = usize::from(side != "a");
+        let mut gateways = Vec::new();
         let (v4, v4_len, v6) = match (self.topology, side) {
+            (Topology::Routed31, _) => {
+                let leaf = format!("203.0.113.{}", 4 * k + 2 * side_n);
+                let v6_net = format!("2001:db8:{side}:{k}");
+                self.sw.ip(&format!("addr add {leaf}/31 dev {port}"));
+                self.sw.ip(&format!("addr add {v6_net}::ff/64 dev {port} nodad"));
+                gateways = vec![leaf, format!("{v6_net}::ff")];
+                (format!("203.0.113.{}", 4 * k + 2 * side_n + 1), 31, format!("{v6_net}::1"))
+            }
+            (Topology::RoutedSubnets, _) => {
+                let net = if side == "a" { "198.51.100" } else { "203.0.113" };
+                let v6_net = format!("2001:db8:{side}:{k}");
+                self.sw.ip(&format!("addr add {net}.{}/27 dev {port}", 32 * k + 1));
+                self.sw.ip(&format!("addr add {v6_net}::1/64 dev {port} nodad"));
+                gateways = vec![format!("{net}.{}", 32 * k + 1), format!("{v6_net}::1")];
+                (
+                    format!("{net}.{}", 32 * k + 10 + 10 * side_n),
+                    27,
+                    format!("{v6_net}::{}", 10 + 10 * side_n),
+                )
+            }
             (Topology::OneBridge, "a") => {
                 (format!("198.51.100.{}", 10 + k), 24, format!("2001:db8:1::{}", 10 + k))
             }
@@ -138,9 +199,10 @@ impl TwoHosts {
         if let Some(v6) = &v6 {
             host.ip(&format!("addr add {v6}/64 dev {name} nodad"));
         }
+        gateways.truncate(if ipv6 { 2 } else { 1 });
         host.ip(&format!("link set {name} up"));
         let mac = host.read_file(&format!("/sys/class/net/{name}/address"));
-        HostRail { name, port, v4, v4_len, v6, mac }
+        HostRail { name, port, v4, v4_len, v6, mac, gateways }
     }
 
     fn wait_ready(&self) {
@@ -158,7 +220,17 @@ impl TwoHosts {
             };
             up(&self.a, &self.a_rails)
                 && up(&self.b, &self.b_rails)
-                && self.sw.read_files(&ports).iter().all(|s| s == "3")
+                && if self.topology.routed() {
+                    let ports: Vec<String> = self
+                        .a_rails
+                        .iter()
+                        .chain(&self.b_rails)
+                        .map(|r| format!("/sys/class/net/{}/operstate", r.port))
+                        .collect();
+                    self.sw.read_files(&ports).iter().all(|s| s == "up")
+                } else {
+                    self.sw.read_files(&ports).iter().all(|s| s == "3")
+                }
         });
     }
 
@@ -176,6 +248,9 @@ impl TwoHosts {
                 toml_list(&r.cidrs()),
                 100 + k
             ));
+            if !r.gateways.is_empty() {
+                text.push_str(&format!("gateway = {}\n", toml_list(&r.gateways)));
+            }
             for e in extra {
                 text.push_str(e);
                 text.push('\n');
