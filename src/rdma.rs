@@ -31,6 +31,12 @@ pub enum RdmaError {
     /// A file whose contents are not in the kernel's format.
     #[error("{path}: {what}; this is not what the kernel writes there (a damaged or hand-made sysfs copy?)")]
     Malformed { path: String, what: String },
+    /// RDMA netlink, asked which ports are this namespace's, did not answer.
+    #[error(
+        "cannot ask RDMA netlink which RDMA ports have their netdev in this network namespace: {0}; \
+         RoCE ports cannot be told from other namespaces' devices of the same netdev names (is ib_core loaded?)"
+    )]
+    Netlink(String),
 }
 
 /// A port's `link_layer`, as link_layer_show() (drivers/infiniband/core/
@@ -310,6 +316,54 @@ impl Rdma {
     }
     pub fn netdev(&self, name: &str) -> Option<&Netdev> {
         self.ports.iter().flat_map(|p| &p.netdevs).find(|n| n.name == name)
+    }
+}
+
+/// One RDMA port as RDMA netlink reports it to this namespace
+/// (`netlink::rdma::ports`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NsPort {
+    pub device: String,
+    pub port: u32,
+    /// The port's netdev (ifindex, name) when it is in this namespace;
+    /// None: it has none, or it is in another namespace.
+    pub netdev: Option<(u32, String)>,
+}
+
+impl Rdma {
+    /// Whether a port's netdev must be proven to be in this namespace:
+    /// RoCE (and iWARP) ports name their netdev in `gid_attrs/ndevs` by name
+    /// only, whichever namespace it is in. InfiniBand ports are matched to
+    /// IPoIB netdevs by the hardware address of this namespace's links
+    /// already.
+    fn needs_owner(port: &Port) -> bool {
+        port.link_layer != LinkLayer::InfiniBand
+    }
+
+    /// Whether any port needs RDMA netlink's word (`in_namespace`).
+    pub fn needs_owners(&self) -> bool {
+        self.ports.iter().any(Rdma::needs_owner)
+    }
+
+    /// Only this namespace's ports: a RoCE port is kept when RDMA netlink
+    /// names its netdev to this namespace (`owners`) and that netdev is one
+    /// its GID table names. In the kernel's shared RDMA netns mode
+    /// every namespace sees every device; another namespace's device whose
+    /// netdev has a name this one also has (`rail0` in two containers) is
+    /// not this host's. A port netlink does not list (made since) is left
+    /// out too: never claimed without proof. Returns the ports left out.
+    pub fn in_namespace(&mut self, owners: &[NsPort]) -> Vec<Port> {
+        let (mine, other): (Vec<Port>, Vec<Port>) =
+            std::mem::take(&mut self.ports).into_iter().partition(|p| {
+                !Rdma::needs_owner(p)
+                    || owners.iter().any(|o| {
+                        o.device == p.device
+                            && o.port == p.port
+                            && o.netdev.as_ref().is_some_and(|(_, n)| p.netdevs.iter().any(|d| &d.name == n))
+                    })
+            });
+        self.ports = mine;
+        other
     }
 }
 
@@ -696,6 +750,47 @@ mod tests {
         assert_eq!(p.v2_gids_of(&a, "ens1f0np0").map(|g| g.index).collect::<Vec<_>>(), [5]);
         assert_eq!(p.v2_gids_of(&a, "other").count(), 0);
         assert_eq!(r.port_of("ens1f0np0").unwrap().device, "rocep193s0f0");
+    }
+
+    fn owner(device: &str, netdev: Option<&str>) -> NsPort {
+        NsPort { device: device.into(), port: 1, netdev: netdev.map(|n| (5, n.into())) }
+    }
+
+    #[test]
+    fn only_the_roce_ports_whose_netdev_netlink_puts_in_this_namespace_are_kept() {
+        // Shared RDMA netns mode: host A sees its own rxa0 and host B's rxb0,
+        // both on a netdev named rail0.
+        let mut m = Memory::default();
+        roce_port(&mut m, "rxa0", "rail0");
+        roce_port(&mut m, "rxb0", "rail0");
+        roce_port(&mut m, "rxnew", "rail1");
+        let mut r = scan(&m, &[]).unwrap();
+        assert!(r.needs_owners());
+        let dropped = r.in_namespace(&[owner("rxa0", Some("rail0")), owner("rxb0", None)]);
+        let kept: Vec<&str> = r.ports.iter().map(|p| p.device.as_str()).collect();
+        assert_eq!(kept, ["rxa0"], "B's device and the one netlink did not list are not A's");
+        let left: Vec<&str> = dropped.iter().map(|p| p.device.as_str()).collect();
+        assert_eq!(left, ["rxb0", "rxnew"]);
+        assert_eq!(r.port_of("rail0").unwrap().device, "rxa0");
+
+        // A netdev of this namespace that is not the one the GID table names.
+        let mut r = scan(&m, &[]).unwrap();
+        r.in_namespace(&[owner("rxb0", Some("eth9"))]);
+        assert!(r.ports.is_empty());
+    }
+
+    #[test]
+    fn infiniband_ports_need_no_owner_from_netlink() {
+        let mut m = Memory::default();
+        let d = "class/infiniband/ibp12s0/ports/1";
+        m.file(&format!("{d}/link_layer"), "InfiniBand")
+            .file(&format!("{d}/state"), "4: ACTIVE")
+            .file(&format!("{d}/phys_state"), "5: LinkUp")
+            .file(&format!("{d}/gids/0"), "fe80:0000:0000:0000:0002:c903:00a1:b2c3");
+        let mut r = scan(&m, &[]).unwrap();
+        assert!(!r.needs_owners());
+        assert!(r.in_namespace(&[]).is_empty());
+        assert_eq!(r.ports.len(), 1);
     }
 
     #[test]

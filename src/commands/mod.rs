@@ -641,7 +641,26 @@ pub fn read_rdma(
     arg: &crate::cli::SysfsArg,
     links: &[crate::model::Link],
 ) -> Result<crate::rdma::Rdma, Error> {
-    Ok(crate::rdma::scan(&sysfs_dir(arg)?, links)?)
+    let dir = sysfs_dir(arg)?;
+    let mut rdma = crate::rdma::scan(&dir, links)?;
+    own_rdma(&dir, &mut rdma)?;
+    Ok(rdma)
+}
+
+/// Keeps only the ports of this namespace (`Rdma::in_namespace`), when
+/// `fs` is the live /sys: a copy (`--sysfs-root`, fixtures) describes a
+/// host whose RDMA netlink is not this one's, and is taken as it is. RDMA
+/// netlink is asked only when a RoCE port is there to be proven.
+pub(crate) fn own_rdma(
+    fs: &dyn crate::sysfs::Sysfs,
+    rdma: &mut crate::rdma::Rdma,
+) -> Result<(), crate::rdma::RdmaError> {
+    if !fs.live() || !rdma.needs_owners() {
+        return Ok(());
+    }
+    let owners = crate::netlink::rdma::ports().map_err(|e| crate::rdma::RdmaError::Netlink(e.to_string()))?;
+    rdma.in_namespace(&owners);
+    Ok(())
 }
 
 /// `read_rdma` for check, show and apply: a part that cannot be read is
@@ -651,7 +670,18 @@ pub fn read_rdma_lenient(
     links: &[crate::model::Link],
 ) -> Result<crate::rdma_check::Observed, Error> {
     let _p = crate::profile::phase("sysfs (RDMA)");
-    let (rdma, unreadable) = crate::rdma::scan_lenient(&sysfs_dir(arg)?, links);
+    let dir = sysfs_dir(arg)?;
+    let (mut rdma, mut unreadable) = crate::rdma::scan_lenient(&dir, links);
+    if let Err(error) = own_rdma(&dir, &mut rdma) {
+        // Never claim another namespace's device: without netlink's word,
+        // no RoCE port is this host's.
+        rdma.in_namespace(&[]);
+        unreadable.push(crate::rdma::Unreadable {
+            part: None,
+            error,
+            left_out: "the RoCE ports are left out",
+        });
+    }
     Ok(crate::rdma_check::Observed { rdma, unreadable, root: arg.sysfs_root.to_string_lossy().into_owned() })
 }
 

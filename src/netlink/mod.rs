@@ -10,7 +10,8 @@
 //! Here: the connection (`Netlink`), its link cache, and the requests that
 //! are not dumps (changes and route lookups). `dump` reads, `route`,
 //! `rule`, `address` and `link` translate between model and messages,
-//! `extack` reads the kernel's errors.
+//! `extack` reads the kernel's errors. `rdma` asks RDMA netlink which
+//! RDMA ports have their netdev in this namespace.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -37,6 +38,7 @@ mod extack;
 #[cfg(test)]
 mod fixture;
 mod link;
+pub mod rdma;
 mod route;
 mod rule;
 

@@ -57,7 +57,11 @@ impl Metrics {
         let Some(sysfs) = &self.sysfs else {
             return;
         };
-        let (rdma, _) = crate::rdma::scan_lenient(sysfs.as_ref(), links);
+        let (mut rdma, _) = crate::rdma::scan_lenient(sysfs.as_ref(), links);
+        if crate::commands::own_rdma(sysfs.as_ref(), &mut rdma).is_err() {
+            // A missing metric rather than another namespace's port state.
+            rdma.in_namespace(&[]);
+        }
         let rails: Vec<&str> = desired.interfaces.iter().map(|i| i.name.as_str()).collect();
         crate::commands::check::rdma_ports(&mut self.snapshot, &desired.interfaces, &rails, &rdma);
     }

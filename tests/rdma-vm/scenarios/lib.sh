@@ -368,15 +368,12 @@ nccl_gid_index() {
 }
 
 
-# A product bug this harness found, kept visible: the check is expected to
+# A product bug this harness finds, kept visible: the check is expected to
 # fail while the bug is there; when it passes, it fails and asks for the
-# marker to be removed (so a fix cannot go unnoticed).
-#   netns-rdma: in shared RDMA netns mode (the default) every namespace sees
-#   every rxe device; roce-route maps a rail to the first device whose GID
-#   netdev has the rail's *name*, whichever namespace that netdev is in. In
-#   hb, rail0 is mapped to rxa0 (A's device): discover, nccl-env, check,
-#   probe --self and apply's warnings name A's devices, check exits 3 and
-#   nccl-env prints no NCCL_IB_GID_INDEX.
+# marker to be removed (so a fix cannot go unnoticed). None is open; the
+# last one (netns-rdma: in shared RDMA netns mode every namespace sees every
+# rxe device, and B's rail0 was mapped to A's rxa0 by its netdev's name) is
+# fixed by asking RDMA netlink which ports have their netdev here.
 known_bug() { # known_bug BUG DESCRIPTION COMMAND...
   local bug=$1 d=$2; shift 2
   if "$@"; then
@@ -385,21 +382,41 @@ known_bug() { # known_bug BUG DESCRIPTION COMMAND...
     pass "$d: fails, known bug '$bug' (see lib.sh)"
   fi
 }
-# The GID indices from `roce-route nccl-env` of each host: GA/GB. Where
-# nccl-env prints no NCCL_IB_GID_INDEX (the known bug on B), sysfs by value.
+# The GID indices from `roce-route nccl-env` of each host: GA/GB; each is
+# checked against sysfs by value.
 gids_from_nccl_env() {
   local ga gb i
   ga=$(nccl_gid_index a); gb=$(nccl_gid_index b)
   sed 's/^/    A| /' "$W/nccl-env-a.out"
   sed 's/^/    B| /' "$W/nccl-env-b.out"
   check "A: nccl-env prints NCCL_IB_GID_INDEX (${ga:-none})" test -n "$ga"
-  known_bug netns-rdma "B: nccl-env prints NCCL_IB_GID_INDEX (${gb:-none})" test -n "$gb"
+  check "B: nccl-env prints NCCL_IB_GID_INDEX (${gb:-none})" test -n "$gb"
   for i in 0 1 2 3; do
     GA[i]=$ga
     GB[i]=${gb:-$(gid_index rxb$i "${B4[i]}")}
     check "A: index $ga is ${A4[i]}'s GID on rxa$i" test "$(gid_index rxa$i "${A4[i]}")" = "$ga"
+    check "B: index ${gb:-none} is ${B4[i]}'s GID on rxb$i" test "$(gid_index rxb$i "${B4[i]}")" = "$gb"
   done
-  known_bug netns-rdma "B: nccl-env's NCCL_IB_HCA names B's own devices (rxb*)" grep -q "NCCL_IB_HCA='=rxb0" "$W/nccl-env-b.out"
+  check "A: nccl-env's NCCL_IB_HCA is exactly A's devices" grep -qx "export NCCL_IB_HCA='=rxa0:1,rxa1:1,rxa2:1,rxa3:1'" "$W/nccl-env-a.out"
+  check "B: nccl-env's NCCL_IB_HCA is exactly B's devices" grep -qx "export NCCL_IB_HCA='=rxb0:1,rxb1:1,rxb2:1,rxb3:1'" "$W/nccl-env-b.out"
+}
+# Shared RDMA netns mode: both hosts see rxa* and rxb*, on netdevs of the
+# same names. Each host's discover, show and metrics name its own only.
+own_devices_only() {
+  local h o
+  for h in a b; do
+    o=$([ $h = a ] && echo b || echo a)
+    rr $h discover > "$W/discover-$h.toml" 2> "$W/discover-$h.err"
+    sed 's/^/    '"${h^^}"'| /' "$W/discover-$h.toml" | grep -E 'rx|name' || true
+    check "${h^^}: discover takes rail0..rail3" test "$(grep -c '^name = "rail[0-3]"' "$W/discover-$h.toml")" = 4
+    check "${h^^}: discover names its own devices rx${h}0..3" test "$(grep -oE "rx${h}[0-3] port 1" "$W/discover-$h.toml" | sort -u | wc -l)" = 4
+    check "${h^^}: discover names none of rx${o}*" bash -c "! grep -q rx$o '$W/discover-$h.toml'"
+    rr $h --json show > "$W/show-$h.json" 2>&1
+    check "${h^^}: show names none of rx${o}*" bash -c "! grep -q '\"rx$o' '$W/show-$h.json'"
+    check "${h^^}: show names rx${h}0" grep -q "\"rx${h}0\"" "$W/show-$h.json"
+    rr $h check "$(cfg $h)" --format prometheus > "$W/prom-$h.txt" 2>&1
+    check "${h^^}: the metrics name none of rx${o}*" bash -c "! grep -q 'rx$o' '$W/prom-$h.txt'"
+  done
 }
 learn_wrong_macs() {
   local i
