@@ -213,6 +213,37 @@ fn no_address(port: Option<&Port>, unfit: &[String]) -> String {
     reason
 }
 
+/// Whether netdev `ifname` has a global address in one of `subnets`.
+fn on_subnets(host: &Host, ifname: &str, subnets: &[Prefix]) -> bool {
+    host.addresses.iter().any(|a| {
+        a.ifname == ifname && a.scope == scope::UNIVERSE && subnets.iter().any(|s| s.contains(&a.addr.addr))
+    })
+}
+
+/// The netdevs whose routes can give `found`'s rails a gateway: the rails
+/// and every netdev with a global address in a rail's subnet. `discover`
+/// reads the main table's routes out of these only (filtered in the
+/// kernel), so an uplink with a full routing table is never copied.
+pub fn gateway_netdevs(host: &Host, found: &Discovered) -> Vec<String> {
+    let rails: Vec<&Rail> = found.rails.iter().chain(&found.inactive).collect();
+    let mut subnets = Vec::new();
+    for r in &rails {
+        subnets.extend(
+            host.addresses
+                .iter()
+                .filter(|a| a.ifname == r.name && a.scope == scope::UNIVERSE)
+                .map(|a| a.subnet()),
+        );
+    }
+    let mut names: Vec<String> = rails.iter().map(|r| r.name.clone()).collect();
+    for l in host.links {
+        if !names.contains(&l.name) && on_subnets(host, &l.name, &subnets) {
+            names.push(l.name.clone());
+        }
+    }
+    names
+}
+
 fn rail(host: &Host, name: &str, port: Option<&Port>) -> Rail {
     let mut addresses = Vec::new();
     let mut unfit = Vec::new();
@@ -234,7 +265,14 @@ fn rail(host: &Host, name: &str, port: Option<&Port>) -> Rail {
             .filter(|r| r.family == family && r.table == 254)
             .filter(|r| match r.gateway {
                 Some(IpAddr::V6(g)) if g.is_unicast_link_local() => r.oif.as_deref() == Some(name),
-                Some(g) => subnets.iter().any(|s| s.contains(&g)),
+                // Out of a netdev on the subnet (this rail, another rail, a
+                // management NIC): the gateway is on the fabric every rail
+                // reaches. A gateway put `onlink` on an unrelated netdev is
+                // not.
+                Some(g) => {
+                    subnets.iter().any(|s| s.contains(&g))
+                        && r.oif.as_deref().is_some_and(|o| on_subnets(host, o, &subnets))
+                }
                 None => false,
             })
             .collect();
@@ -419,7 +457,8 @@ mod tests {
                 port("mlx5_4", "ens4np0", true),
             ],
         };
-        let links: Vec<Link> = ["ens10np0", "ens2np0", "ens3np0", "ens4np0", "eno1"].map(link).to_vec();
+        let links: Vec<Link> =
+            ["ens10np0", "ens2np0", "ens3np0", "ens4np0", "eno1", "wan0"].map(link).to_vec();
         let mut temp = addr("ens2np0", "2001:db8::99/64");
         temp.temporary = true;
         let addresses = vec![
@@ -429,10 +468,19 @@ mod tests {
             addr("ens3np0", "198.51.100.13/24"),
             addr("eno1", "198.51.100.5/24"),
             addr("eno1", "203.0.113.5/24"),
+            addr("wan0", "2001:db8:e::1/64"),
         ];
         let gw = Route::default_via(254, "198.51.100.1".parse().unwrap(), "eno1", 4);
-        let host = Host { rdma: &rdma, links: &links, addresses: &addresses, routes: &[gw] };
+        let gw = Route { metric: 100, ..gw };
+        // A lower metric, but put `onlink` on a netdev off the rails' subnet.
+        let onlink = Route::default_via(254, "198.51.100.254".parse().unwrap(), "wan0", 4);
+        let host = Host { rdma: &rdma, links: &links, addresses: &addresses, routes: &[onlink, gw] };
         let d = discover(&host, &Selection::Rdma, "/sys").unwrap();
+        assert_eq!(
+            gateway_netdevs(&host, &d),
+            ["ens2np0", "ens10np0", "ens3np0", "eno1"],
+            "the rails, then the netdevs on their subnets; not wan0, not the address-less ens4np0"
+        );
         let names: Vec<&str> = d.rails.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["ens2np0", "ens10np0"], "natural device order");
         assert_eq!(d.rails[0].gateways, ["198.51.100.1".parse::<IpAddr>().unwrap()], "the subnet's gateway");

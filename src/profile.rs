@@ -4,7 +4,7 @@
 //! and printed to stderr at exit as one JSON line:
 //!
 //! ```text
-//! roce-route profile: {"total_us":2710,"phases":{"dumps":{"us":410,"n":4},...}}
+//! roce-route profile: {"total_us":2710,"phases":{"dumps":{"us":410,"n":4},...},"counts":{"routes_read":12}}
 //! ```
 //!
 //! `bench/bench.py` reads it to report where the time of an apply goes.
@@ -67,6 +67,18 @@ impl Drop for Phase {
     }
 }
 
+thread_local! {
+    static COUNTS: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
+}
+
+/// Adds `n` to the count `name` (`routes_read`: route messages the kernel
+/// sent), printed under `counts`; nothing when profiling is off.
+pub fn count(name: &'static str, n: usize) {
+    if enabled() {
+        COUNTS.with(|c| *c.borrow_mut().entry(name).or_default() += n as u64);
+    }
+}
+
 /// The JSON line, or None when profiling is off.
 pub fn summary() -> Option<String> {
     let started = (*STARTED.get()?)?;
@@ -77,7 +89,9 @@ pub fn summary() -> Option<String> {
             .collect()
     });
     let total = started.elapsed().as_micros() as u64;
-    Some(serde_json::json!({"total_us": total, "phases": phases}).to_string())
+    let counts: serde_json::Map<String, serde_json::Value> =
+        COUNTS.with(|c| c.borrow().iter().map(|(name, n)| (name.to_string(), (*n).into())).collect());
+    Some(serde_json::json!({"total_us": total, "phases": phases, "counts": counts}).to_string())
 }
 
 /// Prints the summary to stderr when profiling is on.

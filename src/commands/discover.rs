@@ -27,15 +27,25 @@ pub async fn run(ctx: &Ctx, args: &DiscoverArgs) -> Result<Done, Error> {
     let nl = connect().await?;
     let rdma = read_rdma(&args.sysfs, nl.links())?;
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
-    let mut routes = Vec::new();
-    for family in [Family::V4, Family::V6] {
-        let main = nl.routes(family, Some(254), None).await.context("cannot read the main routing table")?;
-        routes.extend(main.into_iter().map(|r| r.item));
-    }
     let selection =
         if args.interfaces.is_empty() { Selection::Rdma } else { Selection::Globs(args.interfaces.clone()) };
-    let host = Host { rdma: &rdma, links: nl.links(), addresses: &addresses, routes: &routes };
     let root = args.sysfs.sysfs_root.to_string_lossy();
+    let mut host = Host { rdma: &rdma, links: nl.links(), addresses: &addresses, routes: &[] };
+    // The rails first (without routes), then the main table's routes out
+    // of the netdevs on their subnets, filtered by output interface in the
+    // kernel: an uplink's full routing table is not copied to user space.
+    let rails = discover::discover(&host, &selection, &root).map_err(|e| Error::NotFound(e.to_string()))?;
+    let mut routes = Vec::new();
+    for name in &discover::gateway_netdevs(&host, &rails) {
+        for family in [Family::V4, Family::V6] {
+            let on = nl
+                .routes_on(family, 254, name)
+                .await
+                .with_context(|| format!("cannot read the main routing table's routes via {name}"))?;
+            routes.extend(on.into_iter().map(|r| r.item));
+        }
+    }
+    host.routes = &routes;
     let found = discover::discover(&host, &selection, &root).map_err(|e| Error::NotFound(e.to_string()))?;
     let config = discover::render(&found);
     if !ctx.json {

@@ -71,8 +71,38 @@ impl Netlink {
         table: Option<u32>,
         protocol: Option<u8>,
     ) -> Result<Vec<Live<Route>>, NlError> {
-        let dump = self.dump(RouteNetlinkMessage::GetRoute(route_filter(family, table, protocol))).await;
+        self.routes_filtered(family, table, protocol, None).await
+    }
+
+    /// `routes` of one table whose output interface is `ifname` (RTA_OIF,
+    /// filtered in the kernel as `ip route show dev IFNAME` is): a rail's
+    /// routes without copying a full routing table of another interface
+    /// (a BGP-fed uplink) to user space.
+    pub async fn routes_on(
+        &self,
+        family: Family,
+        table: u32,
+        ifname: &str,
+    ) -> Result<Vec<Live<Route>>, NlError> {
+        let oif = self.ifindex(ifname)?;
+        let routes = self.routes_filtered(family, Some(table), None, Some(oif)).await?;
+        Ok(routes.into_iter().filter(|r| r.item.oif.as_deref() == Some(ifname)).collect())
+    }
+
+    async fn routes_filtered(
+        &self,
+        family: Family,
+        table: Option<u32>,
+        protocol: Option<u8>,
+        oif: Option<u32>,
+    ) -> Result<Vec<Live<Route>>, NlError> {
+        let mut request = route_filter(family, table, protocol);
+        if let Some(i) = oif {
+            request.attributes.push(RouteAttribute::Oif(i));
+        }
+        let dump = self.dump(RouteNetlinkMessage::GetRoute(request)).await;
         let msgs = if table.is_some() { empty_if_missing_table(dump)? } else { dump? };
+        crate::profile::count("routes_read", msgs.len());
         Ok(msgs
             .into_iter()
             .filter_map(|m| match m {
