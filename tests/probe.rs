@@ -443,3 +443,21 @@ fn check_warns_when_the_rails_mtus_differ() {
     assert_eq!(differ.len(), 1, "{differ:?}");
     assert!(differ[0].starts_with("the rails' MTUs differ (1500 on rail0; 9000 on rail1)"), "{differ:?}");
 }
+
+/// A link-local peer names no host without an interface: refused up front
+/// (exit 2, saying which and what to give), from --peer and from a --peers
+/// file (file:line), and nothing is sent.
+#[test]
+fn a_link_local_peer_is_refused_with_exit_2() {
+    let t = TwoHosts::build(Topology::OneBridge, 1, true);
+    let cfg = t.a_config().to_string_lossy().into_owned();
+    let neigh_before = t.a.ip("neigh show");
+    let run = t.rr(&t.a, &["probe", &cfg, "--peer", "fe80::1"]).expect_code(EXIT_INVALID);
+    run.expect_stderr(&["--peer fe80::1 is link-local", "global address"]);
+    let file = t.dir().join("peers.txt");
+    std::fs::write(&file, format!("{}\n169.254.1.1\n", t.b_rails[0].v4)).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let run = t.rr(&t.a, &["probe", &cfg, "--peers", &file]).expect_code(EXIT_INVALID);
+    run.expect_stderr(&[&format!("{file}:2: peer 169.254.1.1 is link-local")]);
+    assert_eq!(t.a.ip("neigh show"), neigh_before, "a refused probe leaves no neighbour entry");
+}

@@ -124,6 +124,9 @@ fn checked_timeout(args: &ProbeArgs) -> Result<Duration, Error> {
 
 /// The peers of `--peer` and of every `--peers` file.
 fn read_peers(args: &ProbeArgs) -> Result<Peers, Error> {
+    if let Some((ip, why)) = args.peer.iter().find_map(|ip| peers::unfit_peer(ip).map(|w| (ip, w))) {
+        return Err(Error::Usage(format!("probe: --peer {ip} {why}")));
+    }
     let mut peers = Peers::of(&args.peer);
     for file in &args.peers {
         let name = file.display().to_string();

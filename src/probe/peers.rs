@@ -79,6 +79,23 @@ impl Peers {
     }
 }
 
+/// Why `ip` cannot name a peer's rail, or None. A link-local address
+/// names no host without an interface (every rail has one), so an
+/// answer could not tell which peer NIC or path it proves.
+pub fn unfit_peer(ip: &IpAddr) -> Option<&'static str> {
+    let link_local = match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => v6.is_unicast_link_local(),
+    };
+    if link_local {
+        Some("is link-local: it names no host without an interface; give the peer rail's global address")
+    } else if ip.is_unspecified() || ip.is_loopback() || ip.is_multicast() || *ip == IpAddr::from([255; 4]) {
+        Some("is not the unicast address of a host; give the peer rail's global address")
+    } else {
+        None
+    }
+}
+
 /// Parses `text`, the contents of `file`. The error names file:line.
 pub fn parse(file: &str, text: &str) -> Result<Peers, String> {
     if text.trim_start().starts_with('{') {
@@ -97,6 +114,9 @@ pub fn parse(file: &str, text: &str) -> Result<Peers, String> {
                 n + 1
             )
         })?;
+        if let Some(why) = unfit_peer(&ip) {
+            return Err(format!("{file}:{}: peer {ip} {why}", n + 1));
+        }
         addrs.push(ip);
     }
     if addrs.is_empty() {
@@ -131,6 +151,13 @@ fn parse_json(file: &str, text: &str) -> Result<Peers, String> {
                     r.name
                 )
             })?;
+            if let Some(why) = unfit_peer(&ip) {
+                return Err(format!(
+                    "{file}{}: rail {:?}: peer {ip} {why}",
+                    line_of(&format!("\"{a}\"")),
+                    r.name
+                ));
+            }
             addresses.push(ip);
         }
         if let Some(mac) = &r.mac
@@ -178,6 +205,15 @@ mod tests {
         let e =
             parse("b.json", "{\"rails\": [\n  {\"name\": \"ib0\", \"addresses\": [\"x/24\"]}]}").unwrap_err();
         assert!(e.starts_with("b.json:2: rail \"ib0\": \"x/24\" is not an IP address"), "{e}");
+        let e = parse("peers.txt", "198.51.100.110\nfe80::1\n").unwrap_err();
+        assert!(e.starts_with("peers.txt:2: peer fe80::1 is link-local"), "{e}");
+        let e = parse("peers.txt", "169.254.7.1\n").unwrap_err();
+        assert!(e.starts_with("peers.txt:1: peer 169.254.7.1 is link-local"), "{e}");
+        let e = parse("peers.txt", "224.0.0.1\n").unwrap_err();
+        assert!(e.contains("is not the unicast address of a host"), "{e}");
+        let e = parse("b.json", "{\"rails\": [\n  {\"name\": \"r0\", \"addresses\": [\"fe80::2/64\"]}]}")
+            .unwrap_err();
+        assert!(e.starts_with("b.json:2: rail \"r0\": peer fe80::2 is link-local"), "{e}");
         let e = parse("b.json", "{\"rails\": [\n,]}").unwrap_err();
         assert!(e.starts_with("b.json:2: not valid JSON"), "{e}");
     }
