@@ -213,11 +213,14 @@ fn no_address(port: Option<&Port>, unfit: &[String]) -> String {
     reason
 }
 
+/// The global addresses of netdev `ifname`.
+fn global_addresses<'h>(host: &Host<'h>, ifname: &str) -> impl Iterator<Item = &'h Address> {
+    host.addresses.iter().filter(move |a| a.ifname == ifname && a.scope == scope::UNIVERSE)
+}
+
 /// Whether netdev `ifname` has a global address in one of `subnets`.
 fn on_subnets(host: &Host, ifname: &str, subnets: &[Prefix]) -> bool {
-    host.addresses.iter().any(|a| {
-        a.ifname == ifname && a.scope == scope::UNIVERSE && subnets.iter().any(|s| s.contains(&a.addr.addr))
-    })
+    global_addresses(host, ifname).any(|a| subnets.iter().any(|s| s.contains(&a.addr.addr)))
 }
 
 /// The netdevs whose routes can give `found`'s rails a gateway: the rails
@@ -226,15 +229,8 @@ fn on_subnets(host: &Host, ifname: &str, subnets: &[Prefix]) -> bool {
 /// kernel), so an uplink with a full routing table is never copied.
 pub fn gateway_netdevs(host: &Host, found: &Discovered) -> Vec<String> {
     let rails: Vec<&Rail> = found.rails.iter().chain(&found.inactive).collect();
-    let mut subnets = Vec::new();
-    for r in &rails {
-        subnets.extend(
-            host.addresses
-                .iter()
-                .filter(|a| a.ifname == r.name && a.scope == scope::UNIVERSE)
-                .map(|a| a.subnet()),
-        );
-    }
+    let subnets: Vec<Prefix> =
+        rails.iter().flat_map(|r| global_addresses(host, &r.name)).map(Address::subnet).collect();
     let mut names: Vec<String> = rails.iter().map(|r| r.name.clone()).collect();
     for l in host.links {
         if !names.contains(&l.name) && on_subnets(host, &l.name, &subnets) {
@@ -249,7 +245,7 @@ fn rail(host: &Host, name: &str, port: Option<&Port>) -> Rail {
     let mut unfit = Vec::new();
     // Every global address's subnet counts for the gateway, fit or not.
     let mut subnets = Vec::new();
-    for a in host.addresses.iter().filter(|a| a.ifname == name && a.scope == scope::UNIVERSE) {
+    for a in global_addresses(host, name) {
         subnets.push(a.subnet());
         // The addresses apply would leave out of a discovered rail.
         match plan::unfit(a) {

@@ -650,7 +650,9 @@ pub fn read_rdma(
 /// Keeps only the ports of this namespace (`Rdma::in_namespace`), when
 /// `fs` is the live /sys: a copy (`--sysfs-root`, fixtures) describes a
 /// host whose RDMA netlink is not this one's, and is taken as it is. RDMA
-/// netlink is asked only when a RoCE port is there to be proven.
+/// netlink is asked only when a RoCE port is there to be proven. When it
+/// cannot be asked, no RoCE port is kept (never another namespace's
+/// device), and the error says why.
 pub(crate) fn own_rdma(
     fs: &dyn crate::sysfs::Sysfs,
     rdma: &mut crate::rdma::Rdma,
@@ -658,9 +660,9 @@ pub(crate) fn own_rdma(
     if !fs.live() || !rdma.needs_owners() {
         return Ok(());
     }
-    let owners = crate::netlink::rdma::ports().map_err(|e| crate::rdma::RdmaError::Netlink(e.to_string()))?;
-    rdma.in_namespace(&owners);
-    Ok(())
+    let owners = crate::netlink::rdma::ports();
+    rdma.in_namespace(owners.as_deref().unwrap_or_default());
+    owners.map(drop).map_err(|e| crate::rdma::RdmaError::Netlink(e.to_string()))
 }
 
 /// `read_rdma` for check, show and apply: a part that cannot be read is
@@ -673,9 +675,6 @@ pub fn read_rdma_lenient(
     let dir = sysfs_dir(arg)?;
     let (mut rdma, mut unreadable) = crate::rdma::scan_lenient(&dir, links);
     if let Err(error) = own_rdma(&dir, &mut rdma) {
-        // Never claim another namespace's device: without netlink's word,
-        // no RoCE port is this host's.
-        rdma.in_namespace(&[]);
         unreadable.push(crate::rdma::Unreadable {
             part: None,
             error,

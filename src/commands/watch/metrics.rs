@@ -58,10 +58,9 @@ impl Metrics {
             return;
         };
         let (mut rdma, _) = crate::rdma::scan_lenient(sysfs.as_ref(), links);
-        if crate::commands::own_rdma(sysfs.as_ref(), &mut rdma).is_err() {
-            // A missing metric rather than another namespace's port state.
-            rdma.in_namespace(&[]);
-        }
+        // Unowned RoCE ports are left out on error too: a missing metric
+        // rather than another namespace's port state.
+        let _ = crate::commands::own_rdma(sysfs.as_ref(), &mut rdma);
         let rails: Vec<&str> = desired.interfaces.iter().map(|i| i.name.as_str()).collect();
         crate::commands::check::rdma_ports(&mut self.snapshot, &desired.interfaces, &rails, &rdma);
     }
