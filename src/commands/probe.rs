@@ -65,7 +65,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             rail: rails.iter().position(|r| r.local.name == p.rail).unwrap_or(0),
             source: p.source,
             peer: p.peer,
-            next_hop: next_hop(p, lookup.as_ref().ok()).unwrap_or(p.peer),
+            gateway: gateway(p, lookup.as_ref().ok()),
         })
         .collect();
     let started = Instant::now();
@@ -81,8 +81,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         if let Some(e) = &s.send_error {
             ctx.warn(format!("{} -> {}: {e}", pair.rail, pair.peer));
         }
-        let gateway = (job.next_hop != job.peer).then_some(job.next_hop);
-        let obs = observation(&rails, &rails[job.rail], s, lookup, own_arp.clone(), gateway);
+        let obs = observation(&rails, &rails[job.rail], s, lookup, own_arp.clone(), job.gateway);
         results.push(verdict::verdict(pair, &obs, &peers, timeout, &apply));
     }
     let names: Vec<String> = local.iter().map(|l| l.name.clone()).collect();
@@ -94,9 +93,12 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
 /// leaves by the pair's rail (a peer behind a router: a /31 to a leaf, a
 /// subnet per rail). None: the peer itself (on the link, or this host's
 /// route is wrong, which step 4 of the verdict names).
-fn next_hop(pair: &verdict::Pair, route: Option<&crate::model::Route>) -> Option<std::net::IpAddr> {
+fn gateway(pair: &verdict::Pair, route: Option<&crate::model::Route>) -> Option<std::net::IpAddr> {
     let route = route?;
-    (route.oif.as_deref() == Some(pair.rail.as_str())).then_some(route.gateway).flatten()
+    (route.oif.as_deref() == Some(pair.rail.as_str()))
+        .then_some(route.gateway)
+        .flatten()
+        .filter(|g| *g != pair.peer)
 }
 
 /// One rail to probe from: its addresses, what the sockets need, its

@@ -101,9 +101,16 @@ pub struct Job {
     pub rail: usize,
     pub source: IpAddr,
     pub peer: IpAddr,
-    /// Whom the neighbour request asks for: the peer when it is on the
-    /// rail's link, else the gateway this host's route to it names.
-    pub next_hop: IpAddr,
+    /// The gateway this host's route to the peer names (None: the peer is
+    /// on the rail's link).
+    pub gateway: Option<IpAddr>,
+}
+
+impl Job {
+    /// Whom the neighbour request asks for: the gateway, else the peer.
+    fn next_hop(&self) -> IpAddr {
+        self.gateway.unwrap_or(self.peer)
+    }
 }
 
 /// What was seen for one job.
@@ -321,7 +328,7 @@ impl Sockets {
     /// source, out of its rail.
     fn send_neighbour(&self, r: &RailIo, j: &Job, st: &mut State) {
         let ib = r.link_type == LinkType::Infiniband;
-        let result = match (j.source, j.next_hop) {
+        let result = match (j.source, j.next_hop()) {
             (IpAddr::V4(s), IpAddr::V4(p)) => {
                 let Some(socket) = self.sender(ETHERTYPE_ARP) else { return };
                 let packet = frames::arp_request(r.link_type.into(), r.hw.bytes(), s, p);
@@ -405,7 +412,7 @@ impl<'a> Run<'a> {
             rail_of: rails.iter().enumerate().map(|(i, r)| (r.ifindex as i32, i)).collect(),
         };
         for (k, j) in jobs.iter().enumerate() {
-            run.by_pair.entry((j.rail, j.source, j.next_hop)).or_default().push(k);
+            run.by_pair.entry((j.rail, j.source, j.next_hop())).or_default().push(k);
         }
         for (j, st) in jobs.iter().zip(&mut run.states) {
             run.sockets.send_neighbour(&rails[j.rail], j, st);

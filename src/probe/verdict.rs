@@ -440,34 +440,34 @@ impl<'a> Judge<'a> {
                     FIX_PEER.to_string(),
                 ),
             }
-        } else if let Some(gw) = self.obs.gateway
-            && let Some(bad) =
-                self.all_replies().filter_map(|r| r.source_mac.as_deref()).find(|m| !self.mac_fits(m))
-        {
-            found.add_on(
-                WRONG_SOURCE_MAC,
-                PATH,
-                format!(
-                    "the echo reply from {peer_label} came from {bad}, not from the gateway {gw} ({}) that answered \
-                     {arp}: another router carries the way back to {}",
-                    self.obs.arp_answers.join(" or "),
-                    self.pair.source
-                ),
-                format!("the route back to {} must come through {gw} on {rail}", self.pair.source),
-            );
         } else if let Some(bad) =
             self.all_replies().filter_map(|r| r.source_mac.as_deref()).find(|m| !self.mac_fits(m))
         {
-            let wanted = self.expected_mac.clone().unwrap_or_else(|| self.obs.arp_answers.join(" or "));
-            found.add(
-                WRONG_SOURCE_MAC,
-                format!(
-                    "the echo reply from {peer_label} came from {}, not from {wanted} that answered {arp}: the peer \
-                     replies through another NIC",
-                    self.who(bad)
+            match self.obs.gateway {
+                Some(gw) => found.add_on(
+                    WRONG_SOURCE_MAC,
+                    PATH,
+                    format!(
+                        "the echo reply from {peer_label} came from {bad}, not from the gateway {gw} ({}) that \
+                         answered {arp}: another router carries the way back to {}",
+                        self.obs.arp_answers.join(" or "),
+                        self.pair.source
+                    ),
+                    format!("the route back to {} must come through {gw} on {rail}", self.pair.source),
                 ),
-                format!("{FIX_PEER}: its replies for {peer} must leave by the NIC that has {peer}"),
-            );
+                None => {
+                    let wanted = self.expected_mac.clone().unwrap_or_else(|| self.obs.arp_answers.join(" or "));
+                    found.add(
+                        WRONG_SOURCE_MAC,
+                        format!(
+                            "the echo reply from {peer_label} came from {}, not from {wanted} that answered {arp}: \
+                             the peer replies through another NIC",
+                            self.who(bad)
+                        ),
+                        format!("{FIX_PEER}: its replies for {peer} must leave by the NIC that has {peer}"),
+                    )
+                }
+            }
         }
     }
 
