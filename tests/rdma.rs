@@ -646,3 +646,43 @@ fn watch_metrics_follow_the_rdma_ports() {
     let checked = host.rr(&["check", "--sysfs-root", &root_arg, "--format", "prometheus", &config]).stdout();
     assert_eq!(read(), rdma_families(&checked), "watch and check differ on the down port\n{}", log());
 }
+
+/// The driver changes a port's state after the kernel has sent the link
+/// message (rxe in its NETDEV_DOWN notifier, which runs after
+/// `rtmsg_ifinfo`; hardware when its firmware tells): the pass that the
+/// link notification wakes reads the old state. watch reads the ports
+/// again shortly after (`PORTS_SETTLE`), with no resync to hide it. Found
+/// on real rxe in the VM (scenario `devices`: watch's file kept ACTIVE for
+/// a port that was DOWN). Red without the second read: the file keeps 4.
+#[test]
+fn watch_metrics_read_a_port_again_after_its_link_went_down() {
+    let host = FixtureHost::new("roce-8rail");
+    let root = copy_tree("roce-8rail", host.dir.path());
+    let root_arg = root.to_string_lossy().into_owned();
+    let config = host.write("discovered.toml", &host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout());
+    host.rr(&["apply", &config]).expect_code(EXIT_OK);
+    let file = host.dir.path().join("roce-route.prom");
+    let mut cmd = host.cmd(&["-v", "watch", "--resync", "0", "--sysfs-root", &root_arg, "--metrics"]);
+    cmd.arg(&file);
+    let (out, err) = (host.dir.path().join("watch.out"), host.dir.path().join("watch.err"));
+    let _watch = Background::spawn_logged(cmd, "roce-route watch", &out, &err);
+    let state = |id: &str| {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        text.lines().any(|l| {
+            l.starts_with("roce_route_rdma_port_state_id{") && l.contains("\"mlx5_0\"") && l.ends_with(id)
+        })
+    };
+    poll_until("watch's metrics with mlx5_0 ACTIVE", Duration::from_secs(10), || state(" 4"));
+    host.ns.ip("link set ens1f0np0 down");
+    // The driver's part, later than the link message.
+    std::thread::sleep(Duration::from_millis(300));
+    let port = root.join("class/infiniband/mlx5_0/ports/1");
+    fs::write(port.join("state"), "1: DOWN\n").unwrap();
+    fs::write(port.join("phys_state"), "3: Disabled\n").unwrap();
+    let log = || std::fs::read_to_string(&err).unwrap_or_default();
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !state(" 1") && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(state(" 1"), "mlx5_0 is not DOWN in watch's metrics 5 s after its link went down\n{}", log());
+}

@@ -25,6 +25,11 @@ pub(super) struct Metrics {
     sysfs: Option<Box<dyn Sysfs>>,
     /// The last write failed: said once until one succeeds.
     failing: bool,
+    /// The rails of the last pass that planned (their addresses give the
+    /// GID indices), and the names of every rail of the config, the ones
+    /// not ready too (a rail that is down has its port shown down).
+    planned: Vec<crate::plan::PlannedInterface>,
+    rails: Vec<String>,
 }
 
 impl Metrics {
@@ -53,6 +58,23 @@ impl Metrics {
     /// NCCL would use, read from sysfs after the pass (as check does; a
     /// device that cannot be read is left out).
     pub fn rdma(&mut self, desired: &Desired, links: &[crate::model::Link]) {
+        self.planned = desired.interfaces.clone();
+        let mut rails: Vec<String> = desired.interfaces.iter().map(|i| i.name.clone()).collect();
+        rails.extend(desired.not_ready.iter().map(|n| n.interface.clone()));
+        rails.sort();
+        rails.dedup();
+        self.rails = rails;
+        self.rdma_again(links);
+    }
+
+    /// Whether the RDMA ports are read (`--metrics`).
+    pub fn reads_rdma(&self) -> bool {
+        self.sysfs.is_some()
+    }
+
+    /// The RDMA ports of the rails of the last pass, read again
+    /// (`timers::PORTS_SETTLE`).
+    pub fn rdma_again(&mut self, links: &[crate::model::Link]) {
         // Set with --metrics only (watch::run): no file, no sysfs.
         let Some(sysfs) = &self.sysfs else {
             return;
@@ -61,8 +83,12 @@ impl Metrics {
         // Unowned RoCE ports are left out on error too: a missing metric
         // rather than another namespace's port state.
         let _ = crate::commands::own_rdma(sysfs.as_ref(), &mut rdma);
-        let rails: Vec<&str> = desired.interfaces.iter().map(|i| i.name.as_str()).collect();
-        crate::commands::check::rdma_ports(&mut self.snapshot, &desired.interfaces, &rails, &rdma);
+        let rails: Vec<&str> = self.rails.iter().map(String::as_str).collect();
+        // A port that went (its device deleted) is no longer shown.
+        for rail in self.snapshot.rails.values_mut() {
+            rail.rdma = None;
+        }
+        crate::commands::check::rdma_ports(&mut self.snapshot, &self.planned, &rails, &rdma);
     }
 
     /// A heal of `ops` after `trigger`, with `announced` addresses told.

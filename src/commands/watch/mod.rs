@@ -69,7 +69,13 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
             Wake::Stop => break,
             Wake::Timer(timer) => {
                 w.timers.fired(timer);
-                w.pass(timer.into()).await;
+                match Trigger::of(timer) {
+                    Some(trigger) => w.pass(trigger).await,
+                    None => {
+                        w.w.metrics.rdma_again(w.nl.links());
+                        w.w.write_metrics();
+                    }
+                }
             }
             Wake::Heard(heard) => w.heard(heard).await?,
         }
@@ -120,6 +126,11 @@ impl Watching<'_> {
     async fn heard(&mut self, heard: Heard) -> Result<(), Error> {
         if heard.is_empty() {
             return Ok(());
+        }
+        if self.w.metrics.reads_rdma()
+            && heard.events.iter().any(|e| e.subject == crate::events::Subject::Link)
+        {
+            self.timers.ports_from(Instant::now());
         }
         self.w.refresh_links(&mut self.nl).await?;
         let trigger = if heard.overflow {

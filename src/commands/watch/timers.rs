@@ -14,6 +14,12 @@ pub(super) const RETRY: Duration = Duration::from_secs(2);
 /// `systemd-sysctl --prefix=/net/ipv4/conf/<if>` for a new netdev later
 /// than the heal, and a sysctl write sends no notification.
 pub(super) const RECHECK_AFTER_NEW_LINK: Duration = Duration::from_secs(3);
+/// With `--metrics`, the RDMA ports' state is read again this long after a
+/// link notification: the driver changes it after the kernel has sent the
+/// link message (rxe in its NETDEV_DOWN notifier, which runs after
+/// `rtmsg_ifinfo`; a hardware port when its firmware says so), so the pass
+/// the notification wakes reads the state from before.
+pub(super) const PORTS_SETTLE: Duration = Duration::from_secs(1);
 
 /// Which timer ran out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +27,8 @@ pub(super) enum Timer {
     Retry,
     Recheck,
     Resync,
+    /// Read the RDMA ports' state again (no pass).
+    Ports,
 }
 
 #[derive(Debug, Default)]
@@ -32,6 +40,8 @@ pub(super) struct Timers {
     /// The next periodic resync, and its period (`--resync`).
     resync: Option<Instant>,
     every: Option<Duration>,
+    /// The next read of the RDMA ports' state after a link notification.
+    ports: Option<Instant>,
 }
 
 impl Timers {
@@ -41,16 +51,23 @@ impl Timers {
 
     /// The earliest timer (a tie goes to the retry, then the recheck).
     pub fn next(&self) -> Option<(Instant, Timer)> {
-        [(self.retry, Timer::Retry), (self.recheck, Timer::Recheck), (self.resync, Timer::Resync)]
-            .into_iter()
-            .filter_map(|(at, which)| at.map(|at| (at, which)))
-            .min_by_key(|(at, _)| *at)
+        [
+            (self.retry, Timer::Retry),
+            (self.recheck, Timer::Recheck),
+            (self.resync, Timer::Resync),
+            (self.ports, Timer::Ports),
+        ]
+        .into_iter()
+        .filter_map(|(at, which)| at.map(|at| (at, which)))
+        .min_by_key(|(at, _)| *at)
     }
 
     /// `timer` ran out and its pass runs now.
     pub fn fired(&mut self, timer: Timer) {
-        if timer == Timer::Recheck {
-            self.recheck = None;
+        match timer {
+            Timer::Recheck => self.recheck = None,
+            Timer::Ports => self.ports = None,
+            Timer::Retry | Timer::Resync => {}
         }
     }
 
@@ -67,6 +84,12 @@ impl Timers {
     /// A rail appeared: a second pass shortly.
     pub fn recheck_from(&mut self, now: Instant) {
         self.recheck = Some(now + RECHECK_AFTER_NEW_LINK);
+    }
+
+    /// A link notification at `now`: the RDMA ports' state is read again
+    /// PORTS_SETTLE after the last one.
+    pub fn ports_from(&mut self, now: Instant) {
+        self.ports = Some(now + PORTS_SETTLE);
     }
 
     /// Notifications held back until `until`: their pass is the retry.
@@ -135,6 +158,12 @@ mod tests {
         assert_eq!(t.next(), Some((t0 + s(40), Timer::Resync)), "due: this pass was it");
         t.recheck_from(t0 + s(10));
         t.fired(Timer::Recheck);
+        assert_eq!(t.next().map(|(_, w)| w), Some(Timer::Resync));
+        t.ports_from(t0 + s(10));
+        assert_eq!(t.next(), Some((t0 + s(10) + PORTS_SETTLE, Timer::Ports)));
+        t.passed(t0 + s(20), None);
+        assert_eq!(t.next().map(|(_, w)| w), Some(Timer::Ports), "a pass does not take the ports' read");
+        t.fired(Timer::Ports);
         assert_eq!(t.next().map(|(_, w)| w), Some(Timer::Resync));
         let mut never = Timers::new(None);
         never.passed(t0, None);

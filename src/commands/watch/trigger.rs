@@ -16,12 +16,15 @@ pub(super) enum Trigger {
     Resync,
 }
 
-impl From<Timer> for Trigger {
-    fn from(timer: Timer) -> Trigger {
+impl Trigger {
+    /// The pass a timer runs (none for `Timer::Ports`, which only reads
+    /// the RDMA ports again).
+    pub fn of(timer: Timer) -> Option<Trigger> {
         match timer {
-            Timer::Retry => Trigger::Retry,
-            Timer::Recheck => Trigger::Recheck,
-            Timer::Resync => Trigger::Resync,
+            Timer::Retry => Some(Trigger::Retry),
+            Timer::Recheck => Some(Trigger::Recheck),
+            Timer::Resync => Some(Trigger::Resync),
+            Timer::Ports => None,
         }
     }
 }
@@ -68,8 +71,9 @@ mod tests {
 
     #[test]
     fn each_timer_is_its_own_trigger() {
-        assert_eq!(Trigger::from(Timer::Retry), Trigger::Retry);
-        assert_eq!(Trigger::from(Timer::Recheck), Trigger::Recheck);
-        assert_eq!(Trigger::from(Timer::Resync).words(), "on the periodic resync");
+        assert_eq!(Trigger::of(Timer::Retry), Some(Trigger::Retry));
+        assert_eq!(Trigger::of(Timer::Recheck), Some(Trigger::Recheck));
+        assert_eq!(Trigger::of(Timer::Resync).map(|t| t.words()).as_deref(), Some("on the periodic resync"));
+        assert_eq!(Trigger::of(Timer::Ports), None, "no pass: the ports are only read again");
     }
 }
