@@ -58,6 +58,10 @@ impl Metrics {
     /// NCCL would use, read from sysfs after the pass (as check does; a
     /// device that cannot be read is left out).
     pub fn rdma(&mut self, desired: &Desired, links: &[crate::model::Link]) {
+        // Without --metrics nothing is read, so nothing is kept either.
+        if !self.reads_rdma() {
+            return;
+        }
         self.planned = desired.interfaces.clone();
         let mut rails: Vec<String> = desired.interfaces.iter().map(|i| i.name.clone()).collect();
         rails.extend(desired.not_ready.iter().map(|n| n.interface.clone()));
