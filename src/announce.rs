@@ -242,12 +242,17 @@ pub fn nd_option(kind: u8, hw: &[u8], pad: usize) -> Vec<u8> {
 /// check them with this independent sum.
 #[cfg(test)]
 pub fn icmpv6_checksum(src: Ipv6Addr, dst: Ipv6Addr, message: &[u8]) -> u16 {
-    const IPPROTO_ICMPV6: u8 = 58;
+    upper_checksum6(src, dst, 58, message)
+}
+
+/// The same sum for any upper-layer protocol `next` (UDP: 17).
+#[cfg(test)]
+pub fn upper_checksum6(src: Ipv6Addr, dst: Ipv6Addr, next: u8, message: &[u8]) -> u16 {
     let mut pseudo = Vec::with_capacity(40 + message.len());
     pseudo.extend_from_slice(&src.octets());
     pseudo.extend_from_slice(&dst.octets());
     pseudo.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    pseudo.extend_from_slice(&[0, 0, 0, IPPROTO_ICMPV6]);
+    pseudo.extend_from_slice(&[0, 0, 0, next]);
     pseudo.extend_from_slice(message);
     !ones_complement_sum(&pseudo)
 }

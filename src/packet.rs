@@ -55,8 +55,31 @@ pub fn send_to_link(
     protocol: u16,
     dest: &[u8],
 ) -> io::Result<()> {
+    send_with_flags(socket, ifindex, packet, protocol, dest, libc::MSG_DONTWAIT)
+}
+
+/// The same on a blocking socket, without MSG_DONTWAIT: a full send
+/// buffer waits rather than drops (`probe`'s echoes, sent in bursts).
+pub fn send_to_link_waiting(
+    socket: &Socket,
+    ifindex: u32,
+    packet: &[u8],
+    protocol: u16,
+    dest: &[u8],
+) -> io::Result<()> {
+    send_with_flags(socket, ifindex, packet, protocol, dest, 0)
+}
+
+fn send_with_flags(
+    socket: &Socket,
+    ifindex: u32,
+    packet: &[u8],
+    protocol: u16,
+    dest: &[u8],
+    flags: libc::c_int,
+) -> io::Result<()> {
     let addr = link_sockaddr(ifindex, protocol, dest)?;
-    let n = socket.send_to_with_flags(packet, &addr, libc::MSG_DONTWAIT)?;
+    let n = socket.send_to_with_flags(packet, &addr, flags)?;
     if n != packet.len() {
         return Err(io::Error::other(format!("the kernel took {n} of the packet's {} bytes", packet.len())));
     }

@@ -1,8 +1,9 @@
 //! Pure: the packets `probe` sends and the ones it reads back, byte for
 //! byte. Packet sockets are SOCK_DGRAM (the driver writes the link
-//! header, on Ethernet and IPoIB alike), so ARP and neighbour discovery
-//! go out without one; echo requests go through an ICMP raw socket and
-//! carry only the ICMP message.
+//! header, on Ethernet and IPoIB alike), so everything goes out without
+//! one: ARP, neighbour discovery, and the echoes and the IPv6 datagram as
+//! whole IP packets, addressed to the link-layer address that answered
+//! (so the kernel resolves no neighbour and keeps no entry).
 //!
 //! - ARP request (RFC 826) from the rail's own address and hardware
 //!   address, to broadcast.
@@ -10,21 +11,23 @@
 //!   the target's solicited-node group, hop limit 255, with the source
 //!   link-layer address option (so that the answer can be unicast).
 //! - ICMP/ICMPv6 echo (RFC 792, RFC 4443) with a per-run token in the
-//!   payload, padded to the size being tried.
+//!   payload, padded to the size being tried; IPv4 with don't-fragment.
+//! - IPv6: a UDP datagram to an unused port (RFC 768), for the port
+//!   unreachable the peer routes back.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-#[cfg(test)]
-use crate::announce::icmpv6_checksum;
+use etherparse::PacketBuilder;
+
 pub use crate::announce::multicast_mac;
-use crate::announce::{ETHERTYPE_ARP, ETHERTYPE_IPV6, nd_option, nd_packet, ones_complement_sum};
+use crate::announce::{ETHERTYPE_ARP, ETHERTYPE_IPV6, nd_option, nd_packet};
+#[cfg(test)]
+use crate::announce::{icmpv6_checksum, ones_complement_sum, upper_checksum6};
 
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_ICMPV6: u8 = 58;
 const ICMP_ECHO_REPLY: u8 = 0;
-const ICMP_ECHO: u8 = 8;
-const ICMPV6_ECHO: u8 = 128;
 const ICMPV6_DEST_UNREACH: u8 = 1;
 const IPPROTO_UDP: u8 = 17;
 const ICMPV6_ECHO_REPLY: u8 = 129;
@@ -83,22 +86,42 @@ pub fn neighbour_solicitation(src: Ipv6Addr, target: Ipv6Addr, hw: &[u8], pad: u
     nd_packet(src, solicited_node(target), etherparse::Icmpv6Type::NeighborSolicitation, target, option)
 }
 
-/// An echo request of `size` bytes on the wire (IP packet length), with
-/// identifier `id`, sequence `seq` and `token` first in the payload. For
-/// IPv4 the checksum is filled in; for ICMPv6 the kernel fills it.
-pub fn echo_request(v6: bool, id: u16, seq: u16, token: u64, size: u32) -> Vec<u8> {
-    let overhead = if v6 { V6_OVERHEAD } else { V4_OVERHEAD };
-    let payload = size.saturating_sub(overhead).max(MIN_ECHO_PAYLOAD) as usize;
-    let mut m = vec![if v6 { ICMPV6_ECHO } else { ICMP_ECHO }, 0, 0, 0];
-    m.extend_from_slice(&id.to_be_bytes());
-    m.extend_from_slice(&seq.to_be_bytes());
-    m.extend_from_slice(&token.to_be_bytes());
-    m.resize(8 + payload, 0xa5);
-    if !v6 {
-        let sum = !ones_complement_sum(&m);
-        m[2..4].copy_from_slice(&sum.to_be_bytes());
+/// ping's default hop limit, for what `probe` builds whole.
+const HOP_LIMIT: u8 = 64;
+
+/// An echo request as a whole IP packet of `size` bytes (at least its
+/// headers and the token), from `src` to `dst`: identifier `id`, sequence
+/// `seq`, `token` first in the payload, checksums filled in, and (IPv4)
+/// don't-fragment set, so that a size a link cannot carry is lost, not
+/// fragmented. None when the families differ.
+pub fn echo_packet(src: IpAddr, dst: IpAddr, id: u16, seq: u16, token: u64, size: u32) -> Option<Vec<u8>> {
+    let overhead = if dst.is_ipv6() { V6_OVERHEAD } else { V4_OVERHEAD };
+    let mut payload = token.to_be_bytes().to_vec();
+    payload.resize(size.saturating_sub(overhead).max(MIN_ECHO_PAYLOAD) as usize, 0xa5);
+    let mut p = Vec::with_capacity(overhead as usize + payload.len());
+    // Writing to a Vec fails only on a payload too long for IP.
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let b = PacketBuilder::ipv4(s.octets(), d.octets(), HOP_LIMIT).icmpv4_echo_request(id, seq);
+            b.write(&mut p, &payload).ok()?;
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let b = PacketBuilder::ipv6(s.octets(), d.octets(), HOP_LIMIT).icmpv6_echo_request(id, seq);
+            b.write(&mut p, &payload).ok()?;
+        }
+        _ => return None,
     }
-    m
+    Some(p)
+}
+
+/// A UDP datagram over IPv6 from `src` to `dst` port `port` (the same
+/// source port) carrying `payload`, checksum filled in: the peer answers
+/// it with a port unreachable that its routing sends back.
+pub fn udp6_packet(src: Ipv6Addr, dst: Ipv6Addr, port: u16, payload: &[u8]) -> Vec<u8> {
+    let b = PacketBuilder::ipv6(src.octets(), dst.octets(), HOP_LIMIT).udp(port, port);
+    let mut p = Vec::with_capacity(b.size(payload.len()));
+    let _ = b.write(&mut p, payload);
+    p
 }
 
 /// An echo reply, as read from an IP packet.
@@ -305,14 +328,32 @@ mod tests {
 
     #[test]
     fn echo_sizes_and_replies_parse_back() {
-        let e = echo_request(false, 0x1234, 7, 0xdead_beef_0102_0304, 9000);
-        assert_eq!(e.len() as u32 + 20, 9000);
-        assert_eq!(!ones_complement_sum(&e), 0, "the checksum checks");
-        let e6 = echo_request(true, 1, 2, 3, 1500);
-        assert_eq!(e6.len() as u32 + 40, 1500);
-        // The reply the peer sends: an IPv4 header, type 0, same fields.
+        let (a, b): (IpAddr, IpAddr) = ("198.51.100.10".parse().unwrap(), "198.51.100.110".parse().unwrap());
+        let e = echo_packet(a, b, 0x1234, 7, 0xdead_beef_0102_0304, 9000).unwrap();
+        assert_eq!(e.len(), 9000);
+        assert_eq!(&e[..2], &[0x45, 0], "IPv4, no options");
+        assert_eq!(u16::from_be_bytes([e[2], e[3]]), 9000, "total length");
+        assert_eq!(e[6] & 0x40, 0x40, "don't fragment");
+        assert_eq!((e[8], e[9]), (64, 1), "TTL 64, ICMP");
+        assert_eq!(&e[12..20], &[198, 51, 100, 10, 198, 51, 100, 110]);
+        assert_eq!(!ones_complement_sum(&e[..20]), 0, "the header checksum checks");
+        assert_eq!(!ones_complement_sum(&e[20..]), 0, "the ICMP checksum checks");
+        assert_eq!(&e[20..28], &[8, 0, e[22], e[23], 0x12, 0x34, 0, 7], "echo request, id, seq");
+        assert_eq!(&e[28..36], &0xdead_beef_0102_0304u64.to_be_bytes(), "the token first");
+        let small = echo_packet(a, b, 1, 1, 1, 10).unwrap();
+        assert_eq!(small.len(), 20 + 8 + 8, "never shorter than the token");
+        let (a6, b6): (Ipv6Addr, Ipv6Addr) =
+            ("2001:db8:1::10".parse().unwrap(), "2001:db8:1::110".parse().unwrap());
+        let e6 = echo_packet(a6.into(), b6.into(), 1, 2, 3, 1500).unwrap();
+        assert_eq!(e6.len(), 1500);
+        assert_eq!((e6[0] >> 4, e6[6], e6[7]), (6, 58, 64), "IPv6, ICMPv6, hop limit 64");
+        assert_eq!(u16::from_be_bytes([e6[4], e6[5]]), 1460, "payload length");
+        assert_eq!(e6[40], 128, "echo request");
+        assert_eq!(icmpv6_checksum(a6, b6, &e6[40..]), 0, "the ICMPv6 checksum checks");
+        assert_eq!(echo_packet(a, b6.into(), 1, 1, 1, 100), None, "mixed families");
+        // The reply the peer sends: its IPv4 header, type 0, same fields.
         let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 1, 0, 0, 198, 51, 100, 110, 198, 51, 100, 10];
-        let mut reply = e.clone();
+        let mut reply = e[20..].to_vec();
         reply[0] = 0;
         ip.extend_from_slice(&reply);
         let r = parse_ipv4(&ip).unwrap();
@@ -320,6 +361,24 @@ mod tests {
         assert_eq!(r.src.to_string(), "198.51.100.110");
         ip[20] = 8;
         assert_eq!(parse_ipv4(&ip), None, "a request is not a reply");
+    }
+
+    #[test]
+    fn the_udp_datagram_checks_out_and_its_unreachable_parses_back() {
+        let (a, b): (Ipv6Addr, Ipv6Addr) =
+            ("2001:db8:1::10".parse().unwrap(), "2001:db8:1::110".parse().unwrap());
+        let d = udp6_packet(a, b, 33434, &7u64.to_be_bytes());
+        assert_eq!(d.len(), 40 + 8 + 8);
+        assert_eq!((d[6], d[7]), (17, 64), "UDP, hop limit 64");
+        assert_eq!(&d[40..46], &[0x82, 0x9a, 0x82, 0x9a, 0, 16], "ports and length");
+        assert_eq!(upper_checksum6(a, b, 17, &d[40..]), 0, "the UDP checksum checks");
+        // The peer's port unreachable quotes it.
+        let mut p = vec![0x60, 0, 0, 0, 0, 8 + 56, 58, 64];
+        p.extend_from_slice(&b.octets());
+        p.extend_from_slice(&a.octets());
+        p.extend_from_slice(&[1, 4, 0, 0, 0, 0, 0, 0]);
+        p.extend_from_slice(&d);
+        assert_eq!(parse_ipv6(&p), Some(V6In::Unreachable { inner_src: a, inner_dst: b, port: 33434 }));
     }
 
     #[test]
