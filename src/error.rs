@@ -13,6 +13,8 @@ pub mod exit {
     pub const ROLLBACK_FAILED: i32 = 4;
     /// `apply`: applied; some rails or addresses were not ready.
     pub const NOT_READY: i32 = 5;
+    /// `probe`: no pair had a problem, but some could not be verified.
+    pub const NOT_VERIFIED: i32 = 6;
 }
 
 #[derive(Debug, thiserror::Error)]

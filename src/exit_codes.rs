@@ -3,13 +3,14 @@
 //! dependencies, so that the build script can render the page from it.)
 
 /// Every exit code and its meaning.
-pub const MEANINGS: [(i32, &str); 6] = [
+pub const MEANINGS: [(i32, &str); 7] = [
     (0, "success (or already in sync)"),
     (1, "failed; the host was left as it was"),
     (2, "invalid command line or configuration; nothing touched"),
     (3, "the live state differs from the configuration"),
     (4, "failed, and the rollback failed too: the host is not as it was"),
     (5, "applied what the host is ready for; the rest is not ready (said why) and was left alone"),
+    (6, "no problem found, but some pairs could not be verified (said why)"),
 ];
 
 /// The codes `command` can return (a subcommand's name).
@@ -17,6 +18,7 @@ pub fn of(command: &str) -> &'static [i32] {
     match command {
         "apply" => &[0, 1, 2, 4, 5],
         "check" => &[0, 1, 2, 3],
+        "probe" => &[0, 1, 2, 6],
         "rollback" | "remove" | "watch" => &[0, 1, 2, 4],
         "completions" | "man" => &[0, 2],
         _ => &[0, 1, 2],
@@ -30,6 +32,7 @@ pub fn overview() -> String {
         let only = match code {
             3 => "check: ",
             5 => "apply: ",
+            6 => "probe: ",
             _ => "",
         };
         out.push_str(&format!("  {code}  {only}{meaning}\n"));

@@ -19,6 +19,9 @@
 //!   notification socket, to make it overflow.
 //! - `ROCE_ROUTE_GUARD_STALL=1`: the confirmation guard stops itself
 //!   (SIGSTOP) before it answers anything: a guard that does not answer.
+//! - `ROCE_ROUTE_PROBE_RCVBUF=N`, `ROCE_ROUTE_PROBE_DRAIN_DELAY_MS=N`: the
+//!   receive buffer of probe's packet sockets, and a wait before it first
+//!   reads them, to make them drop frames.
 
 #[cfg(feature = "fault-injection")]
 mod hooks {
@@ -112,6 +115,20 @@ mod hooks {
         }
     }
 
+    /// `ROCE_ROUTE_PROBE_RCVBUF=N`: probe's packet sockets get a receive
+    /// buffer of N bytes (the kernel's minimum at least).
+    pub fn probe_rcvbuf() -> Option<usize> {
+        std::env::var("ROCE_ROUTE_PROBE_RCVBUF").ok()?.parse().ok()
+    }
+
+    /// `ROCE_ROUTE_PROBE_DRAIN_DELAY_MS=N`: probe waits N ms after its
+    /// first requests before it reads what came back.
+    pub fn probe_drain_delay() {
+        if let Some(ms) = std::env::var("ROCE_ROUTE_PROBE_DRAIN_DELAY_MS").ok().and_then(|v| v.parse().ok()) {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -132,7 +149,8 @@ mod hooks {
 
 #[cfg(feature = "fault-injection")]
 pub use hooks::{
-    after_commit, after_journal, after_step, before_step, guard_stall, step_delay, watch_rcvbuf,
+    after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay, probe_rcvbuf,
+    step_delay, watch_rcvbuf,
 };
 
 #[cfg(not(feature = "fault-injection"))]
@@ -153,9 +171,16 @@ mod hooks {
     }
     #[inline(always)]
     pub fn guard_stall() {}
+    #[inline(always)]
+    pub fn probe_rcvbuf() -> Option<usize> {
+        None
+    }
+    #[inline(always)]
+    pub fn probe_drain_delay() {}
 }
 
 #[cfg(not(feature = "fault-injection"))]
 pub use hooks::{
-    after_commit, after_journal, after_step, before_step, guard_stall, step_delay, watch_rcvbuf,
+    after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay, probe_rcvbuf,
+    step_delay, watch_rcvbuf,
 };

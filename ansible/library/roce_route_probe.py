@@ -20,8 +20,10 @@ description:
     with its problems (C(arp_none), C(arp_flux), C(wrong_source_mac), C(wrong_interface),
     C(no_reply), C(mtu), C(local_route)).
   - Problems found (the tool's exit code 1) are not a failure of the task; the module returns
-    the matrix with RV(problems_found=true). Bad input (exit 2) and every other error fail the
-    task with the tool's own message.
+    the matrix with RV(problems_found=true). Nor are pairs that could not be verified (exit 6:
+    no problem found, but some check had no evidence, each pair's C(not_verified) says why):
+    RV(not_verified_found=true). Bad input (exit 2) and every other error fail the task with
+    the tool's own message.
   - Never changes the host (C(changed) is always false), so check mode runs it as well.
 version_added: "0.1.0"
 author:
@@ -125,6 +127,11 @@ problems_found:
   returned: always
   type: bool
   sample: false
+not_verified_found:
+  description: Whether some pair without a problem could not be verified (its C(not_verified) says why; the tool's exit code 6 when no pair has a problem).
+  returned: always
+  type: bool
+  sample: false
 self:
   description: This host's rails, the tool's C(self) (O(self_only=true)); what the other hosts take as O(peers).
   returned: when self_only
@@ -163,7 +170,7 @@ rails:
   elements: str
   sample: [rail0, rail1]
 exit_code:
-  description: The tool's exit code (0 all right, 1 problems found).
+  description: The tool's exit code (0 all right, 1 problems found, 6 some pairs not verified).
   returned: always
   type: int
   sample: 0
@@ -273,6 +280,7 @@ def main():
         changed=False,
         ok=bool(doc.get("ok")),
         problems_found=False,
+        not_verified_found=False,
         exit_code=rc,
         cmd=cmd,
         result=doc,
@@ -281,9 +289,13 @@ def main():
         result["probes"] = doc.get("probes") or []
         result["rails"] = doc.get("rails") or []
         result["problems_found"] = any(pr.get("problems") for pr in result["probes"] if isinstance(pr, dict))
+        result["not_verified_found"] = any(
+            pr.get("not_verified") and not pr.get("problems") for pr in result["probes"] if isinstance(pr, dict)
+        )
 
-    # Exit 1 without an error: the probe ran and some pair has a problem.
-    if not error and (rc == 0 or (rc == 1 and "probes" in doc)):
+    # Exit 1 (or 6) without an error: the probe ran and some pair has a
+    # problem (or could not be verified).
+    if not error and (rc == 0 or (rc in (1, 6) and "probes" in doc)):
         if p["self_only"]:
             # `self` cannot be a keyword of exit_json(self, **kwargs): this is
             # what exit_json does, with the result as a dict.

@@ -30,27 +30,49 @@ use crate::tell;
 pub struct ProbeReport {
     pub rails: Vec<String>,
     pub peers: Vec<std::net::IpAddr>,
+    /// Peer addresses not probed: this host's own.
+    pub skipped: Vec<Skipped>,
     pub probes: Vec<ProbeResult>,
     /// Frames sent by the probe (ARP/NS and echoes), all pairs together.
     pub frames_sent: u32,
     pub elapsed_ms: f64,
 }
 
+/// A peer address that was not probed, and why.
+#[derive(Debug, Serialize)]
+pub struct Skipped {
+    pub peer: std::net::IpAddr,
+    pub reason: String,
+}
+
 pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Done, Error> {
     let timeout = checked_timeout(args)?;
-    let peers = read_peers(args)?;
+    let mut peers = read_peers(args)?;
     let cfg = match cfg {
         Some(cfg) => cfg,
         None => super::latest_config(ctx, "probe", &["probe", "/etc/roce-route/", "--peer", "ADDRESS"])?,
     };
     let nl = connect().await?;
-    let rails = local_rails(ctx, args, &cfg, &nl).await?;
+    let live = nl.addresses().await.context("cannot read the interface addresses")?;
+    let rails = local_rails(ctx, args, &cfg, &nl, &live).await?;
     if args.self_ {
         return Ok(describe_self(ctx, &rails));
     }
 
+    // A fleet shares one --peers file: this host's own addresses in it
+    // are not peers.
+    let skipped = skip_own(&mut peers, &live);
+    if ctx.chatty() {
+        for s in &skipped {
+            tell!("roce-route probe: {} skipped: {}", s.peer, s.reason);
+        }
+    }
     let local: Vec<LocalRail> = rails.iter().map(|r| r.local.clone()).collect();
     let pairs = verdict::pairs(&local, &peers.addresses);
+    if pairs.is_empty() && !skipped.is_empty() && peers.addresses.is_empty() {
+        let names = local.iter().map(|l| l.name.clone()).collect();
+        return Ok(report(ctx, names, &peers, skipped, Vec::new(), 0, Duration::ZERO));
+    }
     if pairs.is_empty() {
         return Err(Error::Usage(
             "probe: no rail has an address of the peers' family: nothing to probe".into(),
@@ -69,23 +91,47 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         })
         .collect();
     let started = Instant::now();
-    let seen = probe_jobs(ctx, &rails, &jobs, timeout)?;
+    let outcome = probe_jobs(ctx, &rails, &jobs, timeout)?;
     let elapsed = started.elapsed();
+    if outcome.drops > 0 {
+        ctx.warn(format!(
+            "probe: its packet sockets dropped {} frames (their receive queues overflowed): a pair that misses \
+             an answer is not verified rather than faulty",
+            outcome.drops
+        ));
+    }
 
     let apply = ctx.suggest(&super::apply::apply_args(&cfg.files, &[]));
     let own_arp = own_arp(&rails);
     let mut frames_sent = 0;
     let mut results = Vec::new();
-    for ((pair, job), (s, lookup)) in pairs.iter().zip(&jobs).zip(seen.iter().zip(lookups)) {
+    for ((pair, job), (s, lookup)) in pairs.iter().zip(&jobs).zip(outcome.seen.iter().zip(lookups)) {
         frames_sent += s.sent;
         if let Some(e) = &s.send_error {
             ctx.warn(format!("{} -> {}: {e}", pair.rail, pair.peer));
         }
-        let obs = observation(&rails, &rails[job.rail], s, lookup, own_arp.clone(), job.gateway);
+        let mut obs = observation(&rails, &rails[job.rail], s, lookup, own_arp.clone(), job.gateway);
+        obs.drops = outcome.drops;
         results.push(verdict::verdict(pair, &obs, &peers, timeout, &apply));
     }
     let names: Vec<String> = local.iter().map(|l| l.name.clone()).collect();
-    Ok(report(ctx, names, &peers, results, frames_sent, elapsed))
+    Ok(report(ctx, names, &peers, skipped, results, frames_sent, elapsed))
+}
+
+/// Takes this host's own addresses (any interface's) out of the peers.
+fn skip_own(peers: &mut Peers, live: &[crate::model::Address]) -> Vec<Skipped> {
+    let mut skipped = Vec::new();
+    peers.addresses.retain(|p| match live.iter().find(|a| a.addr.addr == *p) {
+        Some(a) => {
+            skipped.push(Skipped {
+                peer: *p,
+                reason: format!("it is this host's own address (on {})", a.ifname),
+            });
+            false
+        }
+        None => true,
+    });
+    skipped
 }
 
 /// The gateway a pair's neighbour request asks for: the one of this
@@ -146,8 +192,8 @@ async fn local_rails(
     args: &ProbeArgs,
     cfg: &Config,
     nl: &Netlink,
+    live: &[crate::model::Address],
 ) -> Result<Vec<ProbeRail>, Error> {
-    let live = nl.addresses().await.context("cannot read the interface addresses")?;
     let mtus = link_mtus(nl).await?;
     let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
     rdma.unreadable.iter().for_each(|w| ctx.warn(w.to_string()));
@@ -166,7 +212,7 @@ async fn local_rails(
             continue;
         };
         rails.push(ProbeRail {
-            local: LocalRail { name: iface.name.clone(), addresses: super::rail_addresses(iface, &live) },
+            local: LocalRail { name: iface.name.clone(), addresses: super::rail_addresses(iface, live) },
             io: RailIo {
                 name: iface.name.clone(),
                 ifindex: link.index,
@@ -235,12 +281,7 @@ fn own_arp(rails: &[ProbeRail]) -> Vec<OwnArp> {
 }
 
 /// The probe on the wire (`probe::io`); a signal ends it as an error.
-fn probe_jobs(
-    ctx: &Ctx,
-    rails: &[ProbeRail],
-    jobs: &[Job],
-    timeout: Duration,
-) -> Result<Vec<io::Seen>, Error> {
+fn probe_jobs(ctx: &Ctx, rails: &[ProbeRail], jobs: &[Job], timeout: Duration) -> Result<io::Outcome, Error> {
     let rail_io: Vec<RailIo> = rails.iter().map(|r| r.io.clone()).collect();
     let seen = io::run(&rail_io, jobs, timeout, &ctx.stop).map_err(|e| {
         if e.not_permitted() {
@@ -290,45 +331,60 @@ fn observation(
         rdma: rail.rdma.clone(),
         own_arp,
         gateway,
+        drops: 0,
     }
 }
 
-/// The matrix and the summary line (when chatty), and the report.
+/// The matrix and the summary line (when chatty), and the report: exit 1
+/// when a pair has a problem, else 6 when one could not be verified.
 fn report(
     ctx: &Ctx,
     names: Vec<String>,
     peers: &Peers,
+    skipped: Vec<Skipped>,
     results: Vec<ProbeResult>,
     frames_sent: u32,
     elapsed: Duration,
 ) -> Done {
     let bad = results.iter().filter(|r| !r.problems.is_empty()).count();
-    if ctx.chatty() {
+    let unverified = results.iter().filter(|r| r.unverified()).count();
+    if ctx.chatty() && results.is_empty() {
+        tell!("roce-route probe: nothing to probe: every peer address is this host's own");
+    } else if ctx.chatty() {
         super::print_text(&verdict::matrix(
             &names,
             &peers.addresses,
             &results,
             ctx.verbosity == super::Verbosity::Verbose,
         ));
-        let summary = if bad == 0 {
-            format!(
-                "roce-route probe: all {} pairs right ({:.0} ms)",
-                results.len(),
-                elapsed.as_secs_f64() * 1e3
-            )
+        let n = results.len();
+        let unverified_part =
+            if unverified > 0 { format!(", {unverified} not verified") } else { String::new() };
+        let summary = if bad == 0 && unverified == 0 {
+            format!("roce-route probe: all {n} pairs right ({:.0} ms)", elapsed.as_secs_f64() * 1e3)
+        } else if bad == 0 {
+            format!("roce-route probe: no problem found, but {unverified} of {n} pairs not verified")
         } else {
-            format!("roce-route probe: {bad} of {} pairs with problems", results.len())
+            format!("roce-route probe: {bad} of {n} pairs with problems{unverified_part}")
         };
         tell!("{summary}");
     }
     let report = ProbeReport {
         rails: names,
         peers: peers.addresses.clone(),
+        skipped,
         probes: results,
         frames_sent,
         elapsed_ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
     };
-    Done::new(if bad == 0 { exit::OK } else { exit::FAILED }, false, report)
+    let code = if bad > 0 {
+        exit::FAILED
+    } else if unverified > 0 {
+        exit::NOT_VERIFIED
+    } else {
+        exit::OK
+    };
+    Done::new(code, false, report)
 }
 
 /// `check`'s warnings about the rails' MTUs (`probe::mtu`).

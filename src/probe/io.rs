@@ -72,6 +72,14 @@ const SEARCH_SIZES: u32 = 7;
 const COMMON_MTUS: [u32; 6] = [1280, 1500, 2044, 4092, 4200, 9000];
 /// How long, at least, a second ARP answer is waited for after a request.
 const FLUX_GRACE: Duration = Duration::from_millis(50);
+/// IPv6: the reply-path datagram is sent again every DATAGRAM_EVERY while
+/// its port unreachable is not back, DATAGRAMS times in all. The peer
+/// lets out a burst of 6 errors per destination, then one a second
+/// (net.ipv6.icmp.ratelimit): 8 peer addresses of one host probed from
+/// one source need 2 s. A pair that still has none is not verified.
+const DATAGRAM_EVERY: Duration = Duration::from_millis(1000);
+const DATAGRAMS: u8 = 4;
+const DATAGRAM_WAIT: Duration = Duration::from_millis(1000 * (DATAGRAMS as u64 - 1));
 /// Echoes of the rail's full MTU before it counts as lost: one lost or
 /// late jumbo frame is not an MTU problem.
 pub const FULL_TRIES: u8 = 3;
@@ -187,6 +195,10 @@ struct State {
     full_from: Instant,
     lo: u32,
     hi: u32,
+    /// IPv6: when the reply-path datagram is due again (its port
+    /// unreachable not back yet), and how many were sent.
+    datagram_at: Option<Instant>,
+    datagrams: u8,
     seen: Seen,
 }
 
@@ -204,6 +216,8 @@ impl State {
             full_from: start,
             lo: 0,
             hi: 0,
+            datagram_at: None,
+            datagrams: 0,
             seen: Seen::default(),
         }
     }
@@ -365,20 +379,29 @@ impl Sockets {
     }
 }
 
-/// Probes every job; returns what was seen for each, in order.
-pub fn run(
-    rails: &[RailIo],
-    jobs: &[Job],
-    timeout: Duration,
-    stop: &StopFlag,
-) -> Result<Vec<Seen>, OpenError> {
-    let mut run = Run::new(rails, jobs, timeout, Sockets::open(rails, jobs)?);
-    let hard_end = run.start + timeout * 10 + Duration::from_secs(1);
+/// What a run saw: per job, in order; and the frames its observers
+/// dropped (their receive queues overflowed).
+pub struct Outcome {
+    pub seen: Vec<Seen>,
+    pub drops: u64,
+}
+
+/// Probes every job.
+pub fn run(rails: &[RailIo], jobs: &[Job], timeout: Duration, stop: &StopFlag) -> Result<Outcome, OpenError> {
+    let sockets = Sockets::open(rails, jobs)?;
+    // Reading the statistics resets them: what a socket queued before
+    // its filter was attached is not counted.
+    for (socket, _) in &sockets.observers {
+        let _ = packet_drops(socket);
+    }
+    let mut run = Run::new(rails, jobs, timeout, sockets);
+    let hard_end = run.start + timeout * 10 + DATAGRAM_WAIT + Duration::from_secs(1);
     let mut buf = vec![0u8; 65536];
+    crate::testhooks::probe_drain_delay();
     loop {
         let now = Instant::now();
         run.advance_all(now);
-        let all_done = run.states.iter().all(|s| s.stage == Stage::Done);
+        let all_done = run.states.iter().all(|s| s.stage == Stage::Done && s.datagram_at.is_none());
         if (all_done && now >= run.flux_end()) || now >= hard_end || stop.requested().is_some() {
             break;
         }
@@ -386,7 +409,29 @@ pub fn run(
             run.drain(idx, &mut buf);
         }
     }
-    Ok(run.states.into_iter().map(|s| s.seen).collect())
+    let drops = run.sockets.observers.iter().map(|(s, _)| packet_drops(s).unwrap_or(0)).sum();
+    Ok(Outcome { seen: run.states.into_iter().map(|s| s.seen).collect(), drops })
+}
+
+/// Frames the kernel dropped on `socket` since the last call
+/// (`PACKET_STATISTICS`: reading resets it).
+fn packet_drops(socket: &Socket) -> io::Result<u64> {
+    let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: a valid socket; `st` is a tpacket_stats of `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from(st.tp_drops))
 }
 
 /// One run: the jobs, their states and the sockets.
@@ -446,7 +491,10 @@ impl<'a> Run<'a> {
     fn advance_all(&mut self, now: Instant) {
         for (k, j) in self.jobs.iter().enumerate() {
             let st = &mut self.states[k];
-            if st.stage == Stage::Done {
+            if !st.seen.routed.is_empty() {
+                st.datagram_at = None;
+            }
+            if st.stage == Stage::Done && st.datagram_at.is_none() {
                 continue;
             }
             let echo = Echoer {
@@ -463,8 +511,11 @@ impl<'a> Run<'a> {
             if pair.advance(st, &self.sockets) {
                 self.last_arp = now;
             }
-            if before == Stage::Arp && st.stage == Stage::Echo && j.peer.is_ipv6() {
+            let due = st.datagram_at.is_some_and(|at| now >= at);
+            if (before == Stage::Arp && st.stage == Stage::Echo && j.peer.is_ipv6()) || due {
                 pair.echo.send_datagram(st, UDP_BASE_PORT + (k % UDP_PORTS) as u16);
+                st.datagrams += 1;
+                st.datagram_at = (st.datagrams < DATAGRAMS).then(|| now + DATAGRAM_EVERY);
             }
         }
     }
@@ -708,8 +759,9 @@ fn observer(proto: u16, ifindices: &[u32]) -> io::Result<Socket> {
         ifindex_filter(ifindices).iter().map(|f| SockFilter::new(f.code, f.jt, f.jf, f.k)).collect();
     socket.attach_filter(&program)?;
     let _ = set_raw_option(&socket, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &(1 as libc::c_int));
-    if setsockopt(&socket, sockopt::RcvBufForce, &RCVBUF).is_err() {
-        let _ = socket.set_recv_buffer_size(RCVBUF);
+    let rcvbuf = crate::testhooks::probe_rcvbuf().unwrap_or(RCVBUF);
+    if setsockopt(&socket, sockopt::RcvBufForce, &rcvbuf).is_err() {
+        let _ = socket.set_recv_buffer_size(rcvbuf);
     }
     Ok(socket)
 }

@@ -132,6 +132,10 @@ pub struct Observation {
     /// behind a router: the neighbour request asked for it, and the echo
     /// replies come from its link-layer address.
     pub gateway: Option<IpAddr>,
+    /// Frames the probe's packet sockets dropped during the run (all
+    /// pairs together, `PACKET_STATISTICS`): what did not come back may
+    /// have been among them.
+    pub drops: u64,
 }
 
 /// The verdict on one pair: `probes[]` in the JSON document.
@@ -159,6 +163,22 @@ pub struct ProbeResult {
     pub detail: String,
     /// What to do, one line per problem.
     pub fixes: Vec<String>,
+    /// Why part of the pair could not be checked, one line per part (empty:
+    /// all of it was). A pair without problems is right only when this is
+    /// empty.
+    pub not_verified: Vec<String>,
+}
+
+impl ProbeResult {
+    /// No problem, and every check had its evidence.
+    pub fn right(&self) -> bool {
+        self.problems.is_empty() && self.not_verified.is_empty()
+    }
+
+    /// No problem found, yet a check lacked its evidence.
+    pub fn unverified(&self) -> bool {
+        self.problems.is_empty() && !self.not_verified.is_empty()
+    }
 }
 
 /// RoCE v2 headers inside the netdev MTU (the kernel's `iboe_get_mtu()`:
@@ -196,7 +216,8 @@ pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration,
     let path_mtu = judge.path_mtu(&mut found);
     let carried = judge.rdma_mtu(&mut found);
     judge.local_route(&mut found, apply);
-    judge.result(found, path_mtu, carried)
+    let not_verified = judge.unverified(&mut found);
+    judge.result(found, path_mtu, carried, not_verified)
 }
 
 /// What `roce-route apply` on the peer fixes.
@@ -223,6 +244,28 @@ impl Findings {
         self.fix_on.push(on);
         self.said.push(sentence);
         self.fixes.push(fix);
+    }
+
+    /// Takes out the problems `absent` says are only an absence of
+    /// evidence; their kinds, in order.
+    fn take_absences(&mut self, absent: impl Fn(&str, &str) -> bool) -> Vec<&'static str> {
+        let mut taken = Vec::new();
+        let mut k = 0;
+        while k < self.problems.len() {
+            if absent(self.problems[k], self.fix_on[k]) {
+                taken.push(self.problems.remove(k));
+                self.fix_on.remove(k);
+                self.said.remove(k);
+                self.fixes.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        taken
+    }
+
+    fn has(&self, kind: &str) -> bool {
+        self.problems.contains(&kind)
     }
 }
 
@@ -541,9 +584,58 @@ impl<'a> Judge<'a> {
         }
     }
 
+    /// Step 5: what could not be checked for want of evidence, one reason per
+    /// part. Frames dropped by the probe's own sockets make an absence
+    /// (no answer, no reply, a lost full-size echo) no evidence: those
+    /// problems become a reason here. An IPv6 pair whose port unreachable
+    /// never came back has no evidence of the peer's reply path (its echo
+    /// replies leave by the request's NIC whatever its routing); a link
+    /// without source link-layer addresses (IPoIB) none of the replying
+    /// NIC.
+    fn unverified(&self, found: &mut Findings) -> Vec<String> {
+        let (obs, peer_label) = (self.obs, &self.peer_label);
+        let mut why = Vec::new();
+        if obs.drops > 0 {
+            let taken = found.take_absences(|kind, on| {
+                kind == ARP_NONE || kind == NO_REPLY || (kind == MTU && on == PATH)
+            });
+            if !taken.is_empty() {
+                why.push(format!(
+                    "the probe's packet sockets dropped {} frames during the run, so what did not come back \
+                     ({}) is no evidence: probe again, with fewer peers at once",
+                    obs.drops,
+                    taken.join(", ")
+                ));
+            }
+        }
+        let replied = !obs.replies.is_empty();
+        let misrouted = found.has(WRONG_INTERFACE) || found.has(WRONG_SOURCE_MAC);
+        if replied && !misrouted && self.pair.peer.is_ipv6() && obs.routed.is_empty() {
+            why.push(format!(
+                "no port unreachable came back from {peer_label} for the UDP datagram (the peer rate-limits \
+                 its ICMPv6 errors per destination, or filters them), so the NIC its routing answers from is \
+                 not checked: an ICMPv6 echo reply always leaves by the NIC the request came in on"
+            ));
+        }
+        if replied && !misrouted && self.all_replies().all(|r| r.source_mac.is_none()) {
+            why.push(format!(
+                "{}'s link gives no source link-layer address (IPoIB), so which of {peer_label}'s NICs sent \
+                 the reply is not checked, only that it came in on {}",
+                self.pair.rail, self.pair.rail
+            ));
+        }
+        why
+    }
+
     /// The verdict: the reply shown is one that shows a problem, else the
     /// first echo's; the detail is what was found, or what went right.
-    fn result(self, found: Findings, path_mtu: Option<u32>, carried: Option<u32>) -> ProbeResult {
+    fn result(
+        self,
+        found: Findings,
+        path_mtu: Option<u32>,
+        carried: Option<u32>,
+        not_verified: Vec<String>,
+    ) -> ProbeResult {
         let (pair, obs, rail) = (self.pair, self.obs, &self.pair.rail);
         let rtt_ms = median_ms(&obs.rtts);
         let shown = self
@@ -587,6 +679,7 @@ impl<'a> Judge<'a> {
             rdma: obs.rdma.clone(),
             detail,
             fixes: found.fixes,
+            not_verified,
         }
     }
 }
@@ -619,7 +712,8 @@ pub fn matrix(rails: &[String], peers: &[IpAddr], results: &[ProbeResult], verbo
         for peer in peers {
             let cell = match results.iter().find(|r| r.rail == *rail && r.peer == *peer) {
                 None => "-".to_string(),
-                Some(r) if r.problems.is_empty() => "ok".to_string(),
+                Some(r) if r.right() => "ok".to_string(),
+                Some(r) if r.unverified() => "unverified".to_string(),
                 Some(r) => {
                     let mut words: Vec<&str> = r.problems.iter().map(|k| short(k)).collect();
                     words.dedup();
@@ -643,7 +737,7 @@ pub fn matrix(rails: &[String], peers: &[IpAddr], results: &[ProbeResult], verbo
         Some(pr) => format!("{} (peer {pr})", r.peer),
         None => r.peer.to_string(),
     };
-    let right: Vec<&ProbeResult> = results.iter().filter(|r| r.problems.is_empty()).collect();
+    let right: Vec<&ProbeResult> = results.iter().filter(|r| r.right()).collect();
     if verbose && !right.is_empty() {
         out.push('\n');
         for r in right {
@@ -663,6 +757,19 @@ pub fn matrix(rails: &[String], peers: &[IpAddr], results: &[ProbeResult], verbo
         for f in fixes {
             out.push_str(&format!("    fix: {f}\n"));
         }
+    }
+    let unverified: Vec<&ProbeResult> = results.iter().filter(|r| r.unverified()).collect();
+    if !unverified.is_empty() {
+        out.push('\n');
+    }
+    for r in unverified {
+        out.push_str(&format!(
+            "{} ({}) -> {}: not verified: {}.\n",
+            r.rail,
+            r.source,
+            peer_of(r),
+            r.not_verified.join("; ")
+        ));
     }
     out
 }
@@ -703,6 +810,7 @@ mod tests {
                 .map(|r| OwnArp { rail: r.into(), arp_ignore: Some(1), arp_announce: Some(2) })
                 .to_vec(),
             gateway: None,
+            drops: 0,
         }
     }
     fn peers_json() -> Peers {
@@ -1009,6 +1117,80 @@ mod tests {
         assert!(lines[4].starts_with("rail0 (198.51.100.11) -> 198.51.100.110: arp_flux:"), "{text}");
         assert!(lines[5].trim_start().starts_with("fix: on the peer"), "{text}");
         assert!(!text.contains(": ok:"), "the right pairs' measures are for -v: {text}");
+    }
+
+    /// Issue 24: a pair whose evidence is missing is not verified (its own
+    /// state, exit 6), never `ok`: IPv6 without the routed port
+    /// unreachable, IPoIB without source MACs; and frames the probe's own
+    /// sockets dropped turn an absence (no answer, no reply, a lost
+    /// full-size echo) into a reason, not a problem.
+    #[test]
+    fn missing_evidence_is_not_verified_never_ok() {
+        let none = Peers::default();
+        let v6 = Pair { rail: "rail1".into(), source: ip("2001:db8:1::11"), peer: ip("2001:db8:1::111") };
+        let judge6 = |o: &Observation| verdict(&v6, o, &none, Duration::from_millis(500), "a");
+        let r = judge6(&healthy());
+        assert!(r.problems.is_empty(), "{r:?}");
+        assert!(r.unverified() && !r.right(), "{r:?}");
+        assert!(r.not_verified[0].starts_with("no port unreachable came back from 2001:db8:1::111"), "{r:?}");
+        let mut o = healthy();
+        o.routed = vec![Reply { interface: "rail1".into(), source_mac: Some(M1.into()) }];
+        assert!(judge6(&o).right(), "with the routed reply every part is checked");
+        // A misrouted reply is a problem, and the routed part is then moot.
+        let mut o = healthy();
+        o.replies[0].interface = "rail0".into();
+        let r = judge6(&o);
+        assert_eq!((r.problems.clone(), r.not_verified.len()), (vec![WRONG_INTERFACE], 0), "{r:?}");
+
+        // IPoIB: no source MAC on any reply.
+        let mut o = healthy();
+        for r in &mut o.replies {
+            r.source_mac = None;
+        }
+        let r = judge(&o, &none);
+        assert!(r.unverified(), "{r:?}");
+        assert!(r.not_verified[0].contains("(IPoIB)"), "{r:?}");
+        assert!(judge(&healthy(), &none).right(), "Ethernet IPv4 with its MACs is verified");
+
+        // Drops: arp_none and no_reply and the path MTU become reasons;
+        // what was seen (flux, a wrong MAC) stays a problem.
+        for (what, change) in [
+            ("arp_none", (|o: &mut Observation| o.arp_answers.clear()) as fn(&mut Observation)),
+            ("no_reply", |o: &mut Observation| o.replies.clear()),
+            ("mtu", |o: &mut Observation| o.full_size_back = Some(false)),
+        ] {
+            let mut o = healthy();
+            change(&mut o);
+            assert_eq!(judge(&o, &none).problems, [what], "without drops, {what} is a problem");
+            o.drops = 3;
+            let r = judge(&o, &none);
+            assert!(r.problems.is_empty() && r.unverified(), "{what}: {r:?}");
+            assert!(
+                r.not_verified[0].contains(&format!(
+                    "dropped 3 frames during the run, so what did not come back ({what})"
+                )),
+                "{r:?}"
+            );
+        }
+        let mut o = healthy();
+        o.drops = 3;
+        o.arp_answers = vec![M0.into(), M1.into()];
+        assert_eq!(judge(&o, &none).problems, [ARP_FLUX], "flux was seen: drops do not excuse it");
+        let mut o = healthy();
+        o.drops = 3;
+        assert!(judge(&o, &none).right(), "drops do not touch a pair that has all its evidence");
+
+        // The matrix: its own cell and a line with the reason.
+        let un = judge6(&healthy());
+        let text = matrix(&["rail1".into()], &[un.peer], std::slice::from_ref(&un), false);
+        assert_eq!(
+            text.lines().nth(1).unwrap().split_whitespace().collect::<Vec<_>>(),
+            ["rail1", "unverified"]
+        );
+        assert!(
+            text.contains("rail1 (2001:db8:1::11) -> 2001:db8:1::111: not verified: no port unreachable"),
+            "{text}"
+        );
     }
 
     /// Issue 27: with -v, each right pair's line shows its RTT and path MTU

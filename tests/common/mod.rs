@@ -46,6 +46,7 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INVALID: i32 = 2;
 pub const EXIT_DRIFT: i32 = 3;
+pub const EXIT_NOT_VERIFIED: i32 = 6;
 /// The per-interface IPv4 sysctls roce-route manages.
 pub const ARP_SYSCTLS: [&str; 4] = ["arp_ignore", "arp_announce", "rp_filter", "arp_filter"];
 
