@@ -16,8 +16,8 @@ use serde_json::Value;
 use two_hosts::{JUMBO, Topology, TwoHosts};
 
 /// Frames a healthy pair sends: one ARP request (or solicitation), three
-/// small echoes, one echo of the rail's MTU; IPv6 adds the UDP datagram
-/// whose port unreachable shows the peer's routed reply path.
+/// small echoes, one echo of the rail's MTU; IPv6 adds the TCP SYN whose
+/// reset shows the peer's routed reply path.
 const FRAMES_PER_HEALTHY_V4_PAIR: u64 = 5;
 const FRAMES_PER_HEALTHY_V6_PAIR: u64 = 6;
 
@@ -116,7 +116,7 @@ fn a_correct_pair_of_hosts_is_right_on_every_pair_ipv4_and_ipv6() {
 /// picks (IPv4: its first), so every pair to an address of another B rail
 /// sees that NIC's MAC, and the pairs to that NIC's own address do not.
 /// (IPv6: Linux sends echo replies out of the request's interface; the
-/// wrong NIC shows in the routed port unreachable.)
+/// wrong NIC shows in the routed TCP reset.)
 #[test]
 fn b_without_source_rules_replies_from_the_wrong_mac() {
     let t = TwoHosts::build(Topology::OneBridge, 4, true);

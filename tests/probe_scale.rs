@@ -122,14 +122,13 @@ fn a_probe_of_8_rails_by_64_peers_leaves_the_neighbour_table_as_it_was() {
     );
 }
 
-/// Issue 24 item 3: B replies by the wrong NIC (no source rules) and rate-
-/// limits its ICMPv6 errors (a burst of 6 per destination, then one a
-/// second, and 50 at once for the whole host): from each of A's 8 rails, 8
-/// of B's addresses, so 2 of 8 port unreachables per source, and 14 of 64
-/// in all, are held back at first. Every pair to an address of another B
-/// rail than the one B's replies leave by must show it; none may read
-/// `ok`. Red when the datagram is sent once: 16 of 64 such pairs read `ok`
-/// only because their evidence was suppressed.
+/// Issue 24 item 3: B replies by the wrong NIC (no source rules): from
+/// each of A's 8 rails, 8 of B's addresses. Every pair to an address of
+/// another B rail than the one B's replies leave by must show it; none may
+/// read `ok`. Red where that evidence was B's port unreachable for a UDP
+/// datagram sent once: B rate-limits its ICMPv6 errors (a burst of 6 per
+/// destination, 50 for the host), and 16 of 64 such pairs read `ok` only
+/// because their evidence was suppressed. The TCP reset is not limited.
 #[test]
 fn ipv6_rate_limits_do_not_hide_a_wrong_reply_path_8_rails_by_8_peers() {
     let t = TwoHosts::build(Topology::OneBridge, RAILS, true);
@@ -162,16 +161,17 @@ fn ipv6_rate_limits_do_not_hide_a_wrong_reply_path_8_rails_by_8_peers() {
     }
 }
 
-/// Issue 24 item 3: B right (applied) but sending no ICMPv6 error at all
-/// (its ratelimit at 100 s): no IPv6 pair's reply path can be checked, so
-/// each is `not verified` with the reason, its own cell in the matrix,
-/// and the exit code 6, not 0; the IPv4 pairs are right. Red where the
-/// missing evidence read `ok` (exit 0).
+/// Issue 24 item 3: B right (applied) but dropping TCP (a firewall), and
+/// sending no ICMPv6 error either (its ratelimit at 100 s): no IPv6
+/// pair's reply path can be checked, so each is `not verified` with the
+/// reason, its own cell in the matrix, and the exit code 6, not 0; the
+/// IPv4 pairs are right. Red where the missing evidence read `ok` (exit 0).
 #[test]
-fn ipv6_pairs_without_their_port_unreachable_are_not_verified_exit_6() {
+fn ipv6_pairs_without_their_routed_answer_are_not_verified_exit_6() {
     let t = TwoHosts::build(Topology::OneBridge, 2, true);
     t.apply_both();
     t.b.set_sysctl("net/ipv6/icmp/ratelimit", "100000");
+    t.b.exec("ip6tables", &["-A", "INPUT", "-p", "tcp", "-j", "DROP"]);
     let mut peers: Vec<String> = t.b_rails.iter().map(|r| r.v4.clone()).collect();
     peers.extend(t.b_rails.iter().map(|r| r.v6.clone().unwrap()));
     let (run, doc) = t.probe_a(&["--peer", &peers.join(",")]);
@@ -181,7 +181,7 @@ fn ipv6_pairs_without_their_port_unreachable_are_not_verified_exit_6() {
         let why = not_verified(p);
         if p["peer"].as_str().unwrap().contains(':') {
             assert_eq!(why.len(), 1, "{p:#}");
-            assert!(why[0].starts_with("no port unreachable came back from"), "{p:#}");
+            assert!(why[0].starts_with("no TCP reset came back from"), "{p:#}");
         } else {
             assert!(why.is_empty(), "IPv4 has its evidence: {p:#}");
         }
@@ -193,7 +193,7 @@ fn ipv6_pairs_without_their_port_unreachable_are_not_verified_exit_6() {
         let cells: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(&cells[1..], ["ok", "ok", "unverified", "unverified"], "{out}");
     }
-    assert!(out.contains(": not verified: no port unreachable came back from"), "{out}");
+    assert!(out.contains(": not verified: no TCP reset came back from"), "{out}");
     assert!(text.stderr().contains("no problem found, but 4 of 8 pairs not verified"), "{}", text.report());
 }
 

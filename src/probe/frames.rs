@@ -1,7 +1,7 @@
 //! Pure: the packets `probe` sends and the ones it reads back, byte for
 //! byte. Packet sockets are SOCK_DGRAM (the driver writes the link
 //! header, on Ethernet and IPoIB alike), so everything goes out without
-//! one: ARP, neighbour discovery, and the echoes and the IPv6 datagram as
+//! one: ARP, neighbour discovery, and the echoes and the IPv6 SYN as
 //! whole IP packets, addressed to the link-layer address that answered
 //! (so the kernel resolves no neighbour and keeps no entry).
 //!
@@ -12,8 +12,8 @@
 //!   link-layer address option (so that the answer can be unicast).
 //! - ICMP/ICMPv6 echo (RFC 792, RFC 4443) with a per-run token in the
 //!   payload, padded to the size being tried; IPv4 with don't-fragment.
-//! - IPv6: a UDP datagram to an unused port (RFC 768), for the port
-//!   unreachable the peer routes back.
+//! - IPv6: a TCP SYN to an unused port (RFC 9293), for the reset the
+//!   peer's routing sends back (not rate-limited, unlike its ICMPv6 errors).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -28,8 +28,7 @@ pub const ETHERTYPE_IPV4: u16 = 0x0800;
 const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_ICMPV6: u8 = 58;
 const ICMP_ECHO_REPLY: u8 = 0;
-const ICMPV6_DEST_UNREACH: u8 = 1;
-const IPPROTO_UDP: u8 = 17;
+const IPPROTO_TCP: u8 = 6;
 const ICMPV6_ECHO_REPLY: u8 = 129;
 const ND_NEIGHBOR_ADVERT: u8 = 136;
 const ND_OPT_SOURCE_LL_ADDR: u8 = 1;
@@ -114,13 +113,16 @@ pub fn echo_packet(src: IpAddr, dst: IpAddr, id: u16, seq: u16, token: u64, size
     Some(p)
 }
 
-/// A UDP datagram over IPv6 from `src` to `dst` port `port` (the same
-/// source port) carrying `payload`, checksum filled in: the peer answers
-/// it with a port unreachable that its routing sends back.
-pub fn udp6_packet(src: Ipv6Addr, dst: Ipv6Addr, port: u16, payload: &[u8]) -> Vec<u8> {
-    let b = PacketBuilder::ipv6(src.octets(), dst.octets(), HOP_LIMIT).udp(port, port);
-    let mut p = Vec::with_capacity(b.size(payload.len()));
-    let _ = b.write(&mut p, payload);
+/// A TCP SYN over IPv6 from `src` to `dst` port `port` (the same source
+/// port), sequence number `seq`, checksum filled in. The peer answers it
+/// with a reset (a SYN-ACK if something listens), acknowledging seq + 1,
+/// from the address it was sent to and by its routing: for a global
+/// address Linux gives the reply no output interface
+/// (`tcp_v6_send_response()`), unlike an ICMPv6 echo reply.
+pub fn tcp6_syn(src: Ipv6Addr, dst: Ipv6Addr, port: u16, seq: u32) -> Vec<u8> {
+    let b = PacketBuilder::ipv6(src.octets(), dst.octets(), HOP_LIMIT).tcp(port, port, seq, 1024).syn();
+    let mut p = Vec::with_capacity(b.size(0));
+    let _ = b.write(&mut p, &[]);
     p
 }
 
@@ -145,12 +147,13 @@ pub enum V6In {
         dst: Ipv6Addr,
         hw: Option<Vec<u8>>,
     },
-    /// A destination unreachable error about a UDP datagram from
-    /// `inner_src` to `inner_dst` port `port`.
-    Unreachable {
-        inner_src: Ipv6Addr,
-        inner_dst: Ipv6Addr,
+    /// A TCP reset or SYN-ACK from `peer` (its port `port`) to `local`,
+    /// acknowledging `ack`.
+    Reset {
+        local: Ipv6Addr,
+        peer: Ipv6Addr,
         port: u16,
+        ack: u32,
     },
 }
 
@@ -167,11 +170,12 @@ pub enum Incoming {
         hw: Option<Vec<u8>>,
     },
     Echo(EchoReply),
-    /// IPv6: a destination unreachable about the reply-path datagram.
-    Unreachable {
-        inner_src: Ipv6Addr,
-        inner_dst: Ipv6Addr,
+    /// IPv6: the peer's routed answer to the reply-path SYN.
+    Reset {
+        local: Ipv6Addr,
+        peer: Ipv6Addr,
         port: u16,
+        ack: u32,
     },
 }
 
@@ -190,9 +194,7 @@ pub fn parse(protocol: u16, p: &[u8]) -> Option<Incoming> {
             V6In::Advert { target, dst, hw } => {
                 Incoming::Answer { local: dst.into(), peer: target.into(), hw }
             }
-            V6In::Unreachable { inner_src, inner_dst, port } => {
-                Incoming::Unreachable { inner_src, inner_dst, port }
-            }
+            V6In::Reset { local, peer, port, ack } => Incoming::Reset { local, peer, port, ack },
         }),
         _ => None,
     }
@@ -230,11 +232,11 @@ fn echo_fields(src: std::net::IpAddr, dst: std::net::IpAddr, icmp: &[u8]) -> Ech
     }
 }
 
-/// An echo reply or a neighbour advertisement in an IPv6 packet (ICMPv6
-/// right after the fixed header: the kernel sends both without extension
-/// headers).
+/// An echo reply, a neighbour advertisement or a TCP reset (or SYN-ACK)
+/// in an IPv6 packet (right after the fixed header: the kernel sends them
+/// without extension headers).
 pub fn parse_ipv6(p: &[u8]) -> Option<V6In> {
-    if p.len() < 40 || p[0] >> 4 != 6 || p[6] != IPPROTO_ICMPV6 {
+    if p.len() < 40 || p[0] >> 4 != 6 {
         return None;
     }
     let addr = |b: &[u8]| {
@@ -243,17 +245,22 @@ pub fn parse_ipv6(p: &[u8]) -> Option<V6In> {
         Ipv6Addr::from(o)
     };
     let (src, dst) = (addr(&p[8..24]), addr(&p[24..40]));
+    if p[6] == IPPROTO_TCP {
+        let tcp = p.get(40..60)?;
+        let (syn, rst, ack) = (tcp[13] & 0x02 != 0, tcp[13] & 0x04 != 0, tcp[13] & 0x10 != 0);
+        if !(rst || (syn && ack)) {
+            return None;
+        }
+        let port = u16::from_be_bytes([tcp[0], tcp[1]]);
+        let ack = u32::from_be_bytes([tcp[8], tcp[9], tcp[10], tcp[11]]);
+        return Some(V6In::Reset { local: dst, peer: src, port, ack });
+    }
+    if p[6] != IPPROTO_ICMPV6 {
+        return None;
+    }
     let icmp = &p[40..];
     match *icmp.first()? {
         ICMPV6_ECHO_REPLY if icmp.len() >= 16 => Some(V6In::Echo(echo_fields(src.into(), dst.into(), icmp))),
-        ICMPV6_DEST_UNREACH if icmp.len() >= 8 + 40 + 8 => {
-            let inner = &icmp[8..];
-            if inner[0] >> 4 != 6 || inner[6] != IPPROTO_UDP {
-                return None;
-            }
-            let port = u16::from_be_bytes([inner[42], inner[43]]);
-            Some(V6In::Unreachable { inner_src: addr(&inner[8..24]), inner_dst: addr(&inner[24..40]), port })
-        }
         ND_NEIGHBOR_ADVERT if icmp.len() >= 24 => {
             let target = addr(&icmp[8..24]);
             let mut hw = None;
@@ -364,38 +371,27 @@ mod tests {
     }
 
     #[test]
-    fn the_udp_datagram_checks_out_and_its_unreachable_parses_back() {
+    fn the_syn_checks_out_and_its_reset_parses_back() {
         let (a, b): (Ipv6Addr, Ipv6Addr) =
             ("2001:db8:1::10".parse().unwrap(), "2001:db8:1::110".parse().unwrap());
-        let d = udp6_packet(a, b, 33434, &7u64.to_be_bytes());
-        assert_eq!(d.len(), 40 + 8 + 8);
-        assert_eq!((d[6], d[7]), (17, 64), "UDP, hop limit 64");
-        assert_eq!(&d[40..46], &[0x82, 0x9a, 0x82, 0x9a, 0, 16], "ports and length");
-        assert_eq!(upper_checksum6(a, b, 17, &d[40..]), 0, "the UDP checksum checks");
-        // The peer's port unreachable quotes it.
-        let mut p = vec![0x60, 0, 0, 0, 0, 8 + 56, 58, 64];
-        p.extend_from_slice(&b.octets());
-        p.extend_from_slice(&a.octets());
-        p.extend_from_slice(&[1, 4, 0, 0, 0, 0, 0, 0]);
-        p.extend_from_slice(&d);
-        assert_eq!(parse_ipv6(&p), Some(V6In::Unreachable { inner_src: a, inner_dst: b, port: 33434 }));
-    }
-
-    #[test]
-    fn a_port_unreachable_names_the_datagram_it_is_about() {
-        let (a, b): (Ipv6Addr, Ipv6Addr) =
-            ("2001:db8:1::10".parse().unwrap(), "2001:db8:1::110".parse().unwrap());
-        let mut p = vec![0x60, 0, 0, 0, 0, 56, 58, 64];
-        p.extend_from_slice(&b.octets());
-        p.extend_from_slice(&a.octets());
-        p.extend_from_slice(&[1, 4, 0, 0, 0, 0, 0, 0]);
-        p.extend_from_slice(&[0x60, 0, 0, 0, 0, 16, 17, 64]);
-        p.extend_from_slice(&a.octets());
-        p.extend_from_slice(&b.octets());
-        p.extend_from_slice(&[0x9c, 0x40, 0x82, 0x9a, 0, 16, 0, 0]);
-        assert_eq!(parse_ipv6(&p), Some(V6In::Unreachable { inner_src: a, inner_dst: b, port: 33434 }));
-        p[40 + 8 + 6] = 6;
-        assert_eq!(parse_ipv6(&p), None, "about TCP: not ours");
+        let syn = tcp6_syn(a, b, 33434, 0x0102_0304);
+        assert_eq!(syn.len(), 40 + 20);
+        assert_eq!((syn[6], syn[7]), (6, 64), "TCP, hop limit 64");
+        assert_eq!(&syn[40..44], &[0x82, 0x9a, 0x82, 0x9a], "ports");
+        assert_eq!(&syn[44..48], &[1, 2, 3, 4], "sequence number");
+        assert_eq!(syn[53], 0x02, "SYN alone");
+        assert_eq!(upper_checksum6(a, b, 6, &syn[40..]), 0, "the TCP checksum checks");
+        // The peer's reset: from b port 33434 to a, RST|ACK, ack = seq + 1.
+        let mut r = vec![0x60, 0, 0, 0, 0, 20, 6, 64];
+        r.extend_from_slice(&b.octets());
+        r.extend_from_slice(&a.octets());
+        r.extend_from_slice(&[0x82, 0x9a, 0x82, 0x9a, 0, 0, 0, 0, 1, 2, 3, 5, 0x50, 0x14, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(parse_ipv6(&r), Some(V6In::Reset { local: a, peer: b, port: 33434, ack: 0x0102_0305 }));
+        r[40 + 13] = 0x12;
+        assert!(parse_ipv6(&r).is_some(), "a SYN-ACK (something listens) is an answer too");
+        r[40 + 13] = 0x10;
+        assert_eq!(parse_ipv6(&r), None, "a bare ACK is not");
+        assert_eq!(parse_ipv6(&r[..50]), None, "nor a short segment");
     }
 
     #[test]

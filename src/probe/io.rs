@@ -20,7 +20,7 @@
 //! - Senders: the ARP and IPv6 observers send the ARP requests and
 //!   neighbour solicitations too (`sendto` names the rail, non-blocking);
 //!   one more packet socket, blocking and bound to no protocol (it
-//!   receives nothing), sends the echoes and the IPv6 datagrams as whole
+//!   receives nothing), sends the echoes and the IPv6 SYNs as whole
 //!   IP packets (`frames::echo_packet`, don't-fragment set), to the first
 //!   link-layer address that answered for the next hop, so every size up
 //!   to the rail's MTU goes out whole and on the pair's rail, whatever this
@@ -29,11 +29,13 @@
 //! IPv6 only: Linux sends an ICMPv6 echo reply out of the interface the
 //! request came in on (`icmpv6_echo_reply()` sets the flow's oif to it),
 //! whatever the peer's routing, so the echo cannot show that the peer's
-//! replies leave by another NIC. Its ICMPv6 errors are routed, from the
-//! address the datagram was sent to: so with the small echoes goes one
-//! UDP datagram to an unused port, and the port unreachable that comes
-//! back shows the peer's real egress NIC. (The peer rate-limits errors per
-//! destination, a burst of 6: past that a pair just lacks that evidence.)
+//! replies leave by another NIC. Its TCP resets are routed, from the
+//! address the SYN was sent to: so with the small echoes goes one TCP SYN
+//! to an unused port, and the reset that comes back shows the peer's real
+//! egress NIC. (Not its ICMPv6 errors, a port unreachable for a UDP
+//! datagram: the peer rate-limits those to a burst of 6 per destination
+//! and 50 for the whole host, then one a second per destination and 1,000
+//! for the host, so a fleet probing at once would read as unverified.)
 //!
 //! Per pair: neighbour resolution of the next hop (the peer on the
 //! rail's link, else the gateway of this host's route to it; resent once
@@ -72,14 +74,12 @@ const SEARCH_SIZES: u32 = 7;
 const COMMON_MTUS: [u32; 6] = [1280, 1500, 2044, 4092, 4200, 9000];
 /// How long, at least, a second ARP answer is waited for after a request.
 const FLUX_GRACE: Duration = Duration::from_millis(50);
-/// IPv6: the reply-path datagram is sent again every DATAGRAM_EVERY while
-/// its port unreachable is not back, DATAGRAMS times in all. The peer
-/// lets out a burst of 6 errors per destination, then one a second
-/// (net.ipv6.icmp.ratelimit): 8 peer addresses of one host probed from
-/// one source need 2 s. A pair that still has none is not verified.
-const DATAGRAM_EVERY: Duration = Duration::from_millis(1000);
-const DATAGRAMS: u8 = 4;
-const DATAGRAM_WAIT: Duration = Duration::from_millis(1000 * (DATAGRAMS as u64 - 1));
+/// IPv6: the reply-path SYN is sent again every SYN_EVERY while its reset
+/// is not back (lost, or the peer's queue full), SYNS times in all. A pair
+/// that still has none is not verified.
+const SYN_EVERY: Duration = Duration::from_millis(1000);
+const SYNS: u8 = 4;
+const SYN_WAIT: Duration = Duration::from_millis(1000 * (SYNS as u64 - 1));
 /// Echoes of the rail's full MTU before it counts as lost: one lost or
 /// late jumbo frame is not an MTU problem.
 pub const FULL_TRIES: u8 = 3;
@@ -91,10 +91,10 @@ const PACKET_OUTGOING: u8 = 4;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const RCVBUF: usize = 8 << 20;
 const SNDBUF: usize = 4 << 20;
-/// The UDP port of the IPv6 reply-path datagram: traceroute's first port,
-/// plus the pair's index.
-pub const UDP_BASE_PORT: u16 = 33434;
-const UDP_PORTS: usize = 20000;
+/// The TCP port of the IPv6 reply-path SYN (both ends): traceroute's
+/// first port, plus the pair's index.
+pub const PATH_BASE_PORT: u16 = 33434;
+const PATH_PORTS: usize = 20000;
 
 /// A local rail as the sockets need it.
 #[derive(Clone, Debug)]
@@ -134,7 +134,7 @@ pub struct Seen {
     /// link-layer source.
     pub replies: Vec<(usize, Option<HwAddr>)>,
     pub rtts: Vec<Duration>,
-    /// IPv6: the port unreachable errors (routed by the peer), as replies.
+    /// IPv6: the resets to the SYN (routed by the peer), as replies.
     pub routed: Vec<(usize, Option<HwAddr>)>,
     pub full_size_back: Option<bool>,
     pub largest_back: Option<u32>,
@@ -195,10 +195,10 @@ struct State {
     full_from: Instant,
     lo: u32,
     hi: u32,
-    /// IPv6: when the reply-path datagram is due again (its port
-    /// unreachable not back yet), and how many were sent.
-    datagram_at: Option<Instant>,
-    datagrams: u8,
+    /// IPv6: when the reply-path SYN is due again (its reset not back
+    /// yet), and how many were sent.
+    syn_at: Option<Instant>,
+    syns: u8,
     seen: Seen,
 }
 
@@ -216,8 +216,8 @@ impl State {
             full_from: start,
             lo: 0,
             hi: 0,
-            datagram_at: None,
-            datagrams: 0,
+            syn_at: None,
+            syns: 0,
             seen: Seen::default(),
         }
     }
@@ -300,13 +300,12 @@ impl Echoer<'_> {
         st.probes.push(Sent { seq, kind, at: Instant::now(), back: false });
     }
 
-    /// IPv6: the datagram to an unused port whose port unreachable the
-    /// peer routes back.
-    fn send_datagram(&self, st: &mut State, port: u16) {
+    /// IPv6: the SYN to an unused port whose reset the peer routes back.
+    fn send_syn(&self, st: &mut State, port: u16) {
         let (IpAddr::V6(source), IpAddr::V6(peer)) = (self.source, self.peer) else { return };
-        let packet = frames::udp6_packet(source, peer, port, &self.token.to_be_bytes());
+        let packet = frames::tcp6_syn(source, peer, port, self.token as u32);
         let sent = self.send_ip(&packet);
-        st.note_sent(sent, || "cannot send the UDP datagram".into());
+        st.note_sent(sent, || "cannot send the TCP SYN".into());
     }
 
     /// A whole IP packet out of the rail, to the answered address.
@@ -395,13 +394,13 @@ pub fn run(rails: &[RailIo], jobs: &[Job], timeout: Duration, stop: &StopFlag) -
         let _ = packet_drops(socket);
     }
     let mut run = Run::new(rails, jobs, timeout, sockets);
-    let hard_end = run.start + timeout * 10 + DATAGRAM_WAIT + Duration::from_secs(1);
+    let hard_end = run.start + timeout * 10 + SYN_WAIT + Duration::from_secs(1);
     let mut buf = vec![0u8; 65536];
     crate::testhooks::probe_drain_delay();
     loop {
         let now = Instant::now();
         run.advance_all(now);
-        let all_done = run.states.iter().all(|s| s.stage == Stage::Done && s.datagram_at.is_none());
+        let all_done = run.states.iter().all(|s| s.stage == Stage::Done && s.syn_at.is_none());
         if (all_done && now >= run.flux_end()) || now >= hard_end || stop.requested().is_some() {
             break;
         }
@@ -487,14 +486,14 @@ impl<'a> Run<'a> {
     }
 
     /// Advances every pair whose stage is over; a pair whose neighbour
-    /// answered sends its IPv6 reply-path datagram with its small echoes.
+    /// answered sends its IPv6 reply-path SYN with its small echoes.
     fn advance_all(&mut self, now: Instant) {
         for (k, j) in self.jobs.iter().enumerate() {
             let st = &mut self.states[k];
             if !st.seen.routed.is_empty() {
-                st.datagram_at = None;
+                st.syn_at = None;
             }
-            if st.stage == Stage::Done && st.datagram_at.is_none() {
+            if st.stage == Stage::Done && st.syn_at.is_none() {
                 continue;
             }
             let echo = Echoer {
@@ -511,11 +510,11 @@ impl<'a> Run<'a> {
             if pair.advance(st, &self.sockets) {
                 self.last_arp = now;
             }
-            let due = st.datagram_at.is_some_and(|at| now >= at);
+            let due = st.syn_at.is_some_and(|at| now >= at);
             if (before == Stage::Arp && st.stage == Stage::Echo && j.peer.is_ipv6()) || due {
-                pair.echo.send_datagram(st, UDP_BASE_PORT + (k % UDP_PORTS) as u16);
-                st.datagrams += 1;
-                st.datagram_at = (st.datagrams < DATAGRAMS).then(|| now + DATAGRAM_EVERY);
+                pair.echo.send_syn(st, PATH_BASE_PORT + (k % PATH_PORTS) as u16);
+                st.syns += 1;
+                st.syn_at = (st.syns < SYNS).then(|| now + SYN_EVERY);
             }
         }
     }
@@ -573,11 +572,14 @@ impl<'a> Run<'a> {
                 }
             }
             Incoming::Echo(e) => self.echo_back(rail, from, at, &e),
-            Incoming::Unreachable { inner_src, inner_dst, port } => {
-                let key = (IpAddr::V6(inner_src), IpAddr::V6(inner_dst));
-                let k = usize::from(port.wrapping_sub(UDP_BASE_PORT));
-                // The pair with that index, or one UDP_PORTS on.
-                let pair = (k..self.jobs.len()).step_by(UDP_PORTS).find(|&k| {
+            Incoming::Reset { local, peer, port, ack } => {
+                if ack != (self.token as u32).wrapping_add(1) {
+                    return;
+                }
+                let key = (IpAddr::V6(local), IpAddr::V6(peer));
+                let k = usize::from(port.wrapping_sub(PATH_BASE_PORT));
+                // The pair with that index, or one PATH_PORTS on.
+                let pair = (k..self.jobs.len()).step_by(PATH_PORTS).find(|&k| {
                     let j = &self.jobs[k];
                     (j.source, j.peer) == key
                 });

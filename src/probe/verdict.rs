@@ -111,7 +111,7 @@ pub struct Observation {
     /// The replies to the small echoes (wherever they came in).
     pub replies: Vec<Reply>,
     /// Replies the peer routes whatever the request's interface (IPv6:
-    /// the port unreachable for a UDP datagram; see `probe::io`), checked
+    /// the TCP reset to a SYN; see `probe::io`), checked
     /// like the echo replies; none is no evidence either way.
     pub routed: Vec<Reply>,
     pub rtts: Vec<Duration>,
@@ -587,7 +587,7 @@ impl<'a> Judge<'a> {
     /// Step 5: what could not be checked for want of evidence, one reason per
     /// part. Frames dropped by the probe's own sockets make an absence
     /// (no answer, no reply, a lost full-size echo) no evidence: those
-    /// problems become a reason here. An IPv6 pair whose port unreachable
+    /// problems become a reason here. An IPv6 pair whose TCP reset
     /// never came back has no evidence of the peer's reply path (its echo
     /// replies leave by the request's NIC whatever its routing); a link
     /// without source link-layer addresses (IPoIB) none of the replying
@@ -612,9 +612,9 @@ impl<'a> Judge<'a> {
         let misrouted = found.has(WRONG_INTERFACE) || found.has(WRONG_SOURCE_MAC);
         if replied && !misrouted && self.pair.peer.is_ipv6() && obs.routed.is_empty() {
             why.push(format!(
-                "no port unreachable came back from {peer_label} for the UDP datagram (the peer rate-limits \
-                 its ICMPv6 errors per destination, or filters them), so the NIC its routing answers from is \
-                 not checked: an ICMPv6 echo reply always leaves by the NIC the request came in on"
+                "no TCP reset came back from {peer_label} for the SYN to a closed port (a firewall drops it, \
+                 or its answer), so the NIC its routing answers from is not checked: an ICMPv6 echo reply \
+                 always leaves by the NIC the request came in on"
             ));
         }
         if replied && !misrouted && self.all_replies().all(|r| r.source_mac.is_none()) {
@@ -1120,8 +1120,8 @@ mod tests {
     }
 
     /// Issue 24: a pair whose evidence is missing is not verified (its own
-    /// state, exit 6), never `ok`: IPv6 without the routed port
-    /// unreachable, IPoIB without source MACs; and frames the probe's own
+    /// state, exit 6), never `ok`: IPv6 without the routed TCP reset,
+    /// IPoIB without source MACs; and frames the probe's own
     /// sockets dropped turn an absence (no answer, no reply, a lost
     /// full-size echo) into a reason, not a problem.
     #[test]
@@ -1132,7 +1132,7 @@ mod tests {
         let r = judge6(&healthy());
         assert!(r.problems.is_empty(), "{r:?}");
         assert!(r.unverified() && !r.right(), "{r:?}");
-        assert!(r.not_verified[0].starts_with("no port unreachable came back from 2001:db8:1::111"), "{r:?}");
+        assert!(r.not_verified[0].starts_with("no TCP reset came back from 2001:db8:1::111"), "{r:?}");
         let mut o = healthy();
         o.routed = vec![Reply { interface: "rail1".into(), source_mac: Some(M1.into()) }];
         assert!(judge6(&o).right(), "with the routed reply every part is checked");
@@ -1188,7 +1188,7 @@ mod tests {
             ["rail1", "unverified"]
         );
         assert!(
-            text.contains("rail1 (2001:db8:1::11) -> 2001:db8:1::111: not verified: no port unreachable"),
+            text.contains("rail1 (2001:db8:1::11) -> 2001:db8:1::111: not verified: no TCP reset came back"),
             "{text}"
         );
     }
