@@ -19,6 +19,22 @@ only), and `frames_sent`. Each run must exit 0 with no problem on any
 pair, or the benchmark stops and says which. Reported: median, p90 and
 max of each. The namespaces are deleted on exit.
 
+    sudo python3 bench/probe.py --fleet 16 [--rails 2] [--ipv6] [--rounds 3]
+
+A fleet instead: 16 hosts (namespaces) of --rails rails each on one bridge, all
+applied, every host probing at once with one shared `--peers` file that
+lists every host's addresses (its own are skipped). Reported per round:
+the wall time until the last host is done, and over all hosts the pairs
+that are right, not verified and with problems, the frames sent, and the
+neighbour entries added (each host's table before and after), split into
+those a probed host learns from the others' requests (as for any traffic:
+its reply needs them; only in the first round, they stay) and the probes'
+own. The namespaces share one kernel, and so one neighbour table and its
+gc_thresh3 (1024 by default, set in the host's own namespace only): every
+pair makes its peer learn the prober's source, N x rails x (N-1) x rails
+entries in all, which must stay under it (16 hosts: 2 rails). Real hosts
+each have their own table (but see bench/README.md).
+
 Python standard library only.
 """
 
@@ -54,15 +70,20 @@ def sysctl(ns: str, key: str, value: str) -> None:
     sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"{key}={value}")
 
 
-def build(tag: str, ipv6: bool) -> tuple[str, str, str, list[str], list[list[str]]]:
-    a, b, s = f"{tag}-a", f"{tag}-b", f"{tag}-s"
-    for ns in (a, b, s):
+def hosts_and_switch(hosts: list[str], switch: str) -> None:
+    """The namespaces (no DAD) and the switch's bridge br0, MTU 9000."""
+    for ns in hosts + [switch]:
         sh("ip", "netns", "add", ns)
         ip(ns, "link", "set", "lo", "up")
         for conf in ("all", "default"):
             sysctl(ns, f"net/ipv6/conf/{conf}/accept_dad", "0")
-    ip(s, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
-    ip(s, "link", "set", "br0", "mtu", "9000", "up")
+    ip(switch, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
+    ip(switch, "link", "set", "br0", "mtu", "9000", "up")
+
+
+def build(tag: str, ipv6: bool) -> tuple[str, str, str, list[str], list[list[str]]]:
+    a, b, s = f"{tag}-a", f"{tag}-b", f"{tag}-s"
+    hosts_and_switch([a, b], s)
     a_addrs: list[str] = []
     b_addrs: list[list[str]] = []
     for k in range(RAILS):
@@ -107,14 +128,109 @@ def summary(name: str, values: list[float], unit: str) -> str:
     return f"{name:<14} median {statistics.median(values):8.1f} {unit}  p90 {p90:8.1f} {unit}  max {values[-1]:8.1f} {unit}"
 
 
+def neighbours(ns: str) -> set[str]:
+    return {" ".join(l.split()[:3]) for l in ip(ns, "neigh", "show").splitlines() if l.strip()}
+
+
+def fleet(args: argparse.Namespace, tmpdir: Path, tag: str, namespaces: list[str]) -> None:
+    n, rails_n = args.fleet, args.rails
+    if n * rails_n > 240:
+        raise SystemExit(f"--fleet {n}: at most {240 // rails_n} hosts of {rails_n} rails fit in one /24")
+    s = f"{tag}-s"
+    hosts = [f"{tag}-h{i}" for i in range(n)]
+    namespaces += [s] + hosts
+    hosts_and_switch(hosts, s)
+    rails: dict[str, list[list[str]]] = {}
+    for i, h in enumerate(hosts):
+        rails[h] = []
+        for k in range(rails_n):
+            name, port = f"rail{k}", f"h{i}r{k}"
+            ip(h, "link", "add", name, "type", "veth", "peer", "name", port, "netns", s)
+            ip(h, "link", "set", name, "mtu", "9000")
+            ip(s, "link", "set", port, "mtu", "9000", "master", "br0", "up")
+            x = 10 + rails_n * i + k
+            addrs = [f"198.51.100.{x}/24"] + ([f"2001:db8:1::{x}/64"] if args.ipv6 else [])
+            for cidr in addrs:
+                ip(h, "addr", "add", cidr, "dev", name, *(["nodad"] if ":" in cidr else []))
+            ip(h, "link", "set", name, "up")
+            rails[h].append(addrs)
+    for h in hosts:
+        cfg = config(tmpdir / f"{h}.toml", rails[h])
+        r = rr(args.binary, h, tmpdir / f"state-{h}", "apply", "--no-announce", str(cfg))
+        if r.returncode != 0:
+            raise SystemExit(f"apply on {h} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    peers = tmpdir / "fleet-peers.txt"
+    peers.write_text("".join(c.split("/")[0] + "\n" for h in hosts for rail in rails[h] for c in rail))
+    time.sleep(1.0)  # links settled
+    print(f"probe: a fleet of {n} hosts x {rails_n} rails on one bridge, every host probing the others at once")
+    for round_ in range(args.rounds):
+        before = {h: neighbours(h) for h in hosts}
+        start = time.perf_counter()
+        procs = [
+            subprocess.Popen(
+                [str(args.binary), "--netns", h, "--json", "probe", str(tmpdir / f"{h}.toml"), "--peers", str(peers)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=dict(os.environ, ROCE_ROUTE_STATE_DIR=str(tmpdir / f"state-{h}")),
+            )
+            for h in hosts
+        ]
+        outs = [p.communicate() for p in procs]
+        wall = (time.perf_counter() - start) * 1e3
+        right = unverified = bad = frames = 0
+        codes: dict[int, int] = {}
+        reasons: dict[str, int] = {}
+        for p, (out, err) in zip(procs, outs):
+            codes[p.returncode] = codes.get(p.returncode, 0) + 1
+            try:
+                doc = json.loads(out)
+            except json.JSONDecodeError:
+                raise SystemExit(f"probe exited {p.returncode} without JSON:\n{err}")
+            frames += doc.get("frames_sent", 0)
+            for pr in doc.get("probes", []):
+                if pr["problems"]:
+                    bad += 1
+                elif pr["not_verified"]:
+                    unverified += 1
+                    key = pr["not_verified"][0][:60]
+                    reasons[key] = reasons.get(key, 0) + 1
+                else:
+                    right += 1
+        added = sum(len(neighbours(h) - before[h]) for h in hosts)
+        # A probed host learns each prober's source from its ARP request
+        # (or solicitation) on the rail that has the address, as for any
+        # traffic: that many entries are the others', not the probe's own.
+        learnt = 0 if round_ else n * rails_n * (n - 1) * rails_n * (2 if args.ipv6 else 1)
+        total = right + unverified + bad
+        print(
+            f"round {round_ + 1}: wall {wall:7.1f} ms; {total} pairs: {right} right, {unverified} not verified, "
+            f"{bad} with problems; {frames} frames; exit codes {dict(sorted(codes.items()))}; "
+            f"neighbour entries added {added} (learnt from the others' requests: {learnt}; the probes' own: "
+            f"{added - learnt})"
+        )
+        for why, count in sorted(reasons.items(), key=lambda kv: -kv[1])[:3]:
+            print(f"    not verified ({count}): {why}...")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--ipv6", action="store_true")
+    ap.add_argument("--fleet", type=int, default=0, help="N hosts probing each other at once")
+    ap.add_argument("--rails", type=int, default=RAILS, help="rails per host of the fleet")
     ap.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "roce-route")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root (it makes network namespaces)")
+    if args.fleet:
+        tag = f"rrfleet-{os.getpid()}"
+        namespaces: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="roce-route-bench-") as tmp:
+            try:
+                fleet(args, Path(tmp), tag, namespaces)
+            finally:
+                for ns in namespaces:
+                    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        return 0
     tag = f"rrbench-{os.getpid()}"
     namespaces = [f"{tag}-a", f"{tag}-b", f"{tag}-s"]
     with tempfile.TemporaryDirectory(prefix="roce-route-bench-") as tmp:

@@ -25,10 +25,10 @@ use crate::announce::{ETHERTYPE_ARP, ETHERTYPE_IPV6, nd_option, nd_packet};
 use crate::announce::{icmpv6_checksum, ones_complement_sum, upper_checksum6};
 
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
-const IPPROTO_ICMP: u8 = 1;
-const IPPROTO_ICMPV6: u8 = 58;
+pub const IPPROTO_ICMP: u8 = 1;
+pub const IPPROTO_ICMPV6: u8 = 58;
 const ICMP_ECHO_REPLY: u8 = 0;
-const IPPROTO_TCP: u8 = 6;
+pub const IPPROTO_TCP: u8 = 6;
 const ICMPV6_ECHO_REPLY: u8 = 129;
 const ND_NEIGHBOR_ADVERT: u8 = 136;
 const ND_OPT_SOURCE_LL_ADDR: u8 = 1;

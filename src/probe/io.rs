@@ -758,7 +758,7 @@ fn observer(proto: u16, ifindices: &[u32]) -> io::Result<Socket> {
     let socket = Socket::new(Domain::PACKET, Type::DGRAM, Some(Protocol::from(i32::from(proto.to_be()))))?;
     socket.set_nonblocking(true)?;
     let program: Vec<SockFilter> =
-        ifindex_filter(ifindices).iter().map(|f| SockFilter::new(f.code, f.jt, f.jf, f.k)).collect();
+        observer_filter(proto, ifindices).iter().map(|f| SockFilter::new(f.code, f.jt, f.jf, f.k)).collect();
     socket.attach_filter(&program)?;
     let _ = set_raw_option(&socket, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &(1 as libc::c_int));
     let rcvbuf = crate::testhooks::probe_rcvbuf().unwrap_or(RCVBUF);
@@ -768,20 +768,59 @@ fn observer(proto: u16, ifindices: &[u32]) -> io::Result<Socket> {
     Ok(socket)
 }
 
-/// Classic BPF: accept a frame whose interface is one of `ifindices`,
-/// drop the rest. `ld ifidx; jeq #i1, accept; ...; ret #0; accept: ret #-1`.
-pub fn ifindex_filter(ifindices: &[u32]) -> Vec<libc::sock_filter> {
+/// What an observer keeps of a frame: enough for every header it reads
+/// (an IPoIB ARP reply is 56 bytes, an advertisement with its option 72),
+/// never a jumbo echo's padding.
+pub const SNAP: u32 = 128;
+
+/// Classic BPF, run by the kernel before a frame is queued: keep the first
+/// SNAP bytes of a frame whose interface is one of `ifindices` and that is
+/// an answer the probe reads, drop the rest. On a fleet's flat fabric
+/// every host's requests reach every rail: 16 hosts of 8 rails probing at
+/// once put some 100,000 ARP requests into each host's queues, which
+/// overflowed and lost the answers among them.
+/// - ARP: replies only (operation 2);
+/// - IPv4: ICMP echo replies (type 0, after the header's IHL);
+/// - IPv6: ICMPv6 echo replies (129) and neighbour advertisements (136)
+///   right after the header, and TCP (the reset to the reply-path SYN).
+pub fn observer_filter(proto: u16, ifindices: &[u32]) -> Vec<libc::sock_filter> {
     const SKF_AD_OFF: i32 = -0x1000;
     const SKF_AD_IFINDEX: i32 = 8;
+    use libc::{
+        BPF_ABS, BPF_B, BPF_H, BPF_IND, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_LDX, BPF_MSH, BPF_RET, BPF_W,
+    };
     let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter { code: code as u16, jt, jf, k };
+    let jeq = |k: u32, jt: u8, jf: u8| op(BPF_JMP | BPF_JEQ | BPF_K, jt, jf, k);
+    let (keep, drop) = (op(BPF_RET | BPF_K, 0, 0, SNAP), op(BPF_RET | BPF_K, 0, 0, 0));
     let n = ifindices.len().min(250);
-    let mut p =
-        vec![op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, (SKF_AD_OFF + SKF_AD_IFINDEX) as u32)];
+    let mut p = vec![op(BPF_LD | BPF_W | BPF_ABS, 0, 0, (SKF_AD_OFF + SKF_AD_IFINDEX) as u32)];
+    // Instruction 1+i jumps over the rest of the list and the drop.
     for (i, idx) in ifindices.iter().take(n).enumerate() {
-        p.push(op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, (n - i) as u8, 0, *idx));
+        p.push(jeq(*idx, (n - i) as u8, 0));
     }
-    p.push(op(libc::BPF_RET | libc::BPF_K, 0, 0, 0));
-    p.push(op(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX));
+    p.push(drop);
+    match proto {
+        ETHERTYPE_ARP => p.extend([op(BPF_LD | BPF_H | BPF_ABS, 0, 0, 6), jeq(2, 0, 1), keep, drop]),
+        ETHERTYPE_IPV4 => p.extend([
+            op(BPF_LD | BPF_B | BPF_ABS, 0, 0, 9),
+            jeq(u32::from(frames::IPPROTO_ICMP), 0, 4),
+            op(BPF_LDX | BPF_B | BPF_MSH, 0, 0, 0),
+            op(BPF_LD | BPF_B | BPF_IND, 0, 0, 0),
+            jeq(0, 0, 1),
+            keep,
+            drop,
+        ]),
+        _ => p.extend([
+            op(BPF_LD | BPF_B | BPF_ABS, 0, 0, 6),
+            jeq(u32::from(frames::IPPROTO_TCP), 4, 0),
+            jeq(u32::from(frames::IPPROTO_ICMPV6), 0, 4),
+            op(BPF_LD | BPF_B | BPF_ABS, 0, 0, 40),
+            jeq(129, 1, 0),
+            jeq(136, 0, 1),
+            keep,
+            drop,
+        ]),
+    }
     p
 }
 
@@ -852,16 +891,77 @@ fn random(buf: &mut [u8]) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_filter_jumps_to_accept_from_every_rail() {
-        let p = ifindex_filter(&[7, 9, 12]);
-        assert_eq!(p.len(), 6);
-        // Instruction 1+i jumps over the rest to the last one: accept.
-        for i in 0..3 {
-            assert_eq!(1 + i + 1 + usize::from(p[1 + i].jt), p.len() - 1);
-            assert_eq!(p[1 + i].jf, 0);
+    /// The classic BPF subset `observer_filter` uses, run as the kernel
+    /// runs it on a SOCK_DGRAM packet socket (the packet from its network
+    /// header): the snap length kept, 0 for a frame dropped.
+    fn run_filter(prog: &[libc::sock_filter], ifindex: u32, pkt: &[u8]) -> u32 {
+        use libc::{
+            BPF_ABS, BPF_B, BPF_H, BPF_IND, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_LDX, BPF_MSH, BPF_RET, BPF_W,
+        };
+        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+        let byte = |k: usize| u32::from(pkt.get(k).copied().unwrap_or(0));
+        loop {
+            let f = prog[pc];
+            let code = u32::from(f.code);
+            pc += 1;
+            match code {
+                c if c == BPF_LD | BPF_W | BPF_ABS => a = ifindex, // only the ancillary ifindex is read so
+                c if c == BPF_LD | BPF_H | BPF_ABS => a = byte(f.k as usize) << 8 | byte(f.k as usize + 1),
+                c if c == BPF_LD | BPF_B | BPF_ABS => a = byte(f.k as usize),
+                c if c == BPF_LD | BPF_B | BPF_IND => a = byte((x + f.k) as usize),
+                c if c == BPF_LDX | BPF_B | BPF_MSH => x = 4 * (byte(f.k as usize) & 0xf),
+                c if c == BPF_JMP | BPF_JEQ | BPF_K => pc += usize::from(if a == f.k { f.jt } else { f.jf }),
+                c if c == BPF_RET | BPF_K => return f.k,
+                other => panic!("instruction {other:#x} not in the subset"),
+            }
         }
-        assert_eq!((p[4].k, p[5].k), (0, u32::MAX));
+    }
+
+    #[test]
+    fn the_filters_keep_the_answers_on_the_rails_and_nothing_else() {
+        let arp = observer_filter(ETHERTYPE_ARP, &[7, 9, 12]);
+        let mut reply =
+            frames::arp_request(1, &[2, 0, 0, 0, 0, 1], [198, 51, 100, 1].into(), [198, 51, 100, 2].into());
+        let request = reply.clone();
+        reply[7] = 2;
+        for rail in [7, 9, 12] {
+            assert_eq!(run_filter(&arp, rail, &reply), SNAP, "a reply on rail {rail}");
+        }
+        assert_eq!(run_filter(&arp, 8, &reply), 0, "not a rail");
+        assert_eq!(run_filter(&arp, 9, &request), 0, "another host's request");
+
+        let v4 = observer_filter(ETHERTYPE_IPV4, &[3]);
+        let (a, b): (IpAddr, IpAddr) = ("198.51.100.1".parse().unwrap(), "198.51.100.2".parse().unwrap());
+        let mut echo = frames::echo_packet(a, b, 1, 2, 3, 9000).unwrap();
+        assert_eq!(run_filter(&v4, 3, &echo), 0, "an echo request: another host's probe");
+        echo[20] = 0;
+        assert_eq!(run_filter(&v4, 3, &echo), SNAP, "an echo reply, cut to SNAP");
+        let mut with_options = echo[..20].to_vec();
+        with_options[0] = 0x46;
+        with_options.extend_from_slice(&[1, 1, 1, 0]);
+        with_options.extend_from_slice(&echo[20..60]);
+        assert_eq!(run_filter(&v4, 3, &with_options), SNAP, "the ICMP type found after IP options");
+        echo[9] = 17;
+        assert_eq!(run_filter(&v4, 3, &echo), 0, "UDP");
+
+        let v6 = observer_filter(ETHERTYPE_IPV6, &[3]);
+        let (a6, b6): (std::net::Ipv6Addr, std::net::Ipv6Addr) =
+            ("2001:db8:1::1".parse().unwrap(), "2001:db8:1::2".parse().unwrap());
+        let mut e6 = frames::echo_packet(a6.into(), b6.into(), 1, 2, 3, 1500).unwrap();
+        assert_eq!(run_filter(&v6, 3, &e6), 0, "an echo request");
+        e6[40] = 129;
+        assert_eq!(run_filter(&v6, 3, &e6), SNAP, "an echo reply");
+        let ns = frames::neighbour_solicitation(a6, b6, &[2, 0, 0, 0, 0, 1], 0);
+        assert_eq!(run_filter(&v6, 3, &ns), 0, "another host's solicitation");
+        let mut na = ns.clone();
+        na[40] = 136;
+        assert_eq!(run_filter(&v6, 3, &na), SNAP, "an advertisement");
+        assert_eq!(
+            run_filter(&v6, 3, &frames::tcp6_syn(a6, b6, 1, 2)),
+            SNAP,
+            "TCP (the parser picks resets)"
+        );
+        assert_eq!(run_filter(&v6, 4, &na), 0, "not a rail");
     }
 
     #[test]
