@@ -180,6 +180,44 @@ fn b_with_arp_ignore_0_is_arp_flux() {
     }
 }
 
+/// Issue 24 item 5: a third device on the bridge with B's rail1 addresses
+/// (IPv4 and IPv6): the pairs to them are `duplicate_address`, fixed on the
+/// path, not B's ARP flux, naming the stranger's MAC as no NIC of B's
+/// --self document. The pairs to B's rail0 stay right. Red where two
+/// answers were always flux.
+#[test]
+fn a_device_with_b_s_address_is_a_duplicate_address_not_flux_ipv4_and_ipv6() {
+    let t = TwoHosts::build(Topology::OneBridge, 2, true);
+    t.apply_both();
+    let c = common::Netns::create(format!("{}-c", t.a.name()));
+    c.ip(&format!("link add eth0 type veth peer name c0 netns {}", t.sw.name()));
+    t.sw.ip(&format!("link set c0 mtu {JUMBO} master br0 up"));
+    c.disable_dad();
+    let dup = &t.b_rails[1];
+    c.ip(&format!("addr add {}/24 dev eth0", dup.v4));
+    c.ip(&format!("addr add {}/64 dev eth0 nodad", dup.v6.as_ref().unwrap()));
+    c.ip(&format!("link set eth0 mtu {JUMBO} up"));
+    let c_mac = c.read_file("/sys/class/net/eth0/address");
+    common::poll_until("the third device's port to forward", std::time::Duration::from_secs(10), || {
+        t.sw.read_file("/sys/class/net/c0/brport/state") == "3"
+    });
+    let peers = t.b_self_file().to_string_lossy().into_owned();
+    let (run, doc) = t.probe_a(&["--peers", &peers]);
+    assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
+    let (dups, others) = split(&doc, &[dup.v4.as_str(), dup.v6.as_deref().unwrap()]);
+    assert_eq!(dups.len(), 2 * 2, "both rails to both of rail1's addresses");
+    for p in dups {
+        assert!(problems(p).contains(&"duplicate_address".to_string()), "{p:#}");
+        assert!(!problems(p).contains(&"arp_flux".to_string()), "{p:#}");
+        assert_eq!(p["fix_on"][0], "path", "{p:#}");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(detail.contains(&format!("{c_mac} is no NIC of the hosts --peers describes")), "{detail}");
+    }
+    for p in others {
+        assert!(problems(p).is_empty(), "B's rail0 is right: {p:#}");
+    }
+}
+
 /// One B rail at MTU 1500 while everything else carries 9000: the pairs to
 /// its address find the path MTU near 1500 (a veth takes up to its MTU +
 /// 4 bytes of VLAN room); no other pair has a problem.

@@ -18,6 +18,7 @@ pub const WRONG_INTERFACE: &str = "wrong_interface";
 pub const NO_REPLY: &str = "no_reply";
 pub const MTU: &str = "mtu";
 pub const LOCAL_ROUTE: &str = "local_route";
+pub const DUPLICATE_ADDRESS: &str = "duplicate_address";
 
 /// Where a problem's fix is, as `fix_on[]` names it: on this host, on the
 /// peer, or on the path between (links, switch ports).
@@ -370,7 +371,7 @@ impl<'a> Judge<'a> {
                      and that {rail} is on the peer's network (on a rail-optimized fabric: the same rail)"
                 ),
             ),
-            [one] => {
+            [one] if self.strangers().is_empty() => {
                 if let Some(expected) = self.expected_mac.as_deref().filter(|e| !e.eq_ignore_ascii_case(one)) {
                     found.add(
                         ARP_FLUX,
@@ -382,17 +383,62 @@ impl<'a> Judge<'a> {
                     );
                 }
             }
-            many => found.add(
+            many if peer.is_ipv4() && self.strangers().is_empty() => found.add(
                 ARP_FLUX,
                 format!(
                     "{} link-layer addresses answered {arp} for {peer_label} on {rail} ({}): ARP flux, every NIC of \
-                     the peer answers for every address",
+                     the peer answers for every address{}",
                     many.len(),
-                    many.iter().map(|m| self.who(m)).collect::<Vec<_>>().join(", ")
+                    many.iter().map(|m| self.who(m)).collect::<Vec<_>>().join(", "),
+                    if self.peers.rails.is_empty() {
+                        " (or another device has the address: --peers with the peer's `probe --self` tells the two apart)"
+                    } else {
+                        ""
+                    }
                 ),
                 FIX_PEER.to_string(),
             ),
+            answers => self.duplicate(answers, found),
         }
+    }
+
+    /// The answers that are no NIC of any host `--peers` describes (none
+    /// when it describes none: then nothing is known to be foreign).
+    fn strangers(&self) -> Vec<&'a String> {
+        if self.peers.rails.is_empty() {
+            return Vec::new();
+        }
+        self.obs.arp_answers.iter().filter(|m| self.peers.rail_of_mac(m).is_none()).collect()
+    }
+
+    /// Another device answers for the peer's address: one that is no NIC
+    /// of the peers', or (IPv6, which has no flux: a Linux NIC answers a
+    /// solicitation only for its own addresses) a second answer at all.
+    fn duplicate(&self, answers: &[String], found: &mut Findings) {
+        let (rail, peer, peer_label, arp) = (&self.pair.rail, self.pair.peer, &self.peer_label, self.arp);
+        let strangers = self.strangers();
+        let why = if strangers.is_empty() {
+            "IPv6 has no ARP flux (a Linux NIC answers a solicitation only for its own addresses), so another \
+             device has the address"
+                .to_string()
+        } else {
+            format!(
+                "{} is no NIC of the hosts --peers describes, so another device has the address",
+                strangers.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(" and ")
+            )
+        };
+        let at = strangers.first().map_or_else(|| answers.join(" or "), |m| m.to_string());
+        found.add_on(
+            DUPLICATE_ADDRESS,
+            PATH,
+            format!(
+                "{} link-layer address{} answered {arp} for {peer_label} on {rail} ({}): a duplicate address: {why}",
+                answers.len(),
+                if answers.len() == 1 { "" } else { "es" },
+                answers.iter().map(|m| self.who(m)).collect::<Vec<_>>().join(", ")
+            ),
+            format!("find the device at {at} on {rail}'s network and take {peer} off it (`ip neigh`, the switch's MAC table)"),
+        );
     }
 
     /// 1, behind a router: the gateway must answer, once.
@@ -694,6 +740,7 @@ fn short(kind: &str) -> &'static str {
         NO_REPLY => "no-reply",
         MTU => "mtu",
         LOCAL_ROUTE => "route",
+        DUPLICATE_ADDRESS => "dup",
         _ => "?",
     }
 }
@@ -1117,6 +1164,44 @@ mod tests {
         assert!(lines[4].starts_with("rail0 (198.51.100.11) -> 198.51.100.110: arp_flux:"), "{text}");
         assert!(lines[5].trim_start().starts_with("fix: on the peer"), "{text}");
         assert!(!text.contains(": ok:"), "the right pairs' measures are for -v: {text}");
+    }
+
+    /// Issue 24 item 5: a second device answering for the address is a
+    /// duplicate address, not flux: always on IPv6 (no flux there), and on
+    /// IPv4 when an answer is no NIC of the hosts --peers describes.
+    /// Without --peers documents, IPv4's two answers stay flux, with a hint.
+    #[test]
+    fn another_device_answering_is_a_duplicate_address_not_flux() {
+        const STRANGER: &str = "02:00:00:00:09:09";
+        let none = Peers::default();
+        let v6 = Pair { rail: "rail1".into(), source: ip("2001:db8:1::11"), peer: ip("2001:db8:1::111") };
+        let mut o = healthy();
+        o.arp_answers = vec![M1.into(), STRANGER.into()];
+        o.routed = vec![Reply { interface: "rail1".into(), source_mac: Some(M1.into()) }];
+        let r = verdict(&v6, &o, &none, Duration::from_millis(500), "a");
+        assert_eq!(r.problems, [DUPLICATE_ADDRESS], "{r:?}");
+        assert_eq!(r.fix_on, [PATH]);
+        assert!(r.detail.contains("IPv6 has no ARP flux"), "{}", r.detail);
+
+        let r = judge(&o, &peers_json());
+        assert_eq!(r.problems, [DUPLICATE_ADDRESS], "{r:?}");
+        assert!(
+            r.detail.contains(&format!("{STRANGER} is no NIC of the hosts --peers describes")),
+            "{}",
+            r.detail
+        );
+        assert!(r.fixes[0].contains(&format!("the device at {STRANGER}")), "{:?}", r.fixes);
+        o.arp_answers = vec![STRANGER.into()];
+        assert_eq!(judge(&o, &peers_json()).problems[0], DUPLICATE_ADDRESS, "a stranger alone too");
+
+        o.arp_answers = vec![M0.into(), M1.into()];
+        assert_eq!(judge(&o, &peers_json()).problems[0], ARP_FLUX, "both the peer's own NICs: flux");
+        o.arp_answers = vec![M1.into(), STRANGER.into()];
+        let r = judge(&o, &none);
+        assert_eq!(r.problems[0], ARP_FLUX, "nothing known of the peer: flux, with the hint");
+        assert!(r.detail.contains("or another device has the address"), "{}", r.detail);
+        let text = matrix(&["rail1".into()], &[r.peer], &[judge(&o, &peers_json())], false);
+        assert!(text.lines().nth(1).unwrap().ends_with("dup"), "{text}");
     }
 
     /// Issue 24: a pair whose evidence is missing is not verified (its own
