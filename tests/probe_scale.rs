@@ -257,3 +257,65 @@ fn this_hosts_own_addresses_in_a_shared_peers_file_are_skipped() {
     );
     assert!(!said.stdout().contains(&t.a_rails[0].v4), "no column for a skipped address: {}", said.report());
 }
+
+/// Issue 24 item 5: a rail whose configured address is gone (deleted
+/// after apply) is not ready: its pairs are not probed from an address the
+/// host does not have, `not_ready` names the rail and address, and the run
+/// exits 6 though every pair probed is right. Red where the pairs went out
+/// from the missing address as if it were there.
+#[test]
+fn a_configured_address_missing_from_its_rail_leaves_its_pairs_not_probed() {
+    let t = TwoHosts::build(Topology::OneBridge, 2, false);
+    t.apply_both();
+    let gone = &t.a_rails[1];
+    t.a.ip(&format!("addr del {}/{} dev {}", gone.v4, gone.v4_len, gone.name));
+    let peers: Vec<String> = t.b_rails.iter().map(|r| r.v4.clone()).collect();
+    let (run, doc) = t.probe_a(&["--peer", &peers.join(",")]);
+    assert_eq!(run.code(), Some(EXIT_NOT_VERIFIED), "{}", run.report());
+    let not_ready = doc["not_ready"].as_array().unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(not_ready.len(), 1, "{doc:#}");
+    assert_eq!(
+        (not_ready[0]["rail"].as_str(), not_ready[0]["address"].as_str()),
+        (Some("rail1"), Some(gone.v4.as_str()))
+    );
+    for p in probes(&doc) {
+        assert_eq!(p["rail"], "rail0", "no pair from the rail without its address: {p:#}");
+        assert!(problems(p).is_empty() && not_verified(p).is_empty(), "{p:#}");
+    }
+    assert!(run.stdout().contains("is in the config but not on rail1"), "{}", run.report());
+}
+
+/// Issue 24 item 5: a rail that goes down while its pair waits for an
+/// answer: the neighbour request sent again at half the timeout cannot go
+/// out (ENETDOWN). The pair is not verified, saying this host could not
+/// send, rather than `arp_none`, which blames the peer. Red where the send
+/// error was only a warning and the pair read arp_none (exit 1).
+#[test]
+fn a_rail_that_goes_down_mid_probe_is_not_verified_not_arp_none() {
+    let t = TwoHosts::build(Topology::OneBridge, 1, false);
+    t.apply_both();
+    let cfg = t.a_config().to_string_lossy().into_owned();
+    let base = t.dir().join(format!("state-{}", t.a.name()));
+    let args = ["--json", "probe", cfg.as_str(), "--peer", "198.51.100.250", "--timeout", "2"];
+    let child = common::roce_route_command(t.a.name(), &base, t.dir(), &args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    t.a.ip("link set rail0 down");
+    let out = child.wait_with_output().expect("probe's output");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(out.status.code(), Some(EXIT_NOT_VERIFIED), "{doc:#}");
+    let p = &probes(&doc)[0];
+    assert!(problems(p).is_empty(), "{p:#}");
+    let why = not_verified(p);
+    assert!(why[0].starts_with("this host could not send all of the pair's frames"), "{p:#}");
+    assert!(why[0].contains("Network is down") && why[0].contains("(arp_none)"), "{p:#}");
+}

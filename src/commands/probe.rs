@@ -32,10 +32,21 @@ pub struct ProbeReport {
     pub peers: Vec<std::net::IpAddr>,
     /// Peer addresses not probed: this host's own.
     pub skipped: Vec<Skipped>,
+    /// This host's configured addresses that are not on their rails: their
+    /// pairs are not probed (the rail is not ready).
+    pub not_ready: Vec<NotReady>,
     pub probes: Vec<ProbeResult>,
     /// Frames sent by the probe (ARP/NS and echoes), all pairs together.
     pub frames_sent: u32,
     pub elapsed_ms: f64,
+}
+
+/// A configured address that is not on its rail now.
+#[derive(Debug, Serialize)]
+pub struct NotReady {
+    pub rail: String,
+    pub address: std::net::IpAddr,
+    pub reason: String,
 }
 
 /// A peer address that was not probed, and why.
@@ -67,11 +78,29 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             tell!("roce-route probe: {} skipped: {}", s.peer, s.reason);
         }
     }
+    let not_ready: Vec<NotReady> = rails
+        .iter()
+        .flat_map(|r| {
+            r.missing.iter().map(|a| NotReady {
+                rail: r.local.name.clone(),
+                address: *a,
+                reason: format!(
+                    "{a} is in the config but not on {}: its pairs are not probed (`roce-route check` says \
+                     what the rail lacks)",
+                    r.local.name
+                ),
+            })
+        })
+        .collect();
+    not_ready.iter().for_each(|n| ctx.warn(n.reason.clone()));
     let local: Vec<LocalRail> = rails.iter().map(|r| r.local.clone()).collect();
     let pairs = verdict::pairs(&local, &peers.addresses);
-    if pairs.is_empty() && !skipped.is_empty() && peers.addresses.is_empty() {
+    let mut left = Left { skipped, not_ready };
+    if pairs.is_empty()
+        && (!left.not_ready.is_empty() || (!left.skipped.is_empty() && peers.addresses.is_empty()))
+    {
         let names = local.iter().map(|l| l.name.clone()).collect();
-        return Ok(report(ctx, names, &peers, skipped, Vec::new(), 0, Duration::ZERO));
+        return Ok(report(ctx, names, &peers, std::mem::take(&mut left), Vec::new(), 0, Duration::ZERO));
     }
     if pairs.is_empty() {
         return Err(Error::Usage(
@@ -115,7 +144,15 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         results.push(verdict::verdict(pair, &obs, &peers, timeout, &apply));
     }
     let names: Vec<String> = local.iter().map(|l| l.name.clone()).collect();
-    Ok(report(ctx, names, &peers, skipped, results, frames_sent, elapsed))
+    Ok(report(ctx, names, &peers, left, results, frames_sent, elapsed))
+}
+
+/// What was left out: peer addresses that are this host's own, and this
+/// host's configured addresses that are missing.
+#[derive(Default)]
+struct Left {
+    skipped: Vec<Skipped>,
+    not_ready: Vec<NotReady>,
 }
 
 /// Takes this host's own addresses (any interface's) out of the peers.
@@ -151,6 +188,8 @@ fn gateway(pair: &verdict::Pair, route: Option<&crate::model::Route>) -> Option<
 /// RDMA port.
 struct ProbeRail {
     local: LocalRail,
+    /// Configured addresses that are not on the rail.
+    missing: Vec<std::net::IpAddr>,
     io: RailIo,
     rdma: Option<RdmaMtu>,
 }
@@ -211,8 +250,12 @@ async fn local_rails(
             ));
             continue;
         };
+        let (addresses, missing): (Vec<Prefix>, Vec<Prefix>) = super::rail_addresses(iface, live)
+            .into_iter()
+            .partition(|p| live.iter().any(|a| a.ifname == iface.name && a.addr.addr == p.addr));
         rails.push(ProbeRail {
-            local: LocalRail { name: iface.name.clone(), addresses: super::rail_addresses(iface, live) },
+            local: LocalRail { name: iface.name.clone(), addresses },
+            missing: missing.iter().map(|p| p.addr).collect(),
             io: RailIo {
                 name: iface.name.clone(),
                 ifindex: link.index,
@@ -332,6 +375,7 @@ fn observation(
         own_arp,
         gateway,
         drops: 0,
+        send_error: s.send_error.clone(),
     }
 }
 
@@ -341,14 +385,17 @@ fn report(
     ctx: &Ctx,
     names: Vec<String>,
     peers: &Peers,
-    skipped: Vec<Skipped>,
+    left: Left,
     results: Vec<ProbeResult>,
     frames_sent: u32,
     elapsed: Duration,
 ) -> Done {
     let bad = results.iter().filter(|r| !r.problems.is_empty()).count();
     let unverified = results.iter().filter(|r| r.unverified()).count();
-    if ctx.chatty() && results.is_empty() {
+    let not_ready = left.not_ready.len();
+    if ctx.chatty() && results.is_empty() && not_ready > 0 {
+        tell!("roce-route probe: nothing probed: no rail has its configured address for the peers");
+    } else if ctx.chatty() && results.is_empty() {
         tell!("roce-route probe: nothing to probe: every peer address is this host's own");
     } else if ctx.chatty() {
         super::print_text(&verdict::matrix(
@@ -358,28 +405,35 @@ fn report(
             ctx.verbosity == super::Verbosity::Verbose,
         ));
         let n = results.len();
-        let unverified_part =
-            if unverified > 0 { format!(", {unverified} not verified") } else { String::new() };
-        let summary = if bad == 0 && unverified == 0 {
+        let mut short = Vec::new();
+        if unverified > 0 {
+            short.push(format!("{unverified} of {n} pairs not verified"));
+        }
+        if not_ready > 0 {
+            short.push(format!("{not_ready} configured addresses missing"));
+        }
+        let summary = if bad == 0 && short.is_empty() {
             format!("roce-route probe: all {n} pairs right ({:.0} ms)", elapsed.as_secs_f64() * 1e3)
         } else if bad == 0 {
-            format!("roce-route probe: no problem found, but {unverified} of {n} pairs not verified")
+            format!("roce-route probe: no problem found, but {}", short.join(", "))
         } else {
-            format!("roce-route probe: {bad} of {n} pairs with problems{unverified_part}")
+            let rest: String = short.iter().map(|s| format!(", {s}")).collect();
+            format!("roce-route probe: {bad} of {n} pairs with problems{rest}")
         };
         tell!("{summary}");
     }
     let report = ProbeReport {
         rails: names,
         peers: peers.addresses.clone(),
-        skipped,
+        skipped: left.skipped,
+        not_ready: left.not_ready,
         probes: results,
         frames_sent,
         elapsed_ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
     };
     let code = if bad > 0 {
         exit::FAILED
-    } else if unverified > 0 {
+    } else if unverified > 0 || not_ready > 0 {
         exit::NOT_VERIFIED
     } else {
         exit::OK

@@ -137,6 +137,9 @@ pub struct Observation {
     /// pairs together, `PACKET_STATISTICS`): what did not come back may
     /// have been among them.
     pub drops: u64,
+    /// Why one of this pair's frames could not be sent (a rail gone down
+    /// meanwhile), if one could not.
+    pub send_error: Option<String>,
 }
 
 /// The verdict on one pair: `probes[]` in the JSON document.
@@ -641,6 +644,16 @@ impl<'a> Judge<'a> {
     fn unverified(&self, found: &mut Findings) -> Vec<String> {
         let (obs, peer_label) = (self.obs, &self.peer_label);
         let mut why = Vec::new();
+        if let Some(e) = &obs.send_error {
+            let taken = found.take_absences(|kind, on| {
+                kind == ARP_NONE || kind == NO_REPLY || (kind == MTU && on == PATH)
+            });
+            why.push(format!(
+                "this host could not send all of the pair's frames ({e}), so what did not come back{} is no \
+                 evidence",
+                if taken.is_empty() { String::new() } else { format!(" ({})", taken.join(", ")) }
+            ));
+        }
         if obs.drops > 0 {
             let taken = found.take_absences(|kind, on| {
                 kind == ARP_NONE || kind == NO_REPLY || (kind == MTU && on == PATH)
@@ -858,6 +871,7 @@ mod tests {
                 .to_vec(),
             gateway: None,
             drops: 0,
+            send_error: None,
         }
     }
     fn peers_json() -> Peers {
@@ -1264,6 +1278,15 @@ mod tests {
         let mut o = healthy();
         o.drops = 3;
         assert!(judge(&o, &none).right(), "drops do not touch a pair that has all its evidence");
+
+        // A frame that could not be sent: the absence it leaves is no
+        // evidence either.
+        let mut o = healthy();
+        o.arp_answers.clear();
+        o.send_error = Some("cannot send the neighbour request: Network is down".into());
+        let r = judge(&o, &none);
+        assert!(r.problems.is_empty() && r.unverified(), "{r:?}");
+        assert!(r.not_verified[0].starts_with("this host could not send all of the pair's frames (cannot send the neighbour request: Network is down), so what did not come back (arp_none)"), "{r:?}");
 
         // The matrix: its own cell and a line with the reason.
         let un = judge6(&healthy());
