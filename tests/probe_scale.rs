@@ -287,11 +287,11 @@ fn a_configured_address_missing_from_its_rail_leaves_its_pairs_not_probed() {
 
 /// Issue 24 item 5: a rail that goes down while its pair waits for an
 /// answer: the neighbour request sent again at half the timeout cannot go
-/// out (ENETDOWN). The pair is not verified, saying this host could not
-/// send, rather than `arp_none`, which blames the peer. Red where the send
-/// error was only a warning and the pair read arp_none (exit 1).
+/// out (ENETDOWN). The pair is `send_failed` on this host, rather than
+/// `arp_none`, which blames the peer. Red where the send error was only a
+/// warning and the pair read arp_none.
 #[test]
-fn a_rail_that_goes_down_mid_probe_is_not_verified_not_arp_none() {
+fn a_rail_that_goes_down_mid_probe_is_send_failed_not_arp_none() {
     let t = TwoHosts::build(Topology::OneBridge, 1, false);
     t.apply_both();
     let cfg = t.a_config().to_string_lossy().into_owned();
@@ -312,10 +312,35 @@ fn a_rail_that_goes_down_mid_probe_is_not_verified_not_arp_none() {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    assert_eq!(out.status.code(), Some(EXIT_NOT_VERIFIED), "{doc:#}");
+    assert_eq!(out.status.code(), Some(EXIT_FAILED), "{doc:#}");
     let p = &probes(&doc)[0];
-    assert!(problems(p).is_empty(), "{p:#}");
-    let why = not_verified(p);
-    assert!(why[0].starts_with("this host could not send all of the pair's frames"), "{p:#}");
-    assert!(why[0].contains("Network is down") && why[0].contains("(arp_none)"), "{p:#}");
+    assert_eq!(problems(p), ["send_failed"], "{p:#}");
+    assert_eq!(p["fix_on"][0], "this_host", "{p:#}");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.contains("Network is down") && detail.contains("(not arp_none)"), "{detail}");
+}
+
+/// Issue 24 item 5: a throttled rail (a token bucket whose burst is 2 kB
+/// on A's rail0, so the kernel drops every larger frame at once: ENOBUFS)
+/// is `send_failed` on this host, not the path's `mtu`: the jumbo echoes
+/// never left. Red where every pair of the throttled rail read `mtu`.
+#[test]
+fn a_throttled_rail_is_send_failed_on_this_host_not_mtu() {
+    let t = TwoHosts::build(Topology::OneBridge, 2, false);
+    t.apply_both();
+    t.a.exec(
+        "tc",
+        &["qdisc", "add", "dev", "rail0", "root", "tbf", "rate", "100mbit", "burst", "2k", "limit", "100k"],
+    );
+    let peers: Vec<String> = t.b_rails.iter().map(|r| r.v4.clone()).collect();
+    let (run, doc) = t.probe_a(&["--peer", &peers.join(",")]);
+    assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
+    for p in probes(&doc) {
+        if p["rail"] == "rail0" {
+            assert_eq!(problems(p), ["send_failed"], "{p:#}");
+            assert!(p["detail"].as_str().unwrap().contains("No buffer space available"), "{p:#}");
+        } else {
+            assert!(problems(p).is_empty() && not_verified(p).is_empty(), "rail1 is not throttled: {p:#}");
+        }
+    }
 }

@@ -18,7 +18,7 @@ description:
   - With O(peers), probes from every rail of this host to every peer address
     (C(roce-route --json probe --peers FILE...)) and returns the tool's matrix of pairs, each
     with its problems (C(arp_none), C(arp_flux), C(wrong_source_mac), C(wrong_interface),
-    C(no_reply), C(mtu), C(local_route), C(duplicate_address)).
+    C(no_reply), C(mtu), C(local_route), C(duplicate_address), C(send_failed)).
   - Problems found (the tool's exit code 1) are not a failure of the task; the module returns
     the matrix with RV(problems_found=true). Nor are pairs that could not be verified (exit 6:
     no problem found, but some check had no evidence, each pair's C(not_verified) says why):

@@ -19,6 +19,7 @@ pub const NO_REPLY: &str = "no_reply";
 pub const MTU: &str = "mtu";
 pub const LOCAL_ROUTE: &str = "local_route";
 pub const DUPLICATE_ADDRESS: &str = "duplicate_address";
+pub const SEND_FAILED: &str = "send_failed";
 
 /// Where a problem's fix is, as `fix_on[]` names it: on this host, on the
 /// peer, or on the path between (links, switch ports).
@@ -220,6 +221,7 @@ pub fn verdict(pair: &Pair, obs: &Observation, peers: &Peers, timeout: Duration,
     let path_mtu = judge.path_mtu(&mut found);
     let carried = judge.rdma_mtu(&mut found);
     judge.local_route(&mut found, apply);
+    judge.send_failed(&mut found);
     let not_verified = judge.unverified(&mut found);
     judge.result(found, path_mtu, carried, not_verified)
 }
@@ -633,6 +635,27 @@ impl<'a> Judge<'a> {
         }
     }
 
+    /// 4b. A frame this host could not send (a full or throttled queue:
+    /// ENOBUFS; a rail gone down: ENETDOWN) is this host's fault, and what
+    /// did not come back for it (no answer, no reply, a lost full-size
+    /// echo) says nothing of the peer or the path.
+    fn send_failed(&self, found: &mut Findings) {
+        let Some(e) = &self.obs.send_error else { return };
+        let rail = &self.pair.rail;
+        let taken = found
+            .take_absences(|kind, on| kind == ARP_NONE || kind == NO_REPLY || (kind == MTU && on == PATH));
+        let instead = if taken.is_empty() { String::new() } else { format!(" (not {})", taken.join(", ")) };
+        found.add_on(
+            SEND_FAILED,
+            THIS_HOST,
+            format!("this host could not send the pair's frames on {rail} ({e}){instead}: its own queue or link"),
+            format!(
+                "look at {rail} on this host: `ip link show {rail}` (up?) and `tc -s qdisc show dev {rail}` (a \
+                 full or throttled queue drops what is sent)"
+            ),
+        );
+    }
+
     /// Step 5: what could not be checked for want of evidence, one reason per
     /// part. Frames dropped by the probe's own sockets make an absence
     /// (no answer, no reply, a lost full-size echo) no evidence: those
@@ -644,16 +667,6 @@ impl<'a> Judge<'a> {
     fn unverified(&self, found: &mut Findings) -> Vec<String> {
         let (obs, peer_label) = (self.obs, &self.peer_label);
         let mut why = Vec::new();
-        if let Some(e) = &obs.send_error {
-            let taken = found.take_absences(|kind, on| {
-                kind == ARP_NONE || kind == NO_REPLY || (kind == MTU && on == PATH)
-            });
-            why.push(format!(
-                "this host could not send all of the pair's frames ({e}), so what did not come back{} is no \
-                 evidence",
-                if taken.is_empty() { String::new() } else { format!(" ({})", taken.join(", ")) }
-            ));
-        }
         if obs.drops > 0 {
             let taken = found.take_absences(|kind, on| {
                 kind == ARP_NONE || kind == NO_REPLY || (kind == MTU && on == PATH)
@@ -754,6 +767,7 @@ fn short(kind: &str) -> &'static str {
         MTU => "mtu",
         LOCAL_ROUTE => "route",
         DUPLICATE_ADDRESS => "dup",
+        SEND_FAILED => "send",
         _ => "?",
     }
 }
@@ -1279,14 +1293,23 @@ mod tests {
         o.drops = 3;
         assert!(judge(&o, &none).right(), "drops do not touch a pair that has all its evidence");
 
-        // A frame that could not be sent: the absence it leaves is no
-        // evidence either.
-        let mut o = healthy();
-        o.arp_answers.clear();
-        o.send_error = Some("cannot send the neighbour request: Network is down".into());
-        let r = judge(&o, &none);
-        assert!(r.problems.is_empty() && r.unverified(), "{r:?}");
-        assert!(r.not_verified[0].starts_with("this host could not send all of the pair's frames (cannot send the neighbour request: Network is down), so what did not come back (arp_none)"), "{r:?}");
+        // A frame that could not be sent: this host's send_failed, not
+        // the absence it leaves (arp_none, mtu).
+        for (what, change) in [
+            ("arp_none", (|o: &mut Observation| o.arp_answers.clear()) as fn(&mut Observation)),
+            ("mtu", |o: &mut Observation| o.full_size_back = Some(false)),
+        ] {
+            let mut o = healthy();
+            change(&mut o);
+            o.send_error = Some("cannot send: No buffer space available".into());
+            let r = judge(&o, &none);
+            assert_eq!((r.problems.clone(), r.fix_on.clone()), (vec![SEND_FAILED], vec![THIS_HOST]), "{r:?}");
+            assert!(
+                r.detail.contains(&format!("could not send the pair's frames on rail1 (cannot send: No buffer space available) (not {what})")),
+                "{}",
+                r.detail
+            );
+        }
 
         // The matrix: its own cell and a line with the reason.
         let un = judge6(&healthy());
