@@ -22,6 +22,8 @@
 //! - `ROCE_ROUTE_PROBE_RCVBUF=N`, `ROCE_ROUTE_PROBE_DRAIN_DELAY_MS=N`: the
 //!   receive buffer of probe's packet sockets, and a wait before it first
 //!   reads them, to make them drop frames.
+//! - `ROCE_ROUTE_PROBE_ECHO_READ_DELAY_MS=N`: probe waits N ms once its
+//!   first echoes are out, before it reads their replies (queued meanwhile).
 
 #[cfg(feature = "fault-injection")]
 mod hooks {
@@ -129,6 +131,16 @@ mod hooks {
         }
     }
 
+    /// `ROCE_ROUTE_PROBE_ECHO_READ_DELAY_MS=N`: probe waits N ms once its
+    /// first echoes are sent.
+    pub fn probe_echo_read_delay() {
+        if let Some(ms) =
+            std::env::var("ROCE_ROUTE_PROBE_ECHO_READ_DELAY_MS").ok().and_then(|v| v.parse().ok())
+        {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -149,8 +161,8 @@ mod hooks {
 
 #[cfg(feature = "fault-injection")]
 pub use hooks::{
-    after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay, probe_rcvbuf,
-    step_delay, watch_rcvbuf,
+    after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay,
+    probe_echo_read_delay, probe_rcvbuf, step_delay, watch_rcvbuf,
 };
 
 #[cfg(not(feature = "fault-injection"))]
@@ -177,10 +189,12 @@ mod hooks {
     }
     #[inline(always)]
     pub fn probe_drain_delay() {}
+    #[inline(always)]
+    pub fn probe_echo_read_delay() {}
 }
 
 #[cfg(not(feature = "fault-injection"))]
 pub use hooks::{
-    after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay, probe_rcvbuf,
-    step_delay, watch_rcvbuf,
+    after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay,
+    probe_echo_read_delay, probe_rcvbuf, step_delay, watch_rcvbuf,
 };

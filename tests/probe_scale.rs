@@ -344,3 +344,20 @@ fn a_throttled_rail_is_send_failed_on_this_host_not_mtu() {
         }
     }
 }
+
+/// Issue 24 item 5: `rtt_ms` is the path's, from the kernel's receive
+/// timestamps, not the time a reply waited for the probe to read it: with
+/// the probe held 300 ms once its first echoes are out (a fault-injection
+/// hook, as 400 pairs at once hold it), a veth pair's RTT stays far below
+/// that. Red where the RTT was taken when the probe read the reply.
+#[test]
+fn the_rtt_is_the_paths_not_the_probes_own_queueing() {
+    let t = TwoHosts::build(Topology::OneBridge, 1, false);
+    t.apply_both();
+    let env = [("ROCE_ROUTE_PROBE_ECHO_READ_DELAY_MS", "300")];
+    let (run, doc) = probe_a_with(&t, &["--peer", &t.b_rails[0].v4, "--timeout", "2"], &env);
+    assert_eq!(run.code(), Some(EXIT_OK), "{}", run.report());
+    let rtt = probes(&doc)[0]["rtt_ms"].as_f64().unwrap_or_else(|| panic!("{doc:#}"));
+    assert!(rtt < 100.0, "rtt {rtt} ms: the probe's own 300 ms wait, not the path's: {doc:#}");
+    assert!(doc["elapsed_ms"].as_f64().unwrap() >= 300.0, "the hook held the probe: {doc:#}");
+}

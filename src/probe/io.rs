@@ -9,8 +9,10 @@
 //! full.
 //!
 //! - Observers: one AF_PACKET SOCK_DGRAM socket per protocol (ARP, IPv4,
-//!   IPv6) on every interface, a socket filter keeping the rails' frames
-//!   only (`SKF_AD_IFINDEX`). They see each answer and echo reply with
+//!   IPv6) on every interface, a socket filter keeping the rails' answers
+//!   only (`SKF_AD_IFINDEX`, then the protocol's fields: `observer_filter`),
+//!   each with the kernel's receive time (SO_TIMESTAMPNS), which the RTTs
+//!   are taken from. They see each answer and echo reply with
 //!   the interface it came in on (`sll_ifindex`) and its link-layer
 //!   source (`sll_addr`), before rp_filter could drop a reply that came in
 //!   on the wrong rail; every rail is observed, so such a reply is seen.
@@ -50,7 +52,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use nix::libc;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -293,11 +295,15 @@ impl Echoer<'_> {
             Kind::Small => self.overhead() + SMALL_DATA,
             Kind::Size(s) => s,
         };
-        let sent = frames::echo_packet(self.source, self.peer, self.id, seq, self.token, size)
+        let packet = frames::echo_packet(self.source, self.peer, self.id, seq, self.token, size);
+        // Before the send: over a veth the reply can be received (and
+        // timestamped by the kernel) before sendto returns.
+        let at = Instant::now();
+        let sent = packet
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EAFNOSUPPORT))
             .and_then(|packet| self.send_ip(&packet));
         st.note_sent(sent, || format!("cannot send an echo of {size} bytes"));
-        st.probes.push(Sent { seq, kind, at: Instant::now(), back: false });
+        st.probes.push(Sent { seq, kind, at, back: false });
     }
 
     /// IPv6: the SYN to an unused port whose reset the peer routes back.
@@ -397,9 +403,16 @@ pub fn run(rails: &[RailIo], jobs: &[Job], timeout: Duration, stop: &StopFlag) -
     let hard_end = run.start + timeout * 10 + SYN_WAIT + Duration::from_secs(1);
     let mut buf = vec![0u8; 65536];
     crate::testhooks::probe_drain_delay();
+    #[cfg(feature = "fault-injection")]
+    let mut echo_delay = true;
     loop {
         let now = Instant::now();
         run.advance_all(now);
+        #[cfg(feature = "fault-injection")]
+        if echo_delay && run.states.iter().any(|s| s.stage != Stage::Arp) {
+            echo_delay = false;
+            crate::testhooks::probe_echo_read_delay();
+        }
         let all_done = run.states.iter().all(|s| s.stage == Stage::Done && s.syn_at.is_none());
         if (all_done && now >= run.flux_end()) || now >= hard_end || stop.requested().is_some() {
             break;
@@ -545,10 +558,10 @@ impl<'a> Run<'a> {
         let (socket, proto) = &self.sockets.observers[idx];
         let proto = *proto;
         let fd = socket.as_raw_fd();
-        while let Some((len, ifindex, from)) = recv(fd, buf) {
+        while let Some((len, ifindex, from, kernel)) = recv(fd, buf) {
             // Queued before the filter was attached: another interface.
             let Some(&rail) = self.rail_of.get(&ifindex) else { continue };
-            let at = Instant::now();
+            let at = on_monotonic(kernel);
             if let Some(incoming) = frames::parse(proto, &buf[..len]) {
                 self.receive(rail, from, at, incoming);
             }
@@ -760,6 +773,7 @@ fn observer(proto: u16, ifindices: &[u32]) -> io::Result<Socket> {
     let program: Vec<SockFilter> =
         observer_filter(proto, ifindices).iter().map(|f| SockFilter::new(f.code, f.jt, f.jf, f.k)).collect();
     socket.attach_filter(&program)?;
+    setsockopt(&socket, sockopt::ReceiveTimestampns, &true)?;
     let _ = set_raw_option(&socket, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &(1 as libc::c_int));
     let rcvbuf = crate::testhooks::probe_rcvbuf().unwrap_or(RCVBUF);
     if setsockopt(&socket, sockopt::RcvBufForce, &rcvbuf).is_err() {
@@ -825,29 +839,31 @@ pub fn observer_filter(proto: u16, ifindices: &[u32]) -> Vec<libc::sock_filter> 
 }
 
 /// One packet, if one is waiting: its length, the interface it came in
-/// on and its link-layer source (None when the link gives none).
-/// Outgoing packets, and those for another host, are skipped.
+/// on, its link-layer source (None when the link gives none) and when the
+/// kernel received it (SO_TIMESTAMPNS: an RTT is the path's, not the time
+/// the packet waited in the queue for this loop). Outgoing packets, and
+/// those for another host, are skipped.
 ///
-/// libc's recvfrom, not socket2's (which wants an uninitialised buffer)
+/// libc's recvmsg, not socket2's (which wants an uninitialised buffer)
 /// nor nix's (whose `LinkAddr` refuses an address longer than
 /// `sockaddr_ll`, as the kernel reports one of IPoIB's 20 bytes).
-fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> Option<(usize, i32, Option<HwAddr>)> {
+fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> Option<(usize, i32, Option<HwAddr>, Option<SystemTime>)> {
     loop {
-        // SAFETY: sockaddr_ll is plain data.
+        // SAFETY: sockaddr_ll, iovec, msghdr and the control buffer are
+        // plain data.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        // SAFETY: a valid socket, a buffer of buf.len() bytes, an address
-        // buffer of `len` bytes.
-        let n = unsafe {
-            libc::recvfrom(
-                fd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-                (&mut sll as *mut libc::sockaddr_ll).cast(),
-                &mut len,
-            )
-        };
+        let mut control = [0u64; 8];
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
+        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: a valid socket; msg points at the buffers above, which
+        // outlive the call.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
         let n = usize::try_from(n).ok()?;
         // Not what comes in to this host: what it sends, and frames for
         // another host that a switch floods (an unknown unicast MAC).
@@ -856,8 +872,35 @@ fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> Option<(usize, i32, Option<Hw
         }
         let halen = usize::from(sll.sll_halen).min(8);
         let from = (halen > 0).then(|| HwAddr::new(&sll.sll_addr[..halen]));
-        return Some((n, sll.sll_ifindex, from));
+        return Some((n, sll.sll_ifindex, from, received_at(&msg)));
     }
+}
+
+/// The SCM_TIMESTAMPNS control message of `msg`, as a time.
+fn received_at(msg: &libc::msghdr) -> Option<SystemTime> {
+    // SAFETY: msg was filled by recvmsg; the CMSG macros walk its control
+    // buffer within msg_controllen, and the data of an SCM_TIMESTAMPNS
+    // message is a timespec (read unaligned).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                let d = Duration::new(u64::try_from(ts.tv_sec).ok()?, u32::try_from(ts.tv_nsec).ok()?);
+                return SystemTime::UNIX_EPOCH.checked_add(d);
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
+}
+
+/// The moment `kernel` was, on the monotonic clock the RTTs are measured
+/// on: now, less the packet's age.
+fn on_monotonic(kernel: Option<SystemTime>) -> Instant {
+    let now = Instant::now();
+    let age = kernel.and_then(|k| SystemTime::now().duration_since(k).ok()).unwrap_or_default();
+    now.checked_sub(age).unwrap_or(now)
 }
 
 /// The echoes' sender: a blocking SOCK_DGRAM packet socket of no
