@@ -20,9 +20,9 @@ description:
     with its problems (C(arp_none), C(arp_flux), C(wrong_source_mac), C(wrong_interface),
     C(no_reply), C(mtu), C(local_route), C(duplicate_address), C(send_failed)).
   - Problems found (the tool's exit code 1) are not a failure of the task; the module returns
-    the matrix with RV(problems_found=true). Nor are pairs that could not be verified (exit 6:
-    no problem found, but some check had no evidence, each pair's C(not_verified) says why):
-    RV(not_verified_found=true). Bad input (exit 2) and every other error fail the task with
+    the matrix with RV(problems_found=true). Nor are pairs that could not be verified (exit 6,
+    no problem found but some check had no evidence, each pair's C(not_verified) says why),
+    with RV(not_verified_found=true). Bad input (exit 2) and every other error fail the task with
     the tool's own message.
   - Never changes the host (C(changed) is always false), so check mode runs it as well.
 version_added: "0.1.0"
