@@ -254,8 +254,8 @@ async fn local_rails(
             .into_iter()
             .partition(|p| live.iter().any(|a| a.ifname == iface.name && a.addr.addr == p.addr));
         rails.push(ProbeRail {
-            local: LocalRail { name: iface.name.clone(), addresses },
             missing: missing.iter().map(|p| p.addr).collect(),
+            local: LocalRail { name: iface.name.clone(), addresses, missing },
             io: RailIo {
                 name: iface.name.clone(),
                 ifindex: link.index,

@@ -77,11 +77,12 @@ const COMMON_MTUS: [u32; 6] = [1280, 1500, 2044, 4092, 4200, 9000];
 /// How long, at least, a second ARP answer is waited for after a request.
 const FLUX_GRACE: Duration = Duration::from_millis(50);
 /// IPv6: the reply-path SYN is sent again every SYN_EVERY while its reset
-/// is not back (lost, or the peer's queue full), SYNS times in all. A pair
-/// that still has none is not verified.
+/// is not back (lost, or the peer's queue full), SYNS times in all, the
+/// last waited for SYN_EVERY too. A pair that still has none is not
+/// verified.
 const SYN_EVERY: Duration = Duration::from_millis(1000);
 const SYNS: u8 = 4;
-const SYN_WAIT: Duration = Duration::from_millis(1000 * (SYNS as u64 - 1));
+const SYN_WAIT: Duration = Duration::from_millis(1000 * SYNS as u64);
 /// Echoes of the rail's full MTU before it counts as lost: one lost or
 /// late jumbo frame is not an MTU problem.
 pub const FULL_TRIES: u8 = 3;
@@ -93,6 +94,7 @@ const PACKET_OUTGOING: u8 = 4;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const RCVBUF: usize = 8 << 20;
 const SNDBUF: usize = 4 << 20;
+const SEND_WAIT: Duration = Duration::from_secs(1);
 /// The TCP port of the IPv6 reply-path SYN (both ends): traceroute's
 /// first port, plus the pair's index.
 pub const PATH_BASE_PORT: u16 = 33434;
@@ -524,10 +526,14 @@ impl<'a> Run<'a> {
                 self.last_arp = now;
             }
             let due = st.syn_at.is_some_and(|at| now >= at);
-            if (before == Stage::Arp && st.stage == Stage::Echo && j.peer.is_ipv6()) || due {
+            let first = before == Stage::Arp && st.stage == Stage::Echo && j.peer.is_ipv6();
+            if due && st.syns >= SYNS {
+                // The last one's wait is over too.
+                st.syn_at = None;
+            } else if first || due {
                 pair.echo.send_syn(st, PATH_BASE_PORT + (k % PATH_PORTS) as u16);
                 st.syns += 1;
-                st.syn_at = (st.syns < SYNS).then(|| now + SYN_EVERY);
+                st.syn_at = Some(now + SYN_EVERY);
             }
         }
     }
@@ -796,12 +802,14 @@ pub const SNAP: u32 = 128;
 /// - ARP: replies only (operation 2);
 /// - IPv4: ICMP echo replies (type 0, after the header's IHL);
 /// - IPv6: ICMPv6 echo replies (129) and neighbour advertisements (136)
-///   right after the header, and TCP (the reset to the reply-path SYN).
+///   right after the header, and TCP resets and SYN-ACKs (the answers to
+///   the reply-path SYN), no other TCP.
 pub fn observer_filter(proto: u16, ifindices: &[u32]) -> Vec<libc::sock_filter> {
     const SKF_AD_OFF: i32 = -0x1000;
     const SKF_AD_IFINDEX: i32 = 8;
     use libc::{
-        BPF_ABS, BPF_B, BPF_H, BPF_IND, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_LDX, BPF_MSH, BPF_RET, BPF_W,
+        BPF_ABS, BPF_ALU, BPF_AND, BPF_B, BPF_H, BPF_IND, BPF_JEQ, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_LDX,
+        BPF_MSH, BPF_RET, BPF_W,
     };
     let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter { code: code as u16, jt, jf, k };
     let jeq = |k: u32, jt: u8, jf: u8| op(BPF_JMP | BPF_JEQ | BPF_K, jt, jf, k);
@@ -826,7 +834,12 @@ pub fn observer_filter(proto: u16, ifindices: &[u32]) -> Vec<libc::sock_filter> 
         ]),
         _ => p.extend([
             op(BPF_LD | BPF_B | BPF_ABS, 0, 0, 6),
-            jeq(u32::from(frames::IPPROTO_TCP), 4, 0),
+            jeq(u32::from(frames::IPPROTO_TCP), 0, 4),
+            // TCP: a reset, or a SYN-ACK; nothing else of the rail's TCP.
+            op(BPF_LD | BPF_B | BPF_ABS, 0, 0, 40 + 13),
+            op(BPF_JMP | BPF_JSET | BPF_K, 6, 0, 0x04),
+            op(BPF_ALU | BPF_AND | BPF_K, 0, 0, 0x12),
+            jeq(0x12, 4, 5),
             jeq(u32::from(frames::IPPROTO_ICMPV6), 0, 4),
             op(BPF_LD | BPF_B | BPF_ABS, 0, 0, 40),
             jeq(129, 1, 0),
@@ -911,6 +924,9 @@ fn sender() -> io::Result<Socket> {
     if setsockopt(&socket, sockopt::SndBufForce, &SNDBUF).is_err() {
         let _ = socket.set_send_buffer_size(SNDBUF);
     }
+    // A link that stops transmitting (a pause storm) must not hold the
+    // probe past its end: a send that waits this long fails (send_failed).
+    socket.set_write_timeout(Some(SEND_WAIT))?;
     Ok(socket)
 }
 
@@ -954,6 +970,10 @@ mod tests {
                 c if c == BPF_LD | BPF_B | BPF_IND => a = byte((x + f.k) as usize),
                 c if c == BPF_LDX | BPF_B | BPF_MSH => x = 4 * (byte(f.k as usize) & 0xf),
                 c if c == BPF_JMP | BPF_JEQ | BPF_K => pc += usize::from(if a == f.k { f.jt } else { f.jf }),
+                c if c == BPF_JMP | libc::BPF_JSET | BPF_K => {
+                    pc += usize::from(if a & f.k != 0 { f.jt } else { f.jf })
+                }
+                c if c == libc::BPF_ALU | libc::BPF_AND | BPF_K => a &= f.k,
                 c if c == BPF_RET | BPF_K => return f.k,
                 other => panic!("instruction {other:#x} not in the subset"),
             }
@@ -999,11 +1019,18 @@ mod tests {
         let mut na = ns.clone();
         na[40] = 136;
         assert_eq!(run_filter(&v6, 3, &na), SNAP, "an advertisement");
-        assert_eq!(
-            run_filter(&v6, 3, &frames::tcp6_syn(a6, b6, 1, 2)),
-            SNAP,
-            "TCP (the parser picks resets)"
-        );
+        let mut tcp = frames::tcp6_syn(a6, b6, 1, 2);
+        assert_eq!(run_filter(&v6, 3, &tcp), 0, "a SYN: another host's probe");
+        for (flags, kept, what) in [
+            (0x14, SNAP, "RST|ACK"),
+            (0x04, SNAP, "RST"),
+            (0x12, SNAP, "SYN|ACK"),
+            (0x10, 0, "ACK"),
+            (0x18, 0, "PSH|ACK: data"),
+        ] {
+            tcp[53] = flags;
+            assert_eq!(run_filter(&v6, 3, &tcp), kept, "{what}");
+        }
         assert_eq!(run_filter(&v6, 4, &na), 0, "not a rail");
     }
 

@@ -41,6 +41,10 @@ pub struct OwnArp {
 pub struct LocalRail {
     pub name: String,
     pub addresses: Vec<Prefix>,
+    /// Configured addresses that are not on the rail now: no pair goes
+    /// out from them, but their subnets are still the rail's (a peer in
+    /// one is this rail's to reach, not another rail's).
+    pub missing: Vec<Prefix>,
 }
 
 /// One probe: from `source` on `rail` to `peer`.
@@ -63,8 +67,20 @@ pub fn pairs(rails: &[LocalRail], peers: &[IpAddr]) -> Vec<Pair> {
     for peer in peers {
         let on_link: Vec<(&LocalRail, &Prefix)> = rails
             .iter()
-            .filter_map(|r| r.addresses.iter().find(|a| a.contains(peer)).map(|a| (r, a)))
+            .filter_map(|r| r.addresses.iter().chain(&r.missing).find(|a| a.contains(peer)).map(|a| (r, a)))
             .collect();
+        // On-link by a missing address only: that rail's pair, not probed,
+        // and no other rail's either.
+        let on_link: Vec<(&LocalRail, &Prefix)> = match on_link.is_empty() {
+            true => on_link,
+            false => {
+                let live: Vec<_> = on_link.into_iter().filter(|(r, a)| r.addresses.contains(a)).collect();
+                if live.is_empty() {
+                    continue;
+                }
+                live
+            }
+        };
         if on_link.is_empty() {
             for r in rails {
                 if let Some(a) = r.addresses.iter().find(|a| a.addr.is_ipv4() == peer.is_ipv4()) {
@@ -395,7 +411,7 @@ impl<'a> Judge<'a> {
                      the peer answers for every address{}",
                     many.len(),
                     many.iter().map(|m| self.who(m)).collect::<Vec<_>>().join(", "),
-                    if self.peers.rails.is_empty() {
+                    if self.peers.rail_of(&peer).is_none() {
                         " (or another device has the address: --peers with the peer's `probe --self` tells the two apart)"
                     } else {
                         ""
@@ -407,10 +423,13 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// The answers that are no NIC of any host `--peers` describes (none
-    /// when it describes none: then nothing is known to be foreign).
+    /// The answers that are no NIC of any host `--peers` describes, when
+    /// one of those documents has the peer's address (none otherwise:
+    /// then nothing is known to be foreign).
     fn strangers(&self) -> Vec<&'a String> {
-        if self.peers.rails.is_empty() {
+        // Only for a peer address some document describes: an
+        // undocumented peer's own NIC is unknown, not foreign.
+        if self.peers.rail_of(&self.pair.peer).is_none() {
             return Vec::new();
         }
         self.obs.arp_answers.iter().filter(|m| self.peers.rail_of_mac(m).is_none()).collect()
@@ -636,15 +655,21 @@ impl<'a> Judge<'a> {
     }
 
     /// 4b. A frame this host could not send (a full or throttled queue:
-    /// ENOBUFS; a rail gone down: ENETDOWN) is this host's fault, and what
-    /// did not come back for it (no answer, no reply, a lost full-size
-    /// echo) says nothing of the peer or the path.
+    /// ENOBUFS; a rail gone down: ENETDOWN), when something is missing
+    /// for it (no answer, no reply, a lost full-size echo), is this host's
+    /// fault: the absence says nothing of the peer or the path.
     fn send_failed(&self, found: &mut Findings) {
         let Some(e) = &self.obs.send_error else { return };
         let rail = &self.pair.rail;
         let taken = found
             .take_absences(|kind, on| kind == ARP_NONE || kind == NO_REPLY || (kind == MTU && on == PATH));
-        let instead = if taken.is_empty() { String::new() } else { format!(" (not {})", taken.join(", ")) };
+        // A failed send that was made up for (the resend, or another pair's
+        // request to the same next hop, got the answer) left nothing
+        // missing: no problem.
+        if taken.is_empty() {
+            return;
+        }
+        let instead = format!(" (not {})", taken.join(", "));
         found.add_on(
             SEND_FAILED,
             THIS_HOST,
@@ -861,7 +886,7 @@ mod tests {
         Prefix::new(ip(a), l.parse().unwrap())
     }
     fn rail(name: &str, addrs: &[&str]) -> LocalRail {
-        LocalRail { name: name.into(), addresses: addrs.iter().map(|a| prefix(a)).collect() }
+        LocalRail { name: name.into(), addresses: addrs.iter().map(|a| prefix(a)).collect(), missing: vec![] }
     }
     const M0: &str = "02:00:00:00:01:00";
     const M1: &str = "02:00:00:00:01:01";
@@ -1194,6 +1219,34 @@ mod tests {
         assert!(!text.contains(": ok:"), "the right pairs' measures are for -v: {text}");
     }
 
+    /// A configured address missing from its rail (not_ready) takes its
+    /// rail's pairs out, and its subnet stays the rail's: on a subnet per
+    /// rail, the peers there are not handed to the other rails as if
+    /// off-link (which would read arp_none or local_route there).
+    #[test]
+    fn a_missing_address_keeps_its_subnet_and_makes_no_pairs() {
+        let mut r1 = rail("rail1", &[]);
+        r1.missing = vec![prefix("198.51.100.42/27")];
+        let rails = [rail("rail0", &["198.51.100.10/27"]), r1];
+        let got = pairs(&rails, &[ip("198.51.100.50"), ip("198.51.100.20"), ip("203.0.113.9")]);
+        let got: Vec<(&str, String)> = got.iter().map(|p| (p.rail.as_str(), p.peer.to_string())).collect();
+        assert_eq!(
+            got,
+            [("rail0", "198.51.100.20".to_string()), ("rail0", "203.0.113.9".to_string())],
+            "rail1's subnet peer .50: no pair at all; off-link 203.0.113.9: from the rails that have an address"
+        );
+    }
+
+    /// A send that failed but was made up for (everything came back) is
+    /// no problem.
+    #[test]
+    fn a_send_error_made_up_for_is_no_problem() {
+        let mut o = healthy();
+        o.send_error = Some("cannot send the neighbour request: No buffer space available".into());
+        let r = judge(&o, &Peers::default());
+        assert!(r.right(), "{r:?}");
+    }
+
     /// Issue 24 item 5: a second device answering for the address is a
     /// duplicate address, not flux: always on IPv6 (no flux there), and on
     /// IPv4 when an answer is no NIC of the hosts --peers describes.
@@ -1224,6 +1277,15 @@ mod tests {
 
         o.arp_answers = vec![M0.into(), M1.into()];
         assert_eq!(judge(&o, &peers_json()).problems[0], ARP_FLUX, "both the peer's own NICs: flux");
+        // Documents for other hosts, none for this peer: its NIC is
+        // unknown, not foreign.
+        let mut others = peers_json();
+        others.rails.retain(|r| r.name == "ib0");
+        o.arp_answers = vec![STRANGER.into()];
+        assert!(
+            !judge(&o, &others).problems.contains(&DUPLICATE_ADDRESS),
+            "an undocumented peer's one answer is no duplicate"
+        );
         o.arp_answers = vec![M1.into(), STRANGER.into()];
         let r = judge(&o, &none);
         assert_eq!(r.problems[0], ARP_FLUX, "nothing known of the peer: flux, with the hint");
