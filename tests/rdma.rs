@@ -610,6 +610,63 @@ fn rdma_families(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The 8-rail RoCE fixture host, applied with its discovered config, and
+/// `watch --metrics FILE` running on a copy of its sysfs tree with the
+/// options `opts`.
+struct MetricsWatch {
+    host: FixtureHost,
+    root: PathBuf,
+    root_arg: String,
+    config: String,
+    file: PathBuf,
+    err: PathBuf,
+    _watch: Background,
+}
+
+impl MetricsWatch {
+    fn start(opts: &[&str]) -> MetricsWatch {
+        let host = FixtureHost::new("roce-8rail");
+        let root = copy_tree("roce-8rail", host.dir.path());
+        let root_arg = root.to_string_lossy().into_owned();
+        let config =
+            host.write("discovered.toml", &host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout());
+        host.rr(&["apply", &config]).expect_code(EXIT_OK);
+        let file = host.dir.path().join("roce-route.prom");
+        let mut args = opts.to_vec();
+        args.extend(["--sysfs-root", &root_arg, "--metrics"]);
+        let mut cmd = host.cmd(&args);
+        cmd.arg(&file);
+        let (out, err) = (host.dir.path().join("watch.out"), host.dir.path().join("watch.err"));
+        let watch = Background::spawn_logged(cmd, "roce-route watch", &out, &err);
+        MetricsWatch { host, root, root_arg, config, file, err, _watch: watch }
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.file).unwrap_or_default()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// mlx5_0's port (the first rail's) goes down in the copied tree:
+    /// state 1 (DOWN), physical state 3 (Disabled).
+    fn mlx5_0_down(&self) {
+        let port = self.root.join("class/infiniband/mlx5_0/ports/1");
+        fs::write(port.join("state"), "1: DOWN\n").unwrap();
+        fs::write(port.join("phys_state"), "3: Disabled\n").unwrap();
+    }
+}
+
+/// Whether `text` says mlx5_0's port state is `id`.
+fn mlx5_0_state_is(text: &str, id: u32) -> bool {
+    text.lines().any(|l| {
+        l.starts_with("roce_route_rdma_port_state_id{")
+            && l.contains("\"mlx5_0\"")
+            && l.ends_with(&format!(" {id}"))
+    })
+}
+
 /// `watch --metrics` with `--sysfs-root`: its file carries the RDMA
 /// families check prints for the same host, and reads them again after
 /// each pass: a port that goes down in the (copied) tree shows as down
@@ -617,34 +674,20 @@ fn rdma_families(text: &str) -> Vec<String> {
 /// --sysfs-root, or read the ports once.)
 #[test]
 fn watch_metrics_follow_the_rdma_ports() {
-    let host = FixtureHost::new("roce-8rail");
-    let root = copy_tree("roce-8rail", host.dir.path());
-    let root_arg = root.to_string_lossy().into_owned();
-    let config = host.write("discovered.toml", &host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout());
-    host.rr(&["apply", &config]).expect_code(EXIT_OK);
-    let checked = host.rr(&["check", "--sysfs-root", &root_arg, "--format", "prometheus", &config]);
-    let expected = rdma_families(&checked.expect_code(EXIT_OK).stdout());
+    let w = MetricsWatch::start(&["watch", "--resync", "1"]);
+    let check = || w.host.rr(&["check", "--sysfs-root", &w.root_arg, "--format", "prometheus", &w.config]);
+    let expected = rdma_families(&check().expect_code(EXIT_OK).stdout());
     assert_eq!(expected.iter().filter(|l| l.starts_with("roce_route_nccl_gid_index{")).count(), 8);
-    let file = host.dir.path().join("roce-route.prom");
-    let mut cmd = host.cmd(&["watch", "--resync", "1", "--sysfs-root", &root_arg, "--metrics"]);
-    cmd.arg(&file);
-    let (out, err) = (host.dir.path().join("watch.out"), host.dir.path().join("watch.err"));
-    let _watch = Background::spawn_logged(cmd, "roce-route watch", &out, &err);
-    let read = || std::fs::read_to_string(&file).map(|t| rdma_families(&t)).unwrap_or_default();
-    let log = || std::fs::read_to_string(&err).unwrap_or_default();
+    let read = || rdma_families(&w.text());
     poll_until("watch's metrics file with the RDMA families", Duration::from_secs(10), || read() == expected);
-    // The first rail's port goes down: state 1 (DOWN), physical state 3 (Disabled).
-    let port = root.join("class/infiniband/mlx5_0/ports/1");
-    fs::write(port.join("state"), "1: DOWN\n").unwrap();
-    fs::write(port.join("phys_state"), "3: Disabled\n").unwrap();
-    let down = |t: &[String]| {
-        t.iter().any(|l| {
-            l.starts_with("roce_route_rdma_port_state_id{") && l.contains("\"mlx5_0\"") && l.ends_with(" 1")
-        })
-    };
-    poll_until("the down port in watch's metrics", Duration::from_secs(10), || down(&read()));
-    let checked = host.rr(&["check", "--sysfs-root", &root_arg, "--format", "prometheus", &config]).stdout();
-    assert_eq!(read(), rdma_families(&checked), "watch and check differ on the down port\n{}", log());
+    w.mlx5_0_down();
+    poll_until("the down port in watch's metrics", Duration::from_secs(10), || mlx5_0_state_is(&w.text(), 1));
+    assert_eq!(
+        read(),
+        rdma_families(&check().stdout()),
+        "watch and check differ on the down port\n{}",
+        w.log()
+    );
 }
 
 /// The driver changes a port's state after the kernel has sent the link
@@ -656,33 +699,21 @@ fn watch_metrics_follow_the_rdma_ports() {
 /// a port that was DOWN). Red without the second read: the file keeps 4.
 #[test]
 fn watch_metrics_read_a_port_again_after_its_link_went_down() {
-    let host = FixtureHost::new("roce-8rail");
-    let root = copy_tree("roce-8rail", host.dir.path());
-    let root_arg = root.to_string_lossy().into_owned();
-    let config = host.write("discovered.toml", &host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout());
-    host.rr(&["apply", &config]).expect_code(EXIT_OK);
-    let file = host.dir.path().join("roce-route.prom");
-    let mut cmd = host.cmd(&["-v", "watch", "--resync", "0", "--sysfs-root", &root_arg, "--metrics"]);
-    cmd.arg(&file);
-    let (out, err) = (host.dir.path().join("watch.out"), host.dir.path().join("watch.err"));
-    let _watch = Background::spawn_logged(cmd, "roce-route watch", &out, &err);
-    let state = |id: &str| {
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        text.lines().any(|l| {
-            l.starts_with("roce_route_rdma_port_state_id{") && l.contains("\"mlx5_0\"") && l.ends_with(id)
-        })
-    };
-    poll_until("watch's metrics with mlx5_0 ACTIVE", Duration::from_secs(10), || state(" 4"));
-    host.ns.ip("link set ens1f0np0 down");
+    let w = MetricsWatch::start(&["-v", "watch", "--resync", "0"]);
+    poll_until("watch's metrics with mlx5_0 ACTIVE", Duration::from_secs(10), || {
+        mlx5_0_state_is(&w.text(), 4)
+    });
+    w.host.ns.ip("link set ens1f0np0 down");
     // The driver's part, later than the link message.
     std::thread::sleep(Duration::from_millis(300));
-    let port = root.join("class/infiniband/mlx5_0/ports/1");
-    fs::write(port.join("state"), "1: DOWN\n").unwrap();
-    fs::write(port.join("phys_state"), "3: Disabled\n").unwrap();
-    let log = || std::fs::read_to_string(&err).unwrap_or_default();
+    w.mlx5_0_down();
     let until = std::time::Instant::now() + Duration::from_secs(5);
-    while !state(" 1") && std::time::Instant::now() < until {
+    while !mlx5_0_state_is(&w.text(), 1) && std::time::Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(state(" 1"), "mlx5_0 is not DOWN in watch's metrics 5 s after its link went down\n{}", log());
+    assert!(
+        mlx5_0_state_is(&w.text(), 1),
+        "mlx5_0 is not DOWN in watch's metrics 5 s after its link went down\n{}",
+        w.log()
+    );
 }

@@ -95,12 +95,12 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     not_ready.iter().for_each(|n| ctx.warn(n.reason.clone()));
     let local: Vec<LocalRail> = rails.iter().map(|r| r.local.clone()).collect();
     let pairs = verdict::pairs(&local, &peers.addresses);
-    let mut left = Left { skipped, not_ready };
+    let left = Left { skipped, not_ready };
     if pairs.is_empty()
         && (!left.not_ready.is_empty() || (!left.skipped.is_empty() && peers.addresses.is_empty()))
     {
         let names = local.iter().map(|l| l.name.clone()).collect();
-        return Ok(report(ctx, names, &peers, std::mem::take(&mut left), Vec::new(), 0, Duration::ZERO));
+        return Ok(report(ctx, names, &peers, left, Vec::new(), 0, Duration::ZERO));
     }
     if pairs.is_empty() {
         return Err(Error::Usage(
@@ -139,8 +139,8 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         if let Some(e) = &s.send_error {
             ctx.warn(format!("{} -> {}: {e}", pair.rail, pair.peer));
         }
-        let mut obs = observation(&rails, &rails[job.rail], s, lookup, own_arp.clone(), job.gateway);
-        obs.drops = outcome.drops;
+        let obs =
+            observation(&rails, &rails[job.rail], s, lookup, own_arp.clone(), job.gateway, outcome.drops);
         results.push(verdict::verdict(pair, &obs, &peers, timeout, &apply));
     }
     let names: Vec<String> = local.iter().map(|l| l.name.clone()).collect();
@@ -149,7 +149,6 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
 
 /// What was left out: peer addresses that are this host's own, and this
 /// host's configured addresses that are missing.
-#[derive(Default)]
 struct Left {
     skipped: Vec<Skipped>,
     not_ready: Vec<NotReady>,
@@ -350,6 +349,7 @@ fn observation(
     lookup: Result<crate::model::Route, impl std::fmt::Display>,
     own_arp: Vec<OwnArp>,
     gateway: Option<std::net::IpAddr>,
+    drops: u64,
 ) -> Observation {
     let replies = |seen: &[(usize, Option<HwAddr>)]| -> Vec<Reply> {
         seen.iter()
@@ -374,7 +374,7 @@ fn observation(
         rdma: rail.rdma.clone(),
         own_arp,
         gateway,
-        drops: 0,
+        drops,
         send_error: s.send_error.clone(),
     }
 }
