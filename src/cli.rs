@@ -186,6 +186,14 @@ pub struct ApplyArgs {
     #[arg(long, value_name = "SECONDS", conflicts_with = "dry_run", value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub confirm: Option<u64>,
 
+    /// Put the config file into DIR (the directory the boot unit applies,
+    /// e.g. /etc/roce-route/) once its change is in place: at once, or
+    /// with --confirm only once confirmed, so that a reverted trial never
+    /// reaches the next boot. Applies DIR's other *.toml files with it, as
+    /// the boot unit will. Takes one config file.
+    #[arg(long, value_name = "DIR")]
+    pub install: Option<PathBuf>,
+
     /// All or nothing: when any configured rail or address is not ready
     /// (missing, down, in DAD), change nothing and exit 1 (default: apply
     /// the rest and exit 5).

@@ -27,6 +27,52 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<(String, String)>, Error> {
     Ok(inputs)
 }
 
+/// `apply --install DIR FILE`: the files the boot unit will apply once
+/// FILE is installed (DIR's `*.toml` files, FILE in place of the one of
+/// its name), in name order, and the file's name there. FILE's entry
+/// still shows its own path, so that an error points at the file the
+/// operator edits.
+pub fn read_for_install(paths: &[PathBuf], dir: &Path) -> Result<(Vec<(String, String)>, String), Error> {
+    let usage = |what: String| Error::Usage(format!("--install {}: {what}", dir.display()));
+    let [file] = paths else {
+        return Err(usage(
+            "give one config file to install (the other files of the directory are applied with it)".into(),
+        ));
+    };
+    if file.is_dir() {
+        return Err(usage(format!(
+            "{} is a directory; give the one config file to install there",
+            file.display()
+        )));
+    }
+    if !dir.is_dir() {
+        return Err(usage(
+            "not a directory; create it first (`mkdir -p`; the package makes /etc/roce-route/)".into(),
+        ));
+    }
+    let name = match file.file_name().and_then(|n| n.to_str()) {
+        Some(n) if n.ends_with(".toml") && !n.starts_with('.') => n.to_string(),
+        _ => {
+            return Err(usage(format!(
+                "{}: the file's name must end in .toml, as the boot unit reads only those",
+                file.display()
+            )));
+        }
+    };
+    let mut inputs = read(std::slice::from_ref(file))?;
+    let target = dir.join(&name);
+    let same = |p: &Path| std::fs::canonicalize(p).ok() == std::fs::canonicalize(file).ok();
+    for other in expand(dir).unwrap_or_default() {
+        if other.file_name() != target.file_name() && !same(&other) {
+            inputs.extend(read(&[other])?);
+        }
+    }
+    // Name order of the files as they will be in DIR.
+    let base = |shown: &str| Path::new(shown).file_name().map(|n| n.to_os_string());
+    inputs.sort_by_key(|(shown, _)| base(shown));
+    Ok((inputs, target.display().to_string()))
+}
+
 /// A file as is; a directory as its `*.toml` files, in name order.
 fn expand(path: &Path) -> Result<Vec<PathBuf>, Error> {
     if !path.is_dir() {

@@ -144,10 +144,24 @@ type Files = Vec<(String, String)>;
 fn read_config(command: &Command) -> Result<(Option<config::Config>, Files), Error> {
     let load = roce_route::config_files::load;
     Ok(match command {
-        Command::Apply(a) => {
-            let files = roce_route::config_files::read(&a.config)?;
-            (Some(config::parse_many(&files)?), files)
-        }
+        Command::Apply(a) => match &a.install {
+            None => {
+                let files = roce_route::config_files::read(&a.config)?;
+                (Some(config::parse_many(&files)?), files)
+            }
+            // Checked as the files are now (errors point at the draft),
+            // then applied and recorded as they will be in the boot set.
+            Some(dir) => {
+                let (mut files, target) = roce_route::config_files::read_for_install(&a.config, dir)?;
+                config::parse_many(&files)?;
+                let draft = a.config[0].display().to_string();
+                files
+                    .iter_mut()
+                    .filter(|(shown, _)| *shown == draft)
+                    .for_each(|(shown, _)| *shown = target.clone());
+                (Some(config::parse_many(&files)?), files)
+            }
+        },
         Command::Check(c) => (Some(load(&c.config)?), Vec::new()),
         Command::Announce(a) => (Some(load(&a.config)?), Vec::new()),
         Command::NcclEnv(n) if !n.config.is_empty() => (Some(load(&n.config)?), Vec::new()),

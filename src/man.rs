@@ -175,15 +175,15 @@ change, then install it where the boot unit reads it:
 .nf
 roce\-route discover > rails.toml
 roce\-route apply \-\-dry\-run rails.toml
-install \-D \-m 0644 rails.toml /etc/roce\-route/rails.toml
 .fi
 .RE
 .PP
-Apply it over SSH, kept only if confirmed within two minutes:
+Apply it over SSH, kept only if confirmed within two minutes; only the
+confirmation installs it into /etc/roce\-route/, which the boot unit applies:
 .PP
 .RS
 .nf
-roce\-route apply \-\-confirm 120 /etc/roce\-route/rails.toml
+roce\-route apply \-\-confirm 120 \-\-install /etc/roce\-route/ rails.toml
 roce\-route confirm
 .fi
 .RE

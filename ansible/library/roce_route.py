@@ -60,6 +60,14 @@ options:
       - Only with O(state=present).
     type: bool
     default: false
+  install:
+    description:
+      - Put O(config) (one file) into this directory once its change is in place
+        (C(apply --install)), e.g. C(/etc/roce-route/), the directory the boot unit applies.
+      - The run applies the file together with the directory's other C(*.toml) files, as the
+        boot unit will; a run that fails, or check mode, leaves the directory as it was.
+      - Only with O(state=present).
+    type: path
   binary:
     description:
       - The roce-route binary, a path or a name looked up in E(PATH) (and C(/usr/sbin),
@@ -86,6 +94,11 @@ EXAMPLES = r"""
   roce_route:
     config: /etc/roce-route/rails.toml
   become: true
+
+- name: Apply a draft, and put it where the boot unit reads it only once it applied
+  roce_route:
+    config: /var/lib/roce-route/draft/rails.toml
+    install: /etc/roce-route/
 
 - name: Apply all of /etc/roce-route/, taking over a setup made by hand, all or nothing
   roce_route:
@@ -177,6 +190,7 @@ def main():
             state=dict(type="str", default="present", choices=["present", "absent"]),
             adopt=dict(type="bool", default=False),
             strict=dict(type="bool", default=False),
+            install=dict(type="path"),
             **rr.common_argument_spec()
         ),
         required_if=[("state", "present", ["config"])],
@@ -191,6 +205,8 @@ def main():
             cmd.append("--adopt")
         if p["strict"]:
             cmd.append("--strict")
+        if p["install"]:
+            cmd += ["--install", p["install"]]
     else:
         cmd.append("remove")
     if module.check_mode:

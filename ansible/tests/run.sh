@@ -233,6 +233,18 @@ play -e "$rails_plus_missing" -e rr_strict=true &&
         r 'r.get("failed") is True and r["rc"] == 1 and "rail9" in r["msg"] and r["msg"] == r["result"]["error"]["message"]' \
     || fail "strict run"
 
+# install: the draft enters the boot set once applied; a failing one never.
+mkdir -p "$WORK/boot" "$WORK/boot-bad"
+play -e "rr_install=$WORK/boot" &&
+    check "install: the applied config is in the boot set" cmp -s "$WORK/rails.toml" "$WORK/boot/rails.toml" \
+    || fail "install run"
+printf '[[interface]]\nname = "rail0"\nfrobnicate = 1\n' >"$WORK/boot-bad/rails.toml"
+play -e "rr_render=false rr_config=$WORK/boot-bad/rails.toml rr_install=$WORK/boot" &&
+    check "install: a failing config stays out of the boot set" \
+        bash -c '"$1" -c "import json, sys; sys.exit(not json.load(open(sys.argv[1])).get(\"failed\"))" "$3" &&
+            cmp -s "$2/rails.toml" "$2/boot/rails.toml"' _ "$PY" "$WORK" "$RESULT" \
+    || fail "install of a bad config"
+
 after_apply="$(dump)"
 play --check --diff -e rr_state=absent &&
     check "check mode, state absent: reports changed, the diff has the deletions" \

@@ -26,6 +26,7 @@ use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
 use crate::state::confirm::{self, Answer};
+use crate::state::install::Install;
 use crate::state::{Pending, RunKind, StateDir, StateError};
 use crate::tell;
 
@@ -213,8 +214,9 @@ pub async fn run(
     // --confirm: the guard owns the deadline before the first netlink
     // message, so that a kill of this process at any instant of the change
     // (or after it) still ends with the host as before.
+    let install = BootSetFile::of(args, &config_files);
     let guard = match args.confirm {
-        Some(seconds) => Some(Guard::arm(ctx, &state, &cfg, seconds)?),
+        Some(seconds) => Some(Guard::arm(ctx, &state, &cfg, seconds, install.as_ref())?),
         None => None,
     };
     let (converged, dropped) = run.converge(&state, &mut nl, &config_files, guard.as_ref()).await;
@@ -235,11 +237,12 @@ pub async fn run(
     report.dropped_with_file = dropped;
     let Some(header) = &converged.header else {
         drop(lock);
-        // Nothing to keep: the guard ends at once.
+        // Nothing to keep: the guard ends at once (and installs the file).
         if let Some(g) = &guard {
             g.dismiss("ready");
             g.dismiss("confirm");
         }
+        installed(ctx, guard.is_some(), install.as_ref())?;
         return Ok(run.in_sync(&converged.desired, report));
     };
     if let Some(g) = &guard {
@@ -256,7 +259,59 @@ pub async fn run(
     // the peers are told; with --confirm the guard keeps them from
     // changing it until it is confirmed or reverted.
     drop(lock);
-    run.changed(&state, &nl, converged, guard, report).await
+    let confirming = guard.is_some();
+    let done = run.changed(&state, &nl, converged, guard, report).await?;
+    installed(ctx, confirming, install.as_ref())?;
+    Ok(done)
+}
+
+/// `--install DIR`: the config file as it goes into the boot set.
+struct BootSetFile {
+    dir: std::path::PathBuf,
+    name: String,
+    /// Its text as applied (the one entry of the config files named there).
+    text: String,
+}
+
+impl BootSetFile {
+    fn of(args: &ApplyArgs, config_files: &[(String, String)]) -> Option<BootSetFile> {
+        let dir = args.install.as_ref()?;
+        let name = args.config.first()?.file_name()?.to_str()?;
+        let to = dir.join(name).display().to_string();
+        let (_, text) = config_files.iter().find(|(shown, _)| *shown == to)?;
+        Some(BootSetFile { dir: dir.clone(), name: name.to_string(), text: text.clone() })
+    }
+
+    /// Its install, staged under a name that carries `tag` (the trial).
+    fn install(&self, tag: &str) -> Install {
+        Install::new(&self.dir, &self.name, tag)
+    }
+}
+
+/// After a run that succeeded: the file goes into the boot set now, or,
+/// with --confirm, was put there by the confirmation (checked here).
+fn installed(ctx: &Ctx, confirmed: bool, file: Option<&BootSetFile>) -> Result<(), Error> {
+    let Some(file) = file else { return Ok(()) };
+    let install = file.install(&format!("apply-{}", std::process::id()));
+    if !confirmed {
+        install.now(&file.text).map_err(|e| {
+            Error::Other(anyhow::anyhow!(
+                "the change is applied, but its config could not be installed into the boot set: {e}; copy it \
+                 there by hand (`install -m 0644 FILE {}`), or the next boot applies the old one",
+                install.to.display()
+            ))
+        })?;
+    } else if !install.is_in_place(&file.text) {
+        return Err(Error::Other(anyhow::anyhow!(
+            "the change was confirmed, but {} does not hold its config: copy it there by hand, or the next boot \
+             applies the old one",
+            install.to.display()
+        )));
+    }
+    if ctx.chatty() {
+        tell!("roce-route: installed {} (the boot unit applies it)", install.to.display());
+    }
+    Ok(())
 }
 
 /// One `apply` run: what every part of it reads.
@@ -503,7 +558,13 @@ impl Guard {
     /// pending: from here on, the guard reverts whatever this apply makes
     /// unless it is confirmed, and a guard that dies leaves `pending` for
     /// watch to revert. Called under the namespace lock.
-    fn arm(ctx: &Ctx, state: &StateDir, cfg: &Config, seconds: u64) -> Result<Guard, Error> {
+    fn arm(
+        ctx: &Ctx,
+        state: &StateDir,
+        cfg: &Config,
+        seconds: u64,
+        file: Option<&BootSetFile>,
+    ) -> Result<Guard, Error> {
         let after = state.latest_seq()?;
         let trial = confirm::new_trial_id()
             .map_err(|e| Error::Other(anyhow::anyhow!("cannot make a trial id (/dev/urandom): {e}")))?;
@@ -517,7 +578,21 @@ impl Guard {
             after,
             trial: trial.clone(),
             config: Some(cfg.file.clone()),
+            install: file.map(|f| f.install(&trial)),
         })?;
+        // The file for the boot set waits beside it (after `pending`
+        // names it, so that a kill in between leaves nothing unnamed).
+        if let Some(f) = file
+            && let Err(e) = f.install(&trial).stage(&f.text)
+        {
+            confirm::stop_guard(pid);
+            let _ = state.clear_pending();
+            return Err(Error::Other(anyhow::anyhow!(
+                "cannot stage the config for the boot set ({e}); nothing was changed: check that {} is a \
+                 writable directory",
+                f.dir.display()
+            )));
+        }
         // Nothing is changed unless the guard is up and owns the deadline.
         match confirm::ask("status", Some(Duration::from_secs(10))) {
             Ok(Answer::Waiting { .. }) => Ok(Guard { pid, seconds, trial, after }),

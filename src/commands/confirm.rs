@@ -54,6 +54,7 @@ fn keep_orphaned_trial(ctx: &Ctx) -> Result<Done, Error> {
     if !whole {
         return Err(nothing_waiting(ctx));
     }
+    state.keep_install(&p)?;
     state.clear_pending()?;
     if ctx.chatty() {
         say!(

@@ -45,6 +45,15 @@ pub async fn run(ctx: &Ctx, args: &GuardArgs) -> Result<i32, Error> {
     let mut waiters: Vec<UnixStream> = Vec::new();
     let (decided_by, revert) = decide(ctx, args, &listener, deadline, &mut waiters);
     let (outcome, settled) = if revert { revert_change(ctx, args).await } else { (Answer::Kept, true) };
+    // Kept: the trial's file enters the boot set before `pending` goes
+    // (the apply checks that it did).
+    if !revert
+        && let Ok(state) = ctx.state()
+        && let Ok(Some(p)) = state.pending()
+        && let Err(e) = state.keep_install(&p)
+    {
+        eprintln!("roce-route confirm-guard: the change is kept, but its config was not installed: {e}");
+    }
     // A revert that failed leaves `pending`: the trial is still there, and
     // watch (or the next apply, rollback or remove) reverts it, rather than
     // taking its config for confirmed.

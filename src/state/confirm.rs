@@ -73,6 +73,10 @@ pub struct Pending {
     pub trial: String,
     #[serde(default)]
     pub config: Option<String>,
+    /// `apply --install`: the config file that enters the boot set only
+    /// if the trial is confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<super::install::Install>,
 }
 
 /// A new random trial id (16 hex digits from the kernel's random pool).
@@ -484,6 +488,7 @@ mod tests {
             after: Some(3),
             trial: "ab".into(),
             config: None,
+            install: None,
         }
     }
 

@@ -5,7 +5,8 @@
 //! * `record.json`: original sysctl values, tables and protocols
 //!   roce-route used (`record`);
 //! * `pending`: an `apply --confirm` waiting for its confirmation
-//!   (`confirm`).
+//!   (`confirm`), with the file `apply --install` stages for the boot set
+//!   (`install`).
 //!
 //! The lock is not kept here: it is a flock in the run directory of the
 //! network namespace (`rundir`, `/run/roce-route/netns/<id>/`, root's
@@ -20,6 +21,7 @@
 
 pub mod confirm;
 mod files;
+pub mod install;
 pub mod journal;
 pub mod lock;
 pub mod record;
@@ -248,8 +250,23 @@ impl StateDir {
         read_json(&self.file(PENDING_FILE))
     }
 
+    /// Ends the trial's record, and with it the file it staged for the
+    /// boot set (kept already when it was confirmed; removed otherwise).
     pub fn clear_pending(&self) -> Result<(), StateError> {
+        if let Ok(Some(Pending { install: Some(install), .. })) = self.pending() {
+            install.discard()?;
+        }
         remove_if_exists(&self.file(PENDING_FILE))
+    }
+
+    /// Confirmed: the file the trial staged enters the boot set (nothing
+    /// without `--install`). Before `clear_pending`, so that a kill
+    /// between the two leaves the kept config in place.
+    pub fn keep_install(&self, pending: &Pending) -> Result<(), StateError> {
+        match &pending.install {
+            Some(install) => install.keep(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -378,6 +378,7 @@ fn created_dirs_are_0700_and_files_0600() {
         after: None,
         trial: String::new(),
         config: None,
+        install: None,
     })
     .unwrap();
 
@@ -408,11 +409,43 @@ fn pending_round_trip() {
         after: Some(7),
         trial: "0123456789abcdef".into(),
         config: Some("c.toml".into()),
+        install: None,
     };
     dir.set_pending(&p).unwrap();
     assert_eq!(dir.pending().unwrap(), Some(p));
     dir.clear_pending().unwrap();
     assert_eq!(dir.pending().unwrap(), None);
+}
+
+/// A trial's staged boot-set file goes with its `pending` (reverted),
+/// unless it was kept first (confirmed).
+#[test]
+fn clearing_pending_discards_the_staged_install_unless_it_was_kept() {
+    let scratch = Scratch::new("pending-install");
+    let dir = scratch.open().unwrap();
+    let boot = dir.path().join("boot");
+    fs::create_dir(&boot).unwrap();
+    for keep in [false, true] {
+        let install = crate::state::install::Install::new(&boot, "rails.toml", "0123456789abcdef");
+        install.stage("[defaults]\n").unwrap();
+        let p = Pending {
+            pid: 1,
+            guard_pid: 2,
+            deadline_unix: 3,
+            journal: String::new(),
+            after: None,
+            trial: "0123456789abcdef".into(),
+            config: None,
+            install: Some(install.clone()),
+        };
+        dir.set_pending(&p).unwrap();
+        if keep {
+            dir.keep_install(&p).unwrap();
+        }
+        dir.clear_pending().unwrap();
+        assert!(!install.staged.exists(), "keep={keep}: the staged file is gone");
+        assert_eq!(install.to.exists(), keep, "keep={keep}: in the boot set only when kept");
+    }
 }
 
 #[test]
