@@ -200,6 +200,13 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// Exit 0, not 5, when parts of the config are not ready (they are
+    /// still reported, and `watch` heals them once ready): for a caller
+    /// that takes only 0 for success and has no shell to test the code,
+    /// such as a Kubernetes init container.
+    #[arg(long, conflicts_with = "strict")]
+    pub not_ready_ok: bool,
+
     /// Wait up to SECONDS for the addresses the plan uses that are still
     /// in IPv6 duplicate address detection (tentative; never link-local
     /// ones) before taking them for not ready.

@@ -57,6 +57,8 @@ def main() -> None:
                 fail(f"container {c['name']} mounts an unknown volume {m['name']}")
         if not any(m["mountPath"] == "/etc/roce-route" for m in c.get("volumeMounts", [])):
             fail(f"container {c['name']} does not mount the config at /etc/roce-route")
+        if not c["command"] or c["command"][0] != "/usr/sbin/roce-route":
+            fail(f"container {c['name']} must run /usr/sbin/roce-route itself: the image has no shell")
         commands[c["name"]] = c["command"]
     if commands.get("watch") != ["/usr/sbin/roce-route", "watch"]:
         fail("the main container must run `roce-route watch`")

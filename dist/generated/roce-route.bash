@@ -165,7 +165,7 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__apply)
-            opts="-v -q -h --dry-run --adopt --confirm --install --strict --settle --no-announce --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --dry-run --adopt --confirm --install --strict --not-ready-ok --settle --no-announce --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -177,9 +177,10 @@ impl ApplyReport {
     }
 }
 
-/// Exit 5 when parts of the config were not ready, 0 otherwise.
-fn code_for(not_ready: &[NotReady]) -> i32 {
-    if not_ready.is_empty() { exit::OK } else { exit::NOT_READY }
+/// Exit 5 when parts of the config were not ready (0 with
+/// --not-ready-ok), 0 otherwise.
+fn code_for(args: &ApplyArgs, not_ready: &[NotReady]) -> i32 {
+    if not_ready.is_empty() || args.not_ready_ok { exit::OK } else { exit::NOT_READY }
 }
 
 /// Says what was left alone and why (stderr; `not_ready` in --json), and
@@ -414,7 +415,7 @@ impl Apply<'_> {
         if self.ctx.chatty() {
             say!("roce-route: in sync, nothing changed{}", not_ready_tail(&desired.not_ready));
         }
-        Done::new(code_for(&desired.not_ready), false, report)
+        Done::new(code_for(self.args, &desired.not_ready), false, report)
     }
 
     /// The change is made and committed: the peers are told, a --confirm
@@ -443,7 +444,7 @@ impl Apply<'_> {
         if self.ctx.chatty() {
             self.print_applied(&desired, &plan, &report.announced, rounds);
         }
-        Ok(Done::new(code_for(&desired.not_ready), true, report))
+        Ok(Done::new(code_for(self.args, &desired.not_ready), true, report))
     }
 
     /// A line per rail (every command with -v), and one line for the
@@ -532,7 +533,7 @@ fn report_dry_run(
     }
     // With --dry-run, "changed" says whether apply would change the host.
     let report = ApplyReport::new(plan, true).with_not_ready(not_ready);
-    Ok(Done::new(code_for(not_ready), !plan.ops.is_empty(), report))
+    Ok(Done::new(code_for(args, not_ready), !plan.ops.is_empty(), report))
 }
 
 /// `apply FILES... EXTRA...` as suggestion words.
