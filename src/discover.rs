@@ -360,9 +360,9 @@ pub fn render(d: &Discovered) -> String {
     let mut out = vec![
         "# roce-route configuration written by `roce-route discover`: one [[interface]] per".to_string(),
         "# RDMA netdev with a global address. Review it, try it with `roce-route apply --dry-run".to_string(),
-        "# FILE`, then install it as /etc/roce-route/rails.toml (every *.toml there is the boot".to_string(),
-        "# config). Tables are given at apply time, from [defaults] table_base (100) up, and kept."
-            .to_string(),
+        "# FILE`, then `roce-route apply --confirm 120 --install /etc/roce-route/ FILE`: the".to_string(),
+        "# confirmation puts it there, where every *.toml is the boot config. Tables are given".to_string(),
+        "# at apply time, from [defaults] table_base (100) up, and kept.".to_string(),
     ];
     for r in &d.rails {
         out.push(String::new());
