@@ -20,6 +20,12 @@ rail's table again):
                 the time to converge after the storm
   memory        VmRSS after 100 and after 10,000 flaps (ip -batch storms)
 
+With --pods N, only pod churn instead: N veths with CNI-like names (as a
+Kubernetes node's CNI makes them), each created, addressed, brought up and
+deleted (in ip -batch runs of 50), while watch -v runs; halfway, a rail
+flaps. Reports the passes watch made (its `pass` lines, the start's left
+out), the CPU time it used, and the heal time of that flap.
+
 Python standard library only; reuses bench.py.
 """
 
@@ -89,6 +95,7 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=50, help="events of each kind (default 50)")
     ap.add_argument("--idle", type=int, default=60, help="seconds of idle measured (default 60)")
     ap.add_argument("--binary", type=Path, default=REPO / "target/release/roce-route")
+    ap.add_argument("--pods", type=int, default=0, help="measure only the churn of N pod veths")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("watch.py: must run as root", file=sys.stderr)
@@ -102,7 +109,10 @@ def main() -> int:
         with Testbed("watch", work) as tb:
             rr = [str(binary), "--netns", tb.host, "--state-dir", str(state)]
             sh(*rr, "apply", "--no-announce", str(config))
-            watch = subprocess.Popen([*rr, "watch"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+            verbose = ["-v"] if args.pods else []
+            watch = subprocess.Popen(
+                [*rr, *verbose, "watch"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+            )
             try:
                 line = watch.stderr.readline()
                 if "watching" not in line:
@@ -113,6 +123,9 @@ def main() -> int:
                 log: list[str] = []
                 threading.Thread(target=lambda: [log.append(x) for x in watch.stderr], daemon=True).start()
                 try:
+                    if args.pods:
+                        pods(tb, watch.pid, args.pods, log, work)
+                        return 0
                     results = measure(tb, watch.pid, args)
                 except BenchError:
                     print("".join(log[-15:]), file=sys.stderr)
@@ -191,6 +204,42 @@ def measure(tb: Testbed, pid: int, args) -> dict:
     res["rss_10000"] = status_kib(pid, "VmRSS")
     res["hwm"] = status_kib(pid, "VmHWM")
     return res
+
+
+def pods(tb: Testbed, pid: int, n: int, log: list[str], work: Path) -> None:
+    """N pod veths come and go; a rail flaps halfway."""
+    h = ("ip", "-n", tb.host)
+    time.sleep(1)
+    passes = lambda: sum(1 for line in log if " pass " in f" {line}" and "at start" not in line)
+    start_passes, start_ticks = passes(), cpu_ticks(pid)
+    t0 = time.perf_counter()
+    heal = None
+    for first in range(0, n, 50):
+        lines = []
+        for i in range(first, min(n, first + 50)):
+            pod = f"veth{i:08x}"
+            lines += [
+                f"link add {pod} type veth peer name eth{i}",
+                f"addr add 10.244.{i // 250}.{1 + i % 250}/32 dev {pod}",
+                f"link set {pod} up",
+                f"link set eth{i} up",
+                f"link del {pod}",
+            ]
+        batch = work / "pods.batch"
+        batch.write_text("\n".join(lines) + "\n")
+        sh(*h, "-batch", str(batch))
+        if heal is None and first + 50 >= n // 2:
+            k = RAILS - 1
+            sh(*h, "link", "set", f"rail{k}", "down")
+            sh(*h, "link", "set", f"rail{k}", "up")
+            heal = wait(lambda: routed(tb, k), what=f"rail{k} after a flap amid pod churn")
+    churn = time.perf_counter() - t0
+    time.sleep(1)
+    made = passes() - start_passes
+    cpu = (cpu_ticks(pid) - start_ticks) / TICKS
+    print(f"kernel {os.uname().release}, {os.cpu_count()} CPUs, {RAILS} rails")
+    print(f"pods: {n} veths created and deleted in {churn:.1f} s; watch made {made} passes "
+          f"(1 is the rail's flap), used {cpu:.2f} s of CPU; the flap halfway healed in {heal * 1000:.1f} ms")
 
 
 def report(r: dict, args) -> None:

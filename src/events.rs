@@ -21,6 +21,7 @@
 //!   when something is tentative. Here the kernel's buffer bounds the backlog
 //!   while a pass runs.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::net::IpAddr;
 use std::ops::Add;
@@ -350,6 +351,29 @@ impl Heard {
         !self.overflow && self.events.iter().all(Event::is_rule_or_route)
     }
 
+    /// Keeps only what may concern a rail: a link event of a rail's name
+    /// (a new link by that name, or one renamed to it) or of a rail's
+    /// index (a rail renamed away, deleted), an address event of a rail
+    /// (by index, also a rail's that appears in this burst), and every
+    /// route, rule and unreadable message. A pod's veth coming and going
+    /// is none of these: it gets no pass.
+    pub fn retain_rails(&mut self, is_rail: impl Fn(&str) -> bool, rail_indexes: &BTreeSet<u32>) {
+        let mut indexes = rail_indexes.clone();
+        indexes.extend(
+            self.events
+                .iter()
+                .filter(|e| e.subject == Subject::Link && e.ifname.as_deref().is_some_and(&is_rail))
+                .filter_map(|e| e.ifindex),
+        );
+        self.events.retain(|e| match e.subject {
+            Subject::Link => {
+                e.ifname.as_deref().is_some_and(&is_rail) || e.ifindex.is_some_and(|i| indexes.contains(&i))
+            }
+            Subject::Address => e.ifindex.is_some_and(|i| indexes.contains(&i)),
+            Subject::Route | Subject::Rule | Subject::Unreadable => true,
+        });
+    }
+
     /// Each event's words once, in order (links named by `name_of`).
     pub fn described(&self, name_of: impl Fn(u32) -> Option<String>) -> Vec<String> {
         let mut seen = Vec::new();
@@ -424,6 +448,46 @@ mod tests {
 
     fn ev(subject: Subject, ifindex: Option<u32>, what: &str) -> Event {
         Event { subject, ifindex, ifname: None, what: what.into() }
+    }
+
+    fn named(subject: Subject, ifindex: u32, name: &str) -> Event {
+        Event { subject, ifindex: Some(ifindex), ifname: Some(name.into()), what: "up, carrier on".into() }
+    }
+
+    /// A pod's veth (any name not a rail's, an index not a rail's) is
+    /// dropped with its addresses; a rail's link and address events stay,
+    /// also a new link by a rail's name and its address in the same burst,
+    /// a rail renamed away (its index), and every rule and route.
+    #[test]
+    fn only_what_may_concern_a_rail_is_kept() {
+        let rails: BTreeSet<u32> = [2, 3].into();
+        let is_rail = |n: &str| n == "rail0" || n == "rail1" || n == "rail9";
+        let mut heard = Heard::default();
+        heard.add(Received::Events(vec![
+            named(Subject::Link, 40, "veth1a2b3c4d"),
+            ev(Subject::Address, Some(40), "address 10.244.1.5/32 added"),
+            named(Subject::Link, 2, "rail0"),
+            ev(Subject::Address, Some(3), "address 198.51.100.11/24 removed"),
+            named(Subject::Link, 3, "renamed"),
+            named(Subject::Link, 50, "rail9"),
+            ev(Subject::Address, Some(50), "address 198.51.100.19/24 added"),
+            ev(Subject::Rule, None, "rule deleted (lookup 100)"),
+            ev(Subject::Route, None, "route deleted in table 100"),
+        ]));
+        heard.retain_rails(is_rail, &rails);
+        let kept: Vec<Option<u32>> = heard.events.iter().map(|e| e.ifindex).collect();
+        assert_eq!(kept, vec![Some(2), Some(3), Some(3), Some(50), Some(50), None, None], "{heard:?}");
+
+        let mut pods = Heard::default();
+        pods.add(Received::Events(vec![
+            named(Subject::Link, 41, "cali0123456789a"),
+            ev(Subject::Address, Some(41), "address 10.244.1.6/32 added"),
+        ]));
+        pods.retain_rails(is_rail, &rails);
+        assert!(pods.is_empty(), "pod churn alone runs no pass: {pods:?}");
+        let mut lost = Heard { events: Vec::new(), overflow: true };
+        lost.retain_rails(is_rail, &rails);
+        assert!(!lost.is_empty(), "an overflow always gets its resync");
     }
 
     #[test]

@@ -759,3 +759,31 @@ fn the_last_apply_survives_a_heal_and_a_restart() {
     let text = read();
     assert_eq!(sample(&text, "roce_route_last_apply_timestamp_seconds"), Some(applied_at), "{text}");
 }
+
+/// Pod churn on a Kubernetes node (issue 26, item 2): veths with CNI-like
+/// names, each addressed, brought up and deleted, while watch runs on the
+/// rails. None of them is a rail, so none gets a pass; a rail's flap
+/// right after still does, and is healed. (Red before: every link and
+/// address event of any interface ran a full pass, 40 veths gave dozens.)
+#[test]
+fn pod_veths_coming_and_going_get_no_pass_and_a_rail_flap_still_heals() {
+    let (tb, _cfg) = applied(2);
+    let w = Watch::start(&tb);
+    let before = w.pass_count();
+    for i in 0..40 {
+        let (pod, peer) = (format!("veth{i:08x}"), format!("eth{i}"));
+        tb.ip_host(&format!("link add {pod} type veth peer name {peer}"));
+        tb.ip_host(&format!("addr add 10.244.{}.{}/32 dev {pod}", i / 200, 1 + i % 200));
+        tb.ip_host(&format!("link set {pod} up"));
+        tb.ip_host(&format!("link set {peer} up"));
+        tb.ip_host(&format!("link del {pod}"));
+    }
+    // Longer than the burst window: any pass the churn started has run.
+    std::thread::sleep(Duration::from_millis(500));
+    let after_churn = w.pass_count();
+    assert_eq!(after_churn, before, "passes for pod veths:\n{}", w.log());
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    w.wait_pass(after_churn, "rail1: up");
+    wait_healed(&tb, &w, 1, "a rail flap after pod churn");
+}

@@ -123,7 +123,12 @@ impl Watching<'_> {
     /// A burst is over: its pass, unless it says nothing or passes are
     /// held back (another agent undoes the heals over and over, or the last
     /// pass failed: the events wait for the held pass).
-    async fn heard(&mut self, heard: Heard) -> Result<(), Error> {
+    async fn heard(&mut self, mut heard: Heard) -> Result<(), Error> {
+        // Links that are not rails (a pod's veth) come and go all day on a
+        // Kubernetes node: their events get no pass, no read of the links.
+        if let Some(rails) = &self.w.rails {
+            heard.retain_rails(|name| rails.contains(name), &self.w.rail_indexes(&self.nl));
+        }
         if heard.is_empty() {
             return Ok(());
         }

@@ -2,6 +2,7 @@
 //! waiting, the namespace lock), then the heal under the lock (`heal.rs`),
 //! and its `pass` line.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::commands::{Ctx, Verbosity};
@@ -43,6 +44,10 @@ pub(super) struct Watcher<'a> {
     /// toward a fight; one after a link flap does not.
     pub undone_by_agent: bool,
     links: NewLinks,
+    /// The interfaces the recorded config names (rails and ARP-only
+    /// ones), as of the last pass that read it: the only links whose
+    /// events get a pass. None until then: every event does.
+    pub rails: Option<BTreeSet<String>>,
     /// What `--metrics` writes, kept for the run.
     pub metrics: Metrics,
 }
@@ -61,6 +66,7 @@ impl<'a> Watcher<'a> {
             fight: Fight::default(),
             undone_by_agent: false,
             links: NewLinks::default(),
+            rails: None,
             metrics: Metrics::default(),
         }
     }
@@ -69,7 +75,14 @@ impl<'a> Watcher<'a> {
     /// rail (re)appearing, which gets a second pass shortly (udev's late
     /// sysctls).
     pub fn saw_links(&mut self, nl: &Netlink) {
-        self.links.saw(nl.links().iter().map(|l| l.index).collect());
+        self.links.saw(self.rail_indexes(nl));
+    }
+
+    /// The indexes of the links that are rails now (every link while the
+    /// rails are not known).
+    pub fn rail_indexes(&self, nl: &Netlink) -> BTreeSet<u32> {
+        let rail = |name: &str| self.rails.as_ref().is_none_or(|r| r.contains(name));
+        nl.links().iter().filter(|l| rail(&l.name)).map(|l| l.index).collect()
     }
 
     /// Reads the links again (and sees them).
@@ -198,6 +211,13 @@ impl<'a> Watcher<'a> {
             return Ok(Outcome::Deferred);
         }
         let cfg = crate::config::parse_many(&record.config_files)?;
+        self.rails = Some(
+            cfg.interfaces
+                .iter()
+                .map(|i| i.name.clone())
+                .chain(cfg.arp_only.iter().map(|a| a.name.clone()))
+                .collect(),
+        );
         self.refresh_links(nl).await?;
         let converged = self.converge(nl, &cfg, &record).await?;
         drop(lock);
