@@ -17,41 +17,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Address, Link, Live, Op, Prefix, RawBytes, Route, RouteKey, Rule, Sysctl, SysctlKey};
+use crate::model::{Live, Op, Prefix, RawBytes, Route, RouteKey, Rule, Sysctl, SysctlKey};
+use crate::observed::Observed;
 use crate::plan::Desired;
 use crate::render;
 use crate::risks::{self, Ahead, ArpFlux, ForeignRule, NoCarrier};
-use crate::state::Origins;
-
-/// What was read from the host, limited to what roce-route needs.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Observed {
-    pub rules: Vec<Live<Rule>>,
-    /// Routes of the tables concerned (configured tables and tables that
-    /// our own rules point to).
-    pub routes: Vec<Live<Route>>,
-    /// Current values of `conf/<iface>/<key>` for the desired sysctls,
-    /// the recorded ones, and the ARP sysctls of `risks::arp_candidates`.
-    pub sysctls: BTreeMap<(String, SysctlKey), u32>,
-    /// `conf/all/<key>`.
-    pub all: BTreeMap<SysctlKey, u32>,
-    /// Values recorded before roce-route first changed a sysctl.
-    pub origins: Origins,
-    /// Protocol numbers roce-route recorded as its own besides the
-    /// config's (an earlier `[defaults] protocol`).
-    pub owned_protocols: BTreeSet<u8>,
-    /// Every link (admin state and carrier).
-    pub links: Vec<Link>,
-    /// Every address of every interface.
-    pub addresses: Vec<Address>,
-}
-
-impl Observed {
-    /// Whether an entry with protocol `p` is roce-route's own.
-    pub fn owns(&self, desired: &Desired, p: u8) -> bool {
-        p == desired.protocol || self.owned_protocols.contains(&p)
-    }
-}
 
 /// An entry roce-route does not own that stands in its way.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -28,6 +28,7 @@ pub mod model;
 pub mod nccl;
 pub mod netlink;
 pub mod netns;
+pub mod observed;
 pub mod output;
 pub mod packet;
 pub mod paste;

@@ -24,8 +24,8 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::behaviour::Verdict;
-use crate::diff::Observed;
 use crate::model::{Address, Family, Link, Live, Op, Prefix, Rule, SysctlKey, fr_act};
+use crate::observed::Observed;
 use crate::plan::Desired;
 use crate::render;
 

@@ -6,7 +6,7 @@
 //! `rule_find`) and net/ipv4/fib_trie.c (`fib_table_delete`); the rule
 //! behaviours the findings below rest on were checked with `ip rule` on
 //! kernel 6.18. It implements `executor::Effects`, so the real executor
-//! drives it, and `Kernel::dump` turns it into the `diff::Observed` that
+//! drives it, and `Kernel::dump` turns it into the `observed::Observed` that
 //! `reconcile::observe` would read from a real host.
 //!
 //! What the model follows:
@@ -78,12 +78,13 @@ use std::rc::Rc;
 use nix::errno::Errno;
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
-use roce_route::diff::{self, Observed, Plan};
+use roce_route::diff::{self, Plan};
 use roce_route::executor::{self, Effects, StepFailure, StopFlag};
 use roce_route::model::{
     Address, Family, Link, Live, Op, Prefix, RESERVED_TABLES, RawBytes, Route, RouteKey, Rule, SysctlKey,
     rtn, scope,
 };
+use roce_route::observed::Observed;
 use roce_route::plan::{self, Desired};
 use roce_route::state::Origins;
 

@@ -23,9 +23,10 @@ use std::net::IpAddr;
 
 use common::{Netns, point_to_point_host};
 use roce_route::behaviour::{self, Probes};
-use roce_route::diff::{self, Observed};
+use roce_route::diff;
 use roce_route::model::{Address, Family, Link, Prefix, Route, scope};
 use roce_route::netlink::Netlink;
+use roce_route::observed::Observed;
 use roce_route::plan::{self, Desired};
 use roce_route::{config, netns, render};
 

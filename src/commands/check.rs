@@ -398,8 +398,8 @@ mod tests {
     /// change it; with nothing to apply, apply is not suggested either.
     #[test]
     fn risks_are_differences_and_traffic_gets_a_fix_that_fixes() {
-        use crate::diff::Observed;
         use crate::model::{Address, Link, Live, Prefix, Rule};
+        use crate::observed::Observed;
         use crate::plan::PlannedInterface;
         let a: std::net::IpAddr = "198.51.100.11".parse().unwrap();
         let d = Desired {

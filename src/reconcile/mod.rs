@@ -11,10 +11,11 @@ use std::net::IpAddr;
 use anyhow::{Context, Result};
 
 use crate::config::Config;
-use crate::diff::{self, Observed, Plan};
+use crate::diff::{self, Plan};
 use crate::error::Error;
 use crate::model::{Family, RESERVED_TABLES, SysctlKey};
 use crate::netlink::Netlink;
+use crate::observed::Observed;
 use crate::plan::{self, Desired};
 use crate::state::Record;
 use crate::sysctl;
