@@ -7,7 +7,8 @@
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::{Announced, Ctx, Done, announced_lines, connect, tell_peers};
+use super::tell::{Announced, announced_lines, tell_peers};
+use super::{Ctx, Done, connect};
 use crate::config::Config;
 use crate::error::{Error, exit};
 use crate::render::count;

@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{
-    Announced, Change, Ctx, Done, Verbosity, announced_lines, announced_summary, connect, read_rdma_lenient,
-    tell_peers,
+    Change, Ctx, Done, Verbosity, connect, read_rdma_lenient,
+    tell::{Announced, announced_lines, announced_summary, tell_peers},
 };
 use crate::announce;
 use crate::cli::ApplyArgs;

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use crate::announce;
-use crate::commands::{Change, tell_peers};
+use crate::commands::Change;
+use crate::commands::tell::tell_peers;
 use crate::config::Config;
 use crate::converge::{self, Converged, Request, table_owners};
 use crate::error::Error;

@@ -38,7 +38,7 @@ pub(super) enum Event<'a> {
         triggers: &'a [String],
         changes: Vec<Change>,
         summary: &'a [String],
-        announced: &'a [crate::commands::Announced],
+        announced: &'a [crate::commands::tell::Announced],
     },
     /// A part of the config the host is not ready for, said when it starts.
     NotReady(&'a NotReady),
