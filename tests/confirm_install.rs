@@ -192,3 +192,48 @@ fn install_without_confirm_puts_the_file_in_place_after_the_change() {
     let restarted = restart_unit(&s.tb, &s.boot);
     assert!(restarted.stdout().contains("in sync"), "{}", restarted.report());
 }
+
+fn kill9(pid: u64) {
+    let out = std::process::Command::new("kill").args(["-9", &pid.to_string()]).output().unwrap();
+    assert!(out.status.success(), "kill -9 {pid}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Guard and apply both killed (SIGKILL) once the change is made: the
+/// staged file is left, named in `pending`. The unit's restart reverts
+/// the orphaned trial, removes the staged file and applies the boot set:
+/// the host and DIR are as before the trial.
+#[test]
+fn a_trial_whose_guard_and_apply_die_is_undone_by_the_unit_files_included() {
+    let s = setup();
+    let apply = Background::spawn(s.trial("60"), "apply --confirm 60 --install");
+    poll_until("the change to be made", Duration::from_secs(10), || {
+        s.tb.dump() != s.before && guard_armed(&s.tb.state_base())
+    });
+    let pending: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(s.tb.ns_state_dir().join("pending")).unwrap()).unwrap();
+    let staged = PathBuf::from(pending["install"]["staged"].as_str().expect("pending names the staged file"));
+    assert!(staged.exists(), "{pending}");
+    // The apply first: one whose guard died reverts the trial itself.
+    kill9(pending["pid"].as_u64().unwrap());
+    drop(apply);
+    kill9(pending["guard_pid"].as_u64().unwrap());
+    assert!(staged.exists(), "the staged file is left until the trial is settled");
+    let restarted = restart_unit(&s.tb, &s.boot);
+    assert!(restarted.stderr().contains("reverted its unconfirmed change"), "{}", restarted.report());
+    assert_dump_eq(&s.before, &s.tb.dump(), "the unit after a trial whose guard and apply died");
+    assert_eq!(listing(&s.boot), s.boot_before, "the boot set after the orphaned trial was undone");
+}
+
+/// A trial that finds the host in sync ends at once, and still installs
+/// the file (the confirmation the guard gives itself).
+#[test]
+fn an_in_sync_trial_installs_the_file_at_once() {
+    let s = setup();
+    // The boot set's config with a comment more: the host is in sync.
+    let draft = format!("# reviewed\n{}", fs::read_to_string(s.boot.join("rails.toml")).unwrap());
+    fs::write(&s.draft, &draft).unwrap();
+    let run = Run::of(s.trial("60")).expect_code(EXIT_OK);
+    assert!(run.stdout().contains("in sync") && run.stderr().contains("installed"), "{}", run.report());
+    assert_eq!(listing(&s.boot), vec![("rails.toml".to_string(), draft)]);
+    assert!(!guard_armed(&s.tb.state_base()), "the guard ended");
+}
