@@ -37,6 +37,7 @@ pub mod probe;
 pub mod profile;
 pub mod rdma;
 pub mod rdma_check;
+pub mod rdma_read;
 pub mod reconcile;
 pub mod render;
 pub mod risks;

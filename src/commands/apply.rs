@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{
-    Change, Ctx, Done, Verbosity, connect, read_rdma_lenient,
+    Change, Ctx, Done, Verbosity, connect,
     tell::{Announced, announced_lines, announced_summary, tell_peers},
 };
 use crate::announce;
@@ -22,6 +22,7 @@ use crate::converge::{self, Converged, Request, table_owners};
 use crate::diff::Plan;
 use crate::error::{Error, exit};
 use crate::plan::{Desired, NotReady};
+use crate::rdma_read;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::say;
@@ -204,7 +205,7 @@ pub async fn run(
     // What breaks RDMA that apply cannot change (a port that is down, an
     // address without its RoCE v2 GID): read first, so a bad --sysfs-root
     // is refused before anything changes; warned about once planned.
-    let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
+    let rdma = rdma_read::read_lenient(&args.sysfs, nl.links())?;
     let run = Apply { ctx, args, cfg: &cfg, rdma: &rdma };
     let settled = reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
     if args.dry_run {

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use std::collections::BTreeMap;
 
-use super::{Ctx, Done, NoteKind, connect, print_text, read_rdma_lenient, run_notes};
+use super::{Ctx, Done, NoteKind, connect, print_text, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::cli::{CheckArgs, CheckFormat};
 use crate::config::{Config, ConfigError};
@@ -25,6 +25,7 @@ use crate::netlink::Netlink;
 use crate::plan::{Desired, NotReady};
 use crate::rdma::Rdma;
 use crate::rdma_check;
+use crate::rdma_read;
 use crate::reconcile;
 use crate::render::{self, count};
 use crate::risks;
@@ -80,7 +81,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
     };
     let notes = run_notes(ctx, state.as_ref())?;
     let nl = connect().await?;
-    let rdma = read_rdma_lenient(sysfs, nl.links())?;
+    let rdma = rdma_read::read_lenient(sysfs, nl.links())?;
     super::probe::mtu_warnings(&nl, &cfg, &rdma, sysfs).await.into_iter().for_each(|w| ctx.warn(w));
     let fix_all = ctx.suggest(&super::apply::apply_args(&cfg.files, &[]));
     for w in managers::warnings(&managers::scan()) {

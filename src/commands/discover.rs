@@ -4,12 +4,13 @@
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, print_text, read_rdma};
+use super::{Ctx, Done, connect, print_text};
 use crate::cli::DiscoverArgs;
 use crate::discover::{self, Discovered, Host, Selection};
 use crate::error::{Error, exit};
 use crate::glob;
 use crate::model::Family;
+use crate::rdma_read;
 
 /// The fields of `discover --json`.
 #[derive(Debug, Serialize)]
@@ -25,7 +26,7 @@ pub async fn run(ctx: &Ctx, args: &DiscoverArgs) -> Result<Done, Error> {
         glob::validate(g).map_err(|e| Error::Usage(format!("--interfaces {e}")))?;
     }
     let nl = connect().await?;
-    let rdma = read_rdma(&args.sysfs, nl.links())?;
+    let rdma = rdma_read::read(&args.sysfs, nl.links())?;
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
     let selection =
         if args.interfaces.is_empty() { Selection::Rdma } else { Selection::Globs(args.interfaces.clone()) };

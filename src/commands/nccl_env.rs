@@ -4,11 +4,12 @@
 
 use anyhow::Context as _;
 
-use super::{Ctx, Done, connect, print_text, read_rdma};
+use super::{Ctx, Done, connect, print_text};
 use crate::cli::{NcclEnvArgs, NcclFormat};
 use crate::config::Config;
 use crate::error::{Error, exit};
 use crate::nccl::{self, RailAddrs};
+use crate::rdma_read;
 
 /// `cfg`: the config given on the command line, if any.
 pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<Done, Error> {
@@ -17,7 +18,7 @@ pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<D
         None => super::latest_config(ctx, "nccl-env", &["nccl-env", "/etc/roce-route/"])?,
     };
     let nl = connect().await?;
-    let rdma = read_rdma(&args.sysfs, nl.links())?;
+    let rdma = rdma_read::read(&args.sysfs, nl.links())?;
     let live = nl.addresses().await.context("cannot read the interface addresses")?;
     let rails: Vec<RailAddrs> = cfg
         .interfaces
@@ -26,7 +27,7 @@ pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<D
         .collect();
     // Every port's pkey table (NCCL_IB_PKEY is an index into it); one that
     // cannot be read is a warning about the rails on that port.
-    let sysfs = super::sysfs_dir(&args.sysfs)?;
+    let sysfs = rdma_read::sysfs_dir(&args.sysfs)?;
     let pkeys: nccl::PkeyTables = rdma
         .ports
         .iter()

@@ -14,7 +14,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, read_rdma_lenient};
+use super::{Ctx, Done, connect};
 use crate::cli::ProbeArgs;
 use crate::config::Config;
 use crate::error::{Error, exit};
@@ -23,6 +23,7 @@ use crate::netlink::Netlink;
 use crate::probe::io::{self, Job, RailIo};
 use crate::probe::peers::{self, Peers, SelfDoc, SelfRail};
 use crate::probe::verdict::{self, LocalRail, Observation, OwnArp, ProbeResult, RdmaMtu, Reply};
+use crate::rdma_read;
 use crate::tell;
 
 /// The fields of `probe --json`.
@@ -233,7 +234,7 @@ async fn local_rails(
     live: &[crate::model::Address],
 ) -> Result<Vec<ProbeRail>, Error> {
     let mtus = link_mtus(nl).await?;
-    let rdma = read_rdma_lenient(&args.sysfs, nl.links())?;
+    let rdma = rdma_read::read_lenient(&args.sysfs, nl.links())?;
     rdma.unreadable.iter().for_each(|w| ctx.warn(w.to_string()));
     let sysfs = crate::sysfs::Dir::new(&args.sysfs.sysfs_root);
     let mut rails = Vec::new();

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, read_rdma_lenient, run_notes};
+use super::{Ctx, Done, connect, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::cli::SysfsArg;
 use crate::config::DEFAULT_PROTOCOL;
@@ -17,6 +17,7 @@ use crate::error::{Error, exit};
 use crate::model::{Address, Family, Link, Route, Rule, SysctlKey, scope};
 use crate::netlink::Netlink;
 use crate::rdma::Port;
+use crate::rdma_read;
 use crate::reconcile;
 use crate::say;
 use crate::{render, sysctl};
@@ -184,7 +185,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     protocols.extend(protocol);
     let notes = run_notes(ctx, state.as_ref())?.into_iter().map(|n| n.text).collect();
     let nl = connect().await?;
-    let observed = read_rdma_lenient(sysfs, nl.links())?;
+    let observed = rdma_read::read_lenient(sysfs, nl.links())?;
     observed.unreadable.iter().for_each(|u| ctx.warn(u.to_string()));
     let rdma = observed.rdma;
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;

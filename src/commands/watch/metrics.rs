@@ -86,7 +86,7 @@ impl Metrics {
         let (mut rdma, _) = crate::rdma::scan_lenient(sysfs.as_ref(), links);
         // Unowned RoCE ports are left out on error too: a missing metric
         // rather than another namespace's port state.
-        let _ = crate::commands::own_rdma(sysfs.as_ref(), &mut rdma);
+        let _ = crate::rdma_read::own(sysfs.as_ref(), &mut rdma);
         let rails: Vec<&str> = self.rails.iter().map(String::as_str).collect();
         // A port that went (its device deleted) is no longer shown.
         for rail in self.snapshot.rails.values_mut() {

@@ -46,7 +46,7 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     ctx.stream_warnings("watch");
     // Only the metrics read sysfs: without --metrics, a host or container
     // with no usable /sys still gets its heals.
-    let sysfs = args.metrics.as_ref().map(|_| super::sysfs_dir(&args.sysfs)).transpose()?;
+    let sysfs = args.metrics.as_ref().map(|_| crate::rdma_read::sysfs_dir(&args.sysfs)).transpose()?;
     let _held = service::hold_watch_lock()?;
     let state = ctx.state()?;
     // Subscribed before the first pass: nothing that happens after it is missed.
