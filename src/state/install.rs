@@ -67,12 +67,7 @@ impl Install {
 
     /// Removes the staged file (gone already is fine): the trial was not kept.
     pub fn discard(&self) -> Result<(), StateError> {
-        match fs::remove_file(&self.staged) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(StateError::Io { path: self.staged.clone(), source: e })
-            }
-            _ => Ok(()),
-        }
+        super::files::remove_if_exists(&self.staged)
     }
 
     /// Stages and keeps at once: an apply without `--confirm`, once committed.
