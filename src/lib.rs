@@ -48,3 +48,4 @@ pub mod sysctl;
 pub mod sysfs;
 pub mod testhooks;
 pub mod transaction;
+pub mod verbs;

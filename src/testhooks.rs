@@ -24,6 +24,9 @@
 //!   reads them, to make them drop frames.
 //! - `ROCE_ROUTE_PROBE_ECHO_READ_DELAY_MS=N`: probe waits N ms once its
 //!   first echoes are out, before it reads their replies (queued meanwhile).
+//! - `ROCE_ROUTE_RDMA_LIBS=RDMACM,IBVERBS`: the library names `probe
+//!   --rdma` opens instead of librdmacm.so.1 and libibverbs.so.1, to show
+//!   what a host without rdma-core is told.
 
 #[cfg(feature = "fault-injection")]
 mod hooks {
@@ -141,6 +144,14 @@ mod hooks {
         }
     }
 
+    /// `ROCE_ROUTE_RDMA_LIBS=RDMACM,IBVERBS`: the libraries `probe --rdma`
+    /// opens.
+    pub fn rdma_libs() -> Option<(String, String)> {
+        let v = std::env::var("ROCE_ROUTE_RDMA_LIBS").ok()?;
+        let (a, b) = v.split_once(',')?;
+        Some((a.to_string(), b.to_string()))
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -162,7 +173,7 @@ mod hooks {
 #[cfg(feature = "fault-injection")]
 pub use hooks::{
     after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay,
-    probe_echo_read_delay, probe_rcvbuf, step_delay, watch_rcvbuf,
+    probe_echo_read_delay, probe_rcvbuf, rdma_libs, step_delay, watch_rcvbuf,
 };
 
 #[cfg(not(feature = "fault-injection"))]
@@ -191,10 +202,14 @@ mod hooks {
     pub fn probe_drain_delay() {}
     #[inline(always)]
     pub fn probe_echo_read_delay() {}
+    #[inline(always)]
+    pub fn rdma_libs() -> Option<(String, String)> {
+        None
+    }
 }
 
 #[cfg(not(feature = "fault-injection"))]
 pub use hooks::{
     after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay,
-    probe_echo_read_delay, probe_rcvbuf, step_delay, watch_rcvbuf,
+    probe_echo_read_delay, probe_rcvbuf, rdma_libs, step_delay, watch_rcvbuf,
 };
