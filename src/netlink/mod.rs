@@ -38,6 +38,7 @@ mod extack;
 #[cfg(test)]
 mod fixture;
 mod link;
+pub mod neighbour;
 pub mod rdma;
 mod route;
 mod rule;
