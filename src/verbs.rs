@@ -175,6 +175,81 @@ pub const SIZES: [(&str, usize); 5] = [
     ("ibv_wc", std::mem::size_of::<ibv_wc>()),
 ];
 
+/// Every offset, size and constant this module takes from rdma-core's
+/// headers, by the name `tests/verbs_layout.c` prints it with: the test
+/// compiles that program against the headers and compares.
+pub fn layout() -> Vec<(&'static str, i64)> {
+    use std::mem::offset_of;
+    let mut v: Vec<(&'static str, i64)> = vec![
+        ("ibv_context.ops.poll_cq", offset::CONTEXT_POLL_CQ as i64),
+        ("ibv_context.ops.post_send", offset::CONTEXT_POST_SEND as i64),
+        ("ibv_mr.addr", offset::MR_ADDR as i64),
+        ("ibv_mr.lkey", offset::MR_LKEY as i64),
+        ("ibv_mr.rkey", offset::MR_RKEY as i64),
+        ("rdma_cm_id.verbs", offset::ID_VERBS as i64),
+        ("rdma_cm_id.qp", offset::ID_QP as i64),
+        ("rdma_cm_id.route", offset::ID_ROUTE as i64),
+        ("rdma_cm_id.port_num", offset::ID_PORT_NUM as i64),
+        ("rdma_route.addr.addr.ibaddr.sgid", offset::ROUTE_SGID as i64),
+        ("rdma_route.path_rec", offset::ROUTE_PATH_REC as i64),
+        ("rdma_route.num_paths", offset::ROUTE_NUM_PATHS as i64),
+        ("ibv_sa_path_rec.mtu", offset::PATH_REC_MTU as i64),
+        ("rdma_cm_event.id", offset::EVENT_ID as i64),
+        ("rdma_cm_event.listen_id", offset::EVENT_LISTEN_ID as i64),
+        ("rdma_cm_event.event", offset::EVENT_EVENT as i64),
+        ("rdma_cm_event.status", offset::EVENT_STATUS as i64),
+        ("rdma_cm_event.param.conn.private_data", offset::EVENT_CONN as i64),
+        ("rdma_cm_event.param.conn.private_data_len", offset::EVENT_CONN as i64 + 8),
+        ("rdma_conn_param.private_data_len", offset_of!(rdma_conn_param, private_data_len) as i64),
+        ("rdma_conn_param.retry_count", offset_of!(rdma_conn_param, retry_count) as i64),
+        ("rdma_conn_param.rnr_retry_count", offset_of!(rdma_conn_param, rnr_retry_count) as i64),
+        ("rdma_conn_param.srq", offset_of!(rdma_conn_param, srq) as i64),
+        ("rdma_conn_param.qp_num", offset_of!(rdma_conn_param, qp_num) as i64),
+        ("ibv_sge.length", offset_of!(ibv_sge, length) as i64),
+        ("ibv_sge.lkey", offset_of!(ibv_sge, lkey) as i64),
+        ("ibv_send_wr.sg_list", offset_of!(ibv_send_wr, sg_list) as i64),
+        ("ibv_send_wr.num_sge", offset_of!(ibv_send_wr, num_sge) as i64),
+        ("ibv_send_wr.opcode", offset_of!(ibv_send_wr, opcode) as i64),
+        ("ibv_send_wr.send_flags", offset_of!(ibv_send_wr, send_flags) as i64),
+        ("ibv_send_wr.wr.rdma.remote_addr", offset_of!(ibv_send_wr, remote_addr) as i64),
+        ("ibv_send_wr.wr.rdma.rkey", offset_of!(ibv_send_wr, rkey) as i64),
+        ("ibv_qp_init_attr.send_cq", offset_of!(ibv_qp_init_attr, send_cq) as i64),
+        ("ibv_qp_init_attr.recv_cq", offset_of!(ibv_qp_init_attr, recv_cq) as i64),
+        ("ibv_qp_init_attr.cap", offset_of!(ibv_qp_init_attr, cap) as i64),
+        ("ibv_qp_init_attr.qp_type", offset_of!(ibv_qp_init_attr, qp_type) as i64),
+        ("ibv_qp_init_attr.sq_sig_all", offset_of!(ibv_qp_init_attr, sq_sig_all) as i64),
+        ("ibv_qp_cap.max_inline_data", offset_of!(ibv_qp_cap, max_inline_data) as i64),
+        ("ibv_wc.status", offset_of!(ibv_wc, status) as i64),
+        ("ibv_wc.opcode", offset_of!(ibv_wc, opcode) as i64),
+        ("ibv_wc.vendor_err", offset_of!(ibv_wc, vendor_err) as i64),
+        ("ibv_wc.byte_len", offset_of!(ibv_wc, byte_len) as i64),
+        ("RDMA_PS_TCP", RDMA_PS_TCP as i64),
+        ("IBV_QPT_RC", IBV_QPT_RC as i64),
+        ("IBV_WR_RDMA_WRITE", IBV_WR_RDMA_WRITE as i64),
+        ("IBV_WR_RDMA_READ", IBV_WR_RDMA_READ as i64),
+        ("IBV_SEND_SIGNALED", IBV_SEND_SIGNALED as i64),
+        ("IBV_ACCESS_LOCAL_WRITE", IBV_ACCESS_LOCAL_WRITE as i64),
+        ("IBV_ACCESS_REMOTE_WRITE", IBV_ACCESS_REMOTE_WRITE as i64),
+        ("IBV_ACCESS_REMOTE_READ", IBV_ACCESS_REMOTE_READ as i64),
+        ("RDMA_CM_EVENT_ADDR_RESOLVED", event::ADDR_RESOLVED as i64),
+        ("RDMA_CM_EVENT_ADDR_ERROR", event::ADDR_ERROR as i64),
+        ("RDMA_CM_EVENT_ROUTE_RESOLVED", event::ROUTE_RESOLVED as i64),
+        ("RDMA_CM_EVENT_ROUTE_ERROR", event::ROUTE_ERROR as i64),
+        ("RDMA_CM_EVENT_CONNECT_REQUEST", event::CONNECT_REQUEST as i64),
+        ("RDMA_CM_EVENT_CONNECT_RESPONSE", event::CONNECT_RESPONSE as i64),
+        ("RDMA_CM_EVENT_CONNECT_ERROR", event::CONNECT_ERROR as i64),
+        ("RDMA_CM_EVENT_UNREACHABLE", event::UNREACHABLE as i64),
+        ("RDMA_CM_EVENT_REJECTED", event::REJECTED as i64),
+        ("RDMA_CM_EVENT_ESTABLISHED", event::ESTABLISHED as i64),
+        ("RDMA_CM_EVENT_DISCONNECTED", event::DISCONNECTED as i64),
+        ("RDMA_CM_EVENT_DEVICE_REMOVAL", event::DEVICE_REMOVAL as i64),
+        ("RDMA_CM_EVENT_ADDR_CHANGE", event::ADDR_CHANGE as i64),
+        ("RDMA_CM_EVENT_TIMEWAIT_EXIT", event::TIMEWAIT_EXIT as i64),
+    ];
+    v.extend(SIZES.iter().map(|(n, s)| (*n, *s as i64)));
+    v
+}
+
 /// Opaque handles.
 pub type Channel = c_void;
 pub type CmId = c_void;
