@@ -118,8 +118,9 @@ pub enum Command {
     /// From every rail of CONFIG (or of the latest apply) to every peer
     /// address: who answers ARP (flux), where the echo reply comes in and
     /// from which MAC, the path MTU, this host's own route and the RTT.
-    /// Changes nothing; needs CAP_NET_RAW. Exit 0: every pair right; 1:
-    /// problems found.
+    /// With --rdma, also the RDMA layer per pair (connect, WRITE, READ)
+    /// against `probe --listen` on the peer. Changes nothing; needs
+    /// CAP_NET_RAW. Exit 0: every pair right; 1: problems found.
     Probe(ProbeArgs),
     /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
     ///
@@ -322,6 +323,29 @@ pub struct ProbeArgs {
     /// How long to wait for what does not answer (an answer ends the wait).
     #[arg(long, value_name = "SECONDS", default_value_t = 0.5)]
     pub timeout: f64,
+    /// Also probe each pair at the RDMA layer, against `roce-route probe
+    /// --listen` on the peer: RDMA CM from the rail's own address and
+    /// device, a connection, an RDMA WRITE and READ of a tag, a READ of
+    /// 8 KiB. Needs librdmacm and libibverbs at run time; the static
+    /// binary cannot load them and reports every pair not verified.
+    #[arg(long, conflicts_with = "self_")]
+    pub rdma: bool,
+    /// Be the responder of the peers' `--rdma`: listen on every rail
+    /// address of CONFIG until --idle seconds pass without a connection
+    /// (or a signal). Probes nothing, changes nothing.
+    #[arg(long, conflicts_with_all = ["peer", "peers", "self_", "rdma"])]
+    pub listen: bool,
+    /// The port of the responder (RDMA CM, TCP port space).
+    #[arg(long, value_name = "PORT", default_value_t = crate::probe::rdma::DEFAULT_PORT)]
+    pub rdma_port: u16,
+    /// How long one pair may take at the RDMA layer before it is a
+    /// failure (rxe retries forever; a NIC gives up after its retries).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
+    pub rdma_timeout: f64,
+    /// With --listen: end after this many seconds without a new
+    /// connection.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub idle: f64,
     #[command(flatten)]
     pub sysfs: SysfsArg,
 }

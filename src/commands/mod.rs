@@ -12,6 +12,7 @@ pub mod discover;
 pub mod guard;
 pub mod nccl_env;
 pub mod probe;
+pub mod probe_rdma;
 pub mod remove;
 pub mod rollback;
 pub mod show;

@@ -70,6 +70,12 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     if args.self_ {
         return Ok(describe_self(ctx, &rails));
     }
+    if args.listen {
+        return super::probe_rdma::listen(ctx, args, &rails);
+    }
+    if args.rdma {
+        super::probe_rdma::checked_limit(args)?;
+    }
 
     // A fleet shares one --peers file: this host's own addresses in it
     // are not peers.
@@ -144,6 +150,9 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             observation(&rails, &rails[job.rail], s, lookup, own_arp.clone(), job.gateway, outcome.drops);
         results.push(verdict::verdict(pair, &obs, &peers, timeout, &apply));
     }
+    if args.rdma {
+        super::probe_rdma::judge_pairs(ctx, args, &nl, &rails, &jobs, &mut results).await?;
+    }
     let names: Vec<String> = local.iter().map(|l| l.name.clone()).collect();
     Ok(report(ctx, names, &peers, left, results, frames_sent, elapsed))
 }
@@ -185,13 +194,16 @@ fn gateway(pair: &verdict::Pair, route: Option<&crate::model::Route>) -> Option<
 }
 
 /// One rail to probe from: its addresses, what the sockets need, its
-/// RDMA port.
-struct ProbeRail {
-    local: LocalRail,
+/// RDMA port and GID table.
+pub(super) struct ProbeRail {
+    pub(super) local: LocalRail,
     /// Configured addresses that are not on the rail.
     missing: Vec<std::net::IpAddr>,
-    io: RailIo,
-    rdma: Option<RdmaMtu>,
+    pub(super) io: RailIo,
+    pub(super) rdma: Option<RdmaMtu>,
+    /// The rail's RDMA port's GIDs (index, GID), to name the index the
+    /// RDMA CM chose.
+    pub(super) gids: Vec<(u32, std::net::Ipv6Addr)>,
 }
 
 /// `--timeout`, and that some peers are named (or `--self`).
@@ -199,10 +211,10 @@ fn checked_timeout(args: &ProbeArgs) -> Result<Duration, Error> {
     if !(args.timeout > 0.0 && args.timeout <= 60.0) {
         return Err(Error::Usage(format!("--timeout {}: give 0 < SECONDS <= 60", args.timeout)));
     }
-    if !args.self_ && args.peer.is_empty() && args.peers.is_empty() {
+    if !args.self_ && !args.listen && args.peer.is_empty() && args.peers.is_empty() {
         return Err(Error::Usage(
-            "probe: name the peers: --peer ADDR (repeatable, or --peer A,B), --peers FILE, or --self to describe \
-             this host for a peer's --peers"
+            "probe: name the peers: --peer ADDR (repeatable, or --peer A,B), --peers FILE, --self to describe \
+             this host for a peer's --peers, or --listen to answer a peer's --rdma"
                 .into(),
         ));
     }
@@ -269,6 +281,11 @@ async fn local_rails(
                 roce: p.is_roce(),
                 active_mtu: read_active_mtu(&sysfs, &p.device, p.port),
             }),
+            gids: rdma
+                .rdma
+                .port_of(&iface.name)
+                .map(|p| p.gids.iter().map(|g| (g.index, g.gid)).collect())
+                .unwrap_or_default(),
         });
     }
     Ok(rails)

@@ -188,6 +188,9 @@ pub struct ProbeResult {
     /// all of it was). A pair without problems is right only when this is
     /// empty.
     pub not_verified: Vec<String>,
+    /// With `--rdma`: the pair at the RDMA layer (connect, WRITE and READ
+    /// through the RDMA CM from the rail's own device). Null without it.
+    pub rdma_probe: Option<crate::probe::rdma::RdmaOutcome>,
 }
 
 impl ProbeResult {
@@ -777,6 +780,7 @@ impl<'a> Judge<'a> {
             detail,
             fixes: found.fixes,
             not_verified,
+            rdma_probe: None,
         }
     }
 }
@@ -793,7 +797,7 @@ fn short(kind: &str) -> &'static str {
         LOCAL_ROUTE => "route",
         DUPLICATE_ADDRESS => "dup",
         SEND_FAILED => "send",
-        _ => "?",
+        _ => crate::probe::rdma::short(kind).unwrap_or("?"),
     }
 }
 
