@@ -8,7 +8,7 @@ mod common;
 #[path = "common/two_hosts.rs"]
 mod two_hosts;
 
-use common::{EXIT_INVALID, EXIT_NOT_VERIFIED, EXIT_OK, Run};
+use common::{EXIT_FAILED, EXIT_INVALID, EXIT_NOT_VERIFIED, EXIT_OK, Run};
 use serde_json::Value;
 use two_hosts::{Topology, TwoHosts};
 
@@ -97,7 +97,7 @@ fn the_responder_without_rdma_fails_at_once_with_the_reason() {
     let run = t.rr(&t.b, &["probe", &cfg, "--listen", "--idle", "30"]);
     run.expect_no_panic();
     assert!(started.elapsed().as_secs() < 20, "it waited for --idle: {}", run.report());
-    assert_ne!(run.code(), Some(EXIT_OK), "{}", run.report());
+    assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
     let err = run.stderr();
     assert!(
         err.contains("cannot open the RDMA CM")
@@ -106,6 +106,23 @@ fn the_responder_without_rdma_fails_at_once_with_the_reason() {
         "{}",
         run.report()
     );
+}
+
+/// The same under --json: the report has each address with its error,
+/// for a fleet's playbook to show.
+#[test]
+fn the_responders_report_names_each_address_it_could_not_listen_on() {
+    let t = TwoHosts::build(Topology::OneBridge, 2, false);
+    let cfg = t.b_config().to_string_lossy().into_owned();
+    let run = t.rr(&t.b, &["--json", "probe", &cfg, "--listen", "--idle", "30"]);
+    assert_eq!(run.code(), Some(EXIT_FAILED), "{}", run.report());
+    let doc: Value = serde_json::from_str(&run.stdout()).unwrap_or_else(|e| panic!("{e}: {}", run.report()));
+    let listening = doc["listening"].as_array().unwrap_or_else(|| panic!("{doc:#}"));
+    let addresses: Vec<&str> = listening.iter().map(|l| l["address"].as_str().unwrap()).collect();
+    assert_eq!(addresses, [t.b_rails[0].v4.as_str(), t.b_rails[1].v4.as_str()], "{doc:#}");
+    assert!(listening.iter().all(|l| l["error"].is_string() && l["port"].is_null()), "{doc:#}");
+    assert_eq!((doc["accepted"].as_u64(), doc["port"].as_u64()), (Some(0), Some(7472)), "{doc:#}");
+    assert!(doc["warnings"].to_string().contains("listening on none of the rails' addresses"), "{doc:#}");
 }
 
 /// Options that cannot go together, or out of range: exit 2, named.

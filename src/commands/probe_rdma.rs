@@ -15,7 +15,7 @@ use crate::netlink::Netlink;
 use crate::netlink::neighbour::left_behind;
 use crate::probe::io::Job;
 use crate::probe::rdma::{self, Failure, RdmaSeen, Stage};
-use crate::probe::rdma_io::{self, Listener, RdmaJob, Served};
+use crate::probe::rdma_io::{self, ListenOn, Listener, RdmaJob, Served};
 use crate::probe::verdict::{ProbeResult, rdma_mtu_carried};
 use crate::tell;
 use crate::verbs::Lib;
@@ -138,10 +138,10 @@ pub struct ListenReport {
 
 /// `--listen`: the responder on every rail address, until `--idle`
 /// seconds without a connection. Exit 0 when it listened on every
-/// address; 6 when on some only; an error when on none.
+/// address, 6 when on some only, 1 when on none (each address's `error`
+/// says why: no rdma-core, no RDMA CM, no RDMA device for it).
 pub(super) fn listen(ctx: &Ctx, args: &ProbeArgs, rails: &[ProbeRail]) -> Result<super::Done, Error> {
     checked_limit(args)?;
-    let lib = Lib::get().map_err(|e| Error::Usage(format!("probe --listen: {e}")))?;
     let listeners: Vec<Listener> = rails
         .iter()
         .flat_map(|r| {
@@ -159,29 +159,43 @@ pub(super) fn listen(ctx: &Ctx, args: &ProbeArgs, rails: &[ProbeRail]) -> Result
         ));
     }
     let idle = Duration::from_secs_f64(args.idle);
-    if ctx.chatty() {
-        tell!(
-            "roce-route probe: RDMA responder on port {}, ending after {} s without a connection",
-            args.rdma_port,
-            args.idle
-        );
-    }
     let chatty = ctx.chatty();
     let mut say = |line: String| {
         if chatty {
             tell!("roce-route probe: {line}");
         }
     };
-    let served = rdma_io::listen(lib, &listeners, args.rdma_port, idle, &ctx.stop, &mut say)
-        .map_err(|e| Error::Other(anyhow::anyhow!("probe --listen: {e}")))?;
-    let failed = served.listening.iter().filter(|l| l.error.is_some()).count();
-    if ctx.chatty() {
+    let served = Lib::get()
+        .and_then(|lib| rdma_io::listen(lib, &listeners, args.rdma_port, idle, &ctx.stop, &mut say))
+        .unwrap_or_else(|e| Served {
+            listening: listeners
+                .iter()
+                .map(|l| ListenOn {
+                    rail: l.rail.clone(),
+                    address: l.address,
+                    port: None,
+                    error: Some(e.clone()),
+                })
+                .collect(),
+            ..Served::default()
+        });
+    let failed: Vec<&ListenOn> = served.listening.iter().filter(|l| l.error.is_some()).collect();
+    let code = if failed.len() == served.listening.len() {
+        let mut why: Vec<&str> = failed.iter().filter_map(|l| l.error.as_deref()).collect();
+        why.dedup();
+        ctx.warn(format!("probe --listen: listening on none of the rails' addresses: {}", why.join("; ")));
+        exit::FAILED
+    } else if !failed.is_empty() {
+        exit::NOT_VERIFIED
+    } else {
+        exit::OK
+    };
+    if chatty && code != exit::FAILED {
         tell!(
             "roce-route probe: responder done: {} connections accepted, {} refused",
             served.accepted,
             served.refused.len()
         );
     }
-    let code = if failed > 0 { exit::NOT_VERIFIED } else { exit::OK };
     Ok(super::Done::new(code, false, ListenReport { port: args.rdma_port, served }))
 }

@@ -787,7 +787,7 @@ pub fn listen(
         }
     }
     if ids.is_empty() {
-        return Err("listening on none of the rails' addresses".into());
+        return Ok(served);
     }
     let mut conns: HashMap<usize, Verbs> = HashMap::new();
     let mut last = Instant::now();
