@@ -327,6 +327,10 @@ fn printed_json_keys() -> BTreeSet<String> {
     json(&["announce", cfg]);
     json(&["probe", cfg, "--peer", "198.51.100.1"]);
     json(&["probe", "--self"]);
+    // No RDMA on the testbed: every pair's rdma_probe is not verified, and
+    // the responder reports each address with its error.
+    json(&["probe", cfg, "--peer", "198.51.100.1", "--rdma"]);
+    json(&["probe", cfg, "--listen", "--idle", "1"]);
     json(&["discover", "--interfaces", "rail*"]);
     json(&["remove"]);
     // The undo of the remove, then of the applies below it, until nothing
