@@ -19,6 +19,14 @@ description:
     (C(roce-route --json probe --peers FILE...)) and returns the tool's matrix of pairs, each
     with its problems (C(arp_none), C(arp_flux), C(wrong_source_mac), C(wrong_interface),
     C(no_reply), C(mtu), C(local_route), C(duplicate_address), C(send_failed)).
+  - With O(rdma=true), also at the RDMA layer (C(probe --rdma)): every pair connects through
+    the RDMA CM from the rail's own device and does an RDMA WRITE and READ against the peer's
+    responder; each pair's C(rdma_probe) has the result, and its problems the RDMA kinds
+    (C(rdma_unreachable), C(rdma_rejected), C(rdma_wrong_device), C(rdma_completion),
+    C(rdma_mtu), C(rdma_data)), tied to the IP-level cause.
+  - With O(listen=true), runs that responder (C(probe --listen)) on every rail address until
+    O(idle) seconds pass without a connection. Run it with C(async) and C(poll: 0) before the
+    other hosts' O(rdma) probes (ansible/probe.yml does).
   - Problems found (the tool's exit code 1) are not a failure of the task; the module returns
     the matrix with RV(problems_found=true). Nor are pairs that could not be verified (exit 6,
     no problem found but some check had no evidence, each pair's C(not_verified) says why),
@@ -35,6 +43,31 @@ options:
       - Mutually exclusive with O(peers).
     type: bool
     default: false
+  rdma:
+    description:
+      - Also probe each pair at the RDMA layer (C(probe --rdma)), against O(listen) on the peers.
+      - Needs librdmacm and libibverbs on the target (the dynamically linked roce-route).
+    type: bool
+    default: false
+  rdma_timeout:
+    description:
+      - Seconds one pair may take at the RDMA layer (C(--rdma-timeout)); the tool's default is 3.
+    type: float
+  rdma_port:
+    description:
+      - The responder's port (C(--rdma-port)); the tool's default is 7472.
+    type: int
+  listen:
+    description:
+      - Be the responder of the other hosts' O(rdma) probes (C(probe --listen)), and probe nothing.
+      - Mutually exclusive with O(peers), O(self_only) and O(rdma).
+    type: bool
+    default: false
+  idle:
+    description:
+      - With O(listen), end after this many seconds without a new connection (C(--idle)); the
+        tool's default is 60.
+    type: float
   peers:
     description:
       - The peers to probe, each either the document another host's C(probe --self) printed
@@ -105,6 +138,19 @@ EXAMPLES = r"""
     config: [/etc/roce-route/rails.toml]
     timeout: 1
 
+- name: Start the RDMA responder in the background, for the other hosts' rdma probes
+  roce_route_probe:
+    listen: true
+    idle: 60
+  async: 900
+  poll: 0
+
+- name: Probe the other hosts at the IP and RDMA layers
+  roce_route_probe:
+    peers: "{{ ansible_play_hosts | difference([inventory_hostname])
+               | map('extract', hostvars, ['rails', 'self']) | list }}"
+    rdma: true
+
 - name: Fail the host when some pair has a problem
   ansible.builtin.assert:
     that: not matrix.problems_found
@@ -163,6 +209,24 @@ probes:
       path_mtu: 9000
       detail: "2 link-layer addresses answered ARP for 198.51.100.20 (peer rail0) on rail0 ..."
       fixes: ["on the peer, run `roce-route apply` (a source rule and table per NIC, arp_ignore=1, arp_announce=2)"]
+listening:
+  description: The responder's addresses (O(listen=true)), each with C(rail), C(address), C(port) (the RDMA port the CM bound it to) and C(error).
+  returned: when listen
+  type: list
+  elements: dict
+  sample:
+    - {rail: rail0, address: 198.51.100.20, port: "mlx5_0:1", error: null}
+accepted:
+  description: The connections the responder accepted (O(listen=true)).
+  returned: when listen
+  type: int
+  sample: 16
+refused:
+  description: Why the responder refused the connections it did not accept (O(listen=true)).
+  returned: when listen
+  type: list
+  elements: str
+  sample: []
 rails:
   description: This host's rails that were probed (the tool's C(rails)).
   returned: when peers are given
@@ -245,25 +309,43 @@ def main():
             peers=dict(type="list", elements="raw"),
             config=dict(type="list", elements="path"),
             timeout=dict(type="float"),
+            rdma=dict(type="bool", default=False),
+            rdma_timeout=dict(type="float"),
+            rdma_port=dict(type="int"),
+            listen=dict(type="bool", default=False),
+            idle=dict(type="float"),
             **rr.common_argument_spec()
         ),
-        mutually_exclusive=[("self_only", "peers")],
+        mutually_exclusive=[("self_only", "peers"), ("listen", "peers"), ("listen", "self_only"), ("listen", "rdma")],
         supports_check_mode=True,
     )
     p = module.params
-    if not p["self_only"] and not p["peers"]:
-        module.fail_json(msg="give peers (other hosts' self documents or addresses), or self_only: true", changed=False)
+    if not p["self_only"] and not p["listen"] and not p["peers"]:
+        module.fail_json(
+            msg="give peers (other hosts' self documents or addresses), self_only: true, or listen: true",
+            changed=False,
+        )
 
     cmd = rr.base_command(module)
     cmd.append("probe")
     if p["timeout"] is not None:
         cmd += ["--timeout", str(p["timeout"])]
+    if p["rdma"]:
+        cmd.append("--rdma")
+    if p["rdma_timeout"] is not None:
+        cmd += ["--rdma-timeout", str(p["rdma_timeout"])]
+    if p["rdma_port"] is not None:
+        cmd += ["--rdma-port", str(p["rdma_port"])]
+    if p["listen"]:
+        cmd.append("--listen")
+        if p["idle"] is not None:
+            cmd += ["--idle", str(p["idle"])]
 
     tmp = tempfile.mkdtemp(prefix="ansible-roce-route-probe-")
     try:
         if p["self_only"]:
             cmd.append("--self")
-        else:
+        elif not p["listen"]:
             for path in write_peers(module, tmp, p["peers"]):
                 cmd += ["--peers", path]
         if p["config"]:
@@ -285,7 +367,13 @@ def main():
         cmd=cmd,
         result=doc,
     )
-    if not p["self_only"]:
+    if p["listen"]:
+        result["listening"] = doc.get("listening") or []
+        result["accepted"] = doc.get("accepted") or 0
+        result["refused"] = doc.get("refused") or []
+        # Exit 6: it listened on some of the addresses only.
+        result["not_verified_found"] = rc == 6
+    elif not p["self_only"]:
         result["probes"] = doc.get("probes") or []
         result["rails"] = doc.get("rails") or []
         result["problems_found"] = any(pr.get("problems") for pr in result["probes"] if isinstance(pr, dict))
@@ -293,9 +381,20 @@ def main():
             pr.get("not_verified") and not pr.get("problems") for pr in result["probes"] if isinstance(pr, dict)
         )
 
+    # The responder listened on none of the addresses (exit 1): each says why.
+    if p["listen"] and rc == 1 and not error and "listening" in doc:
+        why = []
+        for entry in result["listening"]:
+            if isinstance(entry, dict) and entry.get("error") and entry["error"] not in why:
+                why.append(entry["error"])
+        result["stderr"] = err
+        module.fail_json(
+            msg="roce-route probe --listen listened on none of the rails' addresses: " + "; ".join(why), rc=rc, **result
+        )
+
     # Exit 1 (or 6) without an error: the probe ran and some pair has a
     # problem (or could not be verified).
-    if not error and (rc == 0 or (rc in (1, 6) and "probes" in doc)):
+    if not error and (rc == 0 or (rc in (1, 6) and "probes" in doc) or (rc == 6 and "listening" in doc)):
         if p["self_only"]:
             # `self` cannot be a keyword of exit_json(self, **kwargs): this is
             # what exit_json does, with the result as a dict.

@@ -457,6 +457,42 @@ for ((k = 0; k < RAILS; k++)); do
     ip netns exec "$HOSTB" sysctl -q -w "net.ipv4.conf.rail$k.arp_ignore=1"
 done
 
+# RDMA mode (roce_route_probe_rdma=true): these hosts have no RDMA (veth
+# rails), so each responder fails in the background and every pair's RDMA
+# part is not verified ("no RDMA port"): what this proves is the plumbing,
+# --rdma passed to every probe and the report's RDMA column; the RDMA layer
+# itself is proven on soft-RoCE (tests/rdma-vm/scenarios/probe-rdma).
+fleet -e roce_route_probe_rdma=true -e roce_route_probe_idle=2 &&
+    check "fleet, RDMA mode: each host probed with --rdma; every pair's RDMA part not verified, no problem" \
+        fr host-a '"--rdma" in m["cmd"] and m["not_verified_found"] is True and not m["problems_found"] and len(m["probes"]) == 9 and all(p["rdma_probe"]["result"] == "not_verified" and "no RDMA port" in p["rdma_probe"]["detail"] for p in m["probes"])' &&
+    check "fleet, RDMA mode: the report gives each rail's RDMA layer" report_has "| 0 of 3 ok, 3 not verified |" &&
+    check "fleet, RDMA mode: the report says the pairs are not verified" report_has "could not be verified" \
+    || fail "fleet probe in RDMA mode"
+# The responder (listen: true) where the kernel has no RDMA CM: the task
+# fails with the tool's reason, it does not wait for idle.
+cat >"$WORK/listen.yml" <<EOF
+- hosts: host-b
+  gather_facts: false
+  tasks:
+    - roce_route_probe:
+        listen: true
+        idle: 30
+        config: [$WORK/fleet-b.toml]
+        netns: $HOSTB
+        binary: $BIN
+      register: listen
+      ignore_errors: true
+    - ansible.builtin.copy:
+        content: "{{ listen | to_nice_json }}"
+        dest: "$WORK/listen.json"
+        mode: "0600"
+EOF
+RESULT="$WORK/listen.json"
+check "the responder (listen: true) without RDMA: runs" playbook "$WORK/listen.log" -i "$WORK/fleet.yml" "$WORK/listen.yml" &&
+    check "the responder without RDMA: the task failed with the tool's reason, --listen passed" \
+        r 'r["failed"] and "--listen" in r["cmd"] and ("RDMA CM" in r["msg"] or "listen" in r["msg"])' \
+    || fail "the responder through the module"
+
 # Peers as bare addresses (strings), mixed with nothing else: probed alike.
 cat >"$WORK/probe-addr.yml" <<EOF
 - hosts: host-a
