@@ -19,13 +19,13 @@ description:
     (C(roce-route --json probe --peers FILE...)) and returns the tool's matrix of pairs, each
     with its problems (C(arp_none), C(arp_flux), C(wrong_source_mac), C(wrong_interface),
     C(no_reply), C(mtu), C(local_route), C(duplicate_address), C(send_failed)).
-  - With O(rdma=true), also at the RDMA layer (C(probe --rdma)): every pair connects through
+  - With O(rdma=true), also at the RDMA layer (C(probe --rdma)); every pair connects through
     the RDMA CM from the rail's own device and does an RDMA WRITE and READ against the peer's
     responder; each pair's C(rdma_probe) has the result, and its problems the RDMA kinds
     (C(rdma_unreachable), C(rdma_rejected), C(rdma_wrong_device), C(rdma_completion),
     C(rdma_mtu), C(rdma_data)), tied to the IP-level cause.
   - With O(listen=true), runs that responder (C(probe --listen)) on every rail address until
-    O(idle) seconds pass without a connection. Run it with C(async) and C(poll: 0) before the
+    O(idle) seconds pass without a connection. Run it with C(async) and C(poll=0) before the
     other hosts' O(rdma) probes (ansible/probe.yml does).
   - Problems found (the tool's exit code 1) are not a failure of the task; the module returns
     the matrix with RV(problems_found=true). Nor are pairs that could not be verified (exit 6,
