@@ -66,24 +66,31 @@ def main() -> None:
         fail("the ConfigMap and the DaemonSet must be in one namespace")
     if not any(k.endswith(".toml") for k in cm["data"]):
         fail("the ConfigMap holds no *.toml file")
-    check_probe_jobs(ds)
+    check_probe_jobs(ds, "probe-job.yaml", set())
+    check_probe_jobs(ds, "probe-job-rdma.yaml", {"roce-route-probe-peers"})
     print(json.dumps(commands))
 
 
-def check_probe_jobs(ds: dict) -> None:
+def check_probe_jobs(ds: dict, name: str, other_maps: set) -> None:
     """probe-job.yaml: Jobs of roce-route probe on chosen nodes, with the
-    DaemonSet's image and namespace, and the ConfigMaps they mount."""
-    name = "probe-job.yaml"
+    DaemonSet's image and namespace, and the ConfigMaps they mount
+    (defined there, or in `other_maps`). probe-job-rdma.yaml: the same,
+    with the RDMA image (the DaemonSet's tag, roce-route-rdma), --rdma or
+    --listen, /dev/infiniband and IPC_LOCK."""
+    rdma = name == "probe-job-rdma.yaml"
     try:
         docs = [d for d in yaml.safe_load_all((HERE / name).read_text()) if d]
     except yaml.YAMLError as e:
         fail(f"{name} is not valid YAML: {e}")
     maps = {d["metadata"]["name"] for d in docs if d.get("kind") == "ConfigMap"}
     maps.add("roce-route-config")
+    maps |= other_maps
     jobs = [d for d in docs if d.get("kind") == "Job"]
     if not jobs:
         fail(f"{name} holds no Job")
     image = ds["spec"]["template"]["spec"]["containers"][0]["image"]
+    if rdma:
+        image = image.replace("roce-route:", "roce-route-rdma:", 1)
     namespace = ds["metadata"].get("namespace")
     for job in jobs:
         where = f"{name}: Job {job['metadata']['name']}"
@@ -108,13 +115,21 @@ def check_probe_jobs(ds: dict) -> None:
             if not sc.get("privileged") and not {"NET_RAW", "NET_ADMIN"} <= caps:
                 fail(f"{where}: container {c['name']} must be privileged or add NET_RAW and NET_ADMIN")
             if c.get("image") != image:
-                fail(f"{where}: container {c['name']} must run the DaemonSet's image {image}")
+                fail(f"{where}: container {c['name']} must run the image {image}")
             cmd = c.get("command", [])
             if cmd[:1] != ["/usr/sbin/roce-route"] or "probe" not in cmd:
                 fail(f"{where}: container {c['name']} must run /usr/sbin/roce-route ... probe")
-            if "--self" not in cmd and "--peers" not in cmd and "--peer" not in cmd:
-                fail(f"{where}: container {c['name']} names no peers (--peers, --peer) and is not --self")
+            if "--self" not in cmd and "--listen" not in cmd and "--peers" not in cmd and "--peer" not in cmd:
+                fail(f"{where}: container {c['name']} names no peers (--peers, --peer) and is not --self or --listen")
             mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+            if rdma:
+                if "--rdma" not in cmd and "--listen" not in cmd:
+                    fail(f"{where}: container {c['name']} runs neither probe --rdma nor probe --listen")
+                dev = volumes.get(mounts.get("/dev/infiniband", ""), {})
+                if dev.get("hostPath", {}).get("path") != "/dev/infiniband" or not sc.get("privileged"):
+                    fail(f"{where}: container {c['name']} needs the host's /dev/infiniband, privileged")
+                if "IPC_LOCK" not in caps:
+                    fail(f"{where}: container {c['name']} registers memory: add IPC_LOCK")
             for path, vol in mounts.items():
                 if vol not in volumes:
                     fail(f"{where}: container {c['name']} mounts an unknown volume {vol}")

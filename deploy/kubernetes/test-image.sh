@@ -131,5 +131,35 @@ if ((FAILED > 0)); then
     podman logs "$WATCH" 2>&1 | tail -20 || true
 fi
 
+# probe --rdma in both images. The node here has no RDMA device, so every
+# pair's RDMA part is not verified; why tells which image loaded rdma-core:
+# the static one cannot ("the static build"), the RDMA image
+# (Containerfile.rdma: the dynamic binary with rdma-core's user space) can
+# ("no RDMA port", not "cannot load").
+rdma_verdicts() { # rdma_verdicts WORDS IMAGE: probe --rdma's pairs all not verified, saying WORDS
+    local out
+    out=$("${pod[@]}" --rm "$2" --json probe --rdma --timeout 0.2 --peer 198.51.100.1 /etc/roce-route/)
+    python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+ok = d["probes"] and all(p["rdma_probe"]["result"] == "not_verified" and sys.argv[2] in json.dumps(p["rdma_probe"]) for p in d["probes"])
+ok = ok and "cannot load" not in json.dumps(d) if sys.argv[2] != "static build" else ok
+sys.exit(0 if ok else 1)' "$out" "$1" || { echo "$out" >&2; return 1; }
+}
+check "the static image: probe --rdma says the static build cannot load rdma-core" rdma_verdicts "static build" "$TAG"
+RBIN="${ROCE_ROUTE_RDMA_BIN:-$REPO/target/release/roce-route}"
+RTAG="localhost/roce-route-rdma-test:$$"
+if [[ -x $RBIN ]]; then
+    check "the RDMA image's root is assembled from the dynamic binary and rdma-core" \
+        "$REPO/deploy/kubernetes/rdma-rootfs.sh" "$RBIN" "$WORK/rdma-rootfs"
+    check "the RDMA image builds offline" \
+        podman build -q -f "$REPO/deploy/kubernetes/Containerfile.rdma" -t "$RTAG" "$WORK/rdma-rootfs" >/dev/null
+    check "the RDMA image: probe --rdma loads rdma-core (not verified only for the missing RDMA port)" \
+        rdma_verdicts "no RDMA port" "$RTAG"
+    podman rmi -f "$RTAG" >/dev/null 2>&1 || true
+else
+    check "a dynamic binary at $RBIN for the RDMA image (cargo build --release)" false
+fi
+
 echo "$PASSED passed, $FAILED failed"
 ((FAILED == 0))
