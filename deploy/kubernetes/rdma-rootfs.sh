@@ -6,13 +6,14 @@
 # needs, copied from this machine. The DaemonSet's image is the static
 # binary alone, which cannot load them.
 #
-#   deploy/kubernetes/rdma-rootfs.sh BINARY DIR
+#   deploy/kubernetes/rdma-rootfs.sh DIR [BINARY]   (BINARY: target/release/roce-route)
 #   podman build -f deploy/kubernetes/Containerfile.rdma -t roce-route-rdma:0.1.0 DIR
 #
 # Needs rdma-core's libraries here (Debian: librdmacm1 ibverbs-providers).
 set -euo pipefail
-bin=${1:?usage: rdma-rootfs.sh BINARY DIR}
-root=${2:?usage: rdma-rootfs.sh BINARY DIR}
+root=${1:?usage: rdma-rootfs.sh DIR [BINARY]}
+bin=${2:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/roce-route}
+[[ -x $bin ]] || { echo "rdma-rootfs.sh: no binary at $bin: cargo build --release --locked" >&2; exit 1; }
 libdir=/usr/lib/x86_64-linux-gnu
 for f in "$libdir/librdmacm.so.1" "$libdir/libibverbs.so.1" "$libdir/libibverbs"; do
     [[ -e $f ]] || { echo "rdma-rootfs.sh: $f is missing: apt-get install librdmacm1 ibverbs-providers" >&2; exit 1; }

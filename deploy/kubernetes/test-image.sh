@@ -151,7 +151,7 @@ RBIN="${ROCE_ROUTE_RDMA_BIN:-$REPO/target/release/roce-route}"
 RTAG="localhost/roce-route-rdma-test:$$"
 if [[ -x $RBIN ]]; then
     check "the RDMA image's root is assembled from the dynamic binary and rdma-core" \
-        "$REPO/deploy/kubernetes/rdma-rootfs.sh" "$RBIN" "$WORK/rdma-rootfs"
+        "$REPO/deploy/kubernetes/rdma-rootfs.sh" "$WORK/rdma-rootfs" "$RBIN"
     check "the RDMA image builds offline" \
         podman build -q -f "$REPO/deploy/kubernetes/Containerfile.rdma" -t "$RTAG" "$WORK/rdma-rootfs" >/dev/null
     check "the RDMA image: probe --rdma loads rdma-core (not verified only for the missing RDMA port)" \
