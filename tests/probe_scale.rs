@@ -367,3 +367,40 @@ fn the_rtt_is_the_paths_not_the_probes_own_queueing() {
     assert!(rtt < 100.0, "rtt {rtt} ms: the probe's own 300 ms wait, not the path's: {doc:#}");
     assert!(doc["elapsed_ms"].as_f64().unwrap() >= 300.0, "the hook held the probe: {doc:#}");
 }
+
+/// Issue 24 item 4, the probed side: a host that answers learns the
+/// prober's source address on the rail that owns the probed address, so a
+/// fleet probing all pairs at once makes each host learn (hosts - 1) x
+/// rails x rails entries (4,032 at 64 hosts of 8 rails, over the default
+/// gc_thresh3 of 1024). With --same-rail and the peer's --self document,
+/// each prober's rail probes only the peer's NIC of its name: B learns one
+/// entry per rail of A, not one per pair, and every pair probed is right.
+/// Red where --same-rail keeps the cross-rail pairs.
+#[test]
+fn same_rail_makes_the_probed_host_learn_one_entry_per_rail_not_per_pair() {
+    let t = TwoHosts::build(Topology::OneBridge, 4, false);
+    t.apply_both();
+    let peers = t.b_self_file().to_string_lossy().into_owned();
+    let a_sources: BTreeSet<String> = t.a_rails.iter().map(|r| r.v4.clone()).collect();
+    let learnt = |t: &TwoHosts| -> usize {
+        t.b.ip("-4 neigh show")
+            .lines()
+            .filter(|l| l.split_whitespace().next().is_some_and(|a| a_sources.contains(a)))
+            .count()
+    };
+    for (args, pairs, entries) in
+        [(vec!["--peers", &peers], 16, 16), (vec!["--peers", &peers, "--same-rail"], 4, 4)]
+    {
+        t.b.ip("neigh flush all");
+        let (run, doc) = probe_a_with(&t, &args, &[]);
+        assert_eq!(run.code(), Some(EXIT_OK), "{args:?}: {}", run.report());
+        let all = probes(&doc);
+        assert_eq!(all.len(), pairs, "{args:?}: {doc:#}");
+        if pairs == 4 {
+            for p in all {
+                assert_eq!(p["peer_rail"], p["rail"], "only the peer's NIC of the rail's name: {p:#}");
+            }
+        }
+        assert_eq!(learnt(&t), entries, "{args:?}: B's table:\n{}", t.b.ip("-4 neigh show"));
+    }
+}

@@ -653,7 +653,7 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__probe)
-            opts="-v -q -h --peer --peers --self --timeout --rdma --listen --rdma-port --rdma-timeout --idle --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --peer --peers --self --timeout --same-rail --rdma --listen --rdma-port --rdma-timeout --idle --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

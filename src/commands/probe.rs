@@ -101,7 +101,10 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         .collect();
     not_ready.iter().for_each(|n| ctx.warn(n.reason.clone()));
     let local: Vec<LocalRail> = rails.iter().map(|r| r.local.clone()).collect();
-    let pairs = verdict::pairs(&local, &peers.addresses);
+    let mut pairs = verdict::pairs(&local, &peers.addresses);
+    if args.same_rail {
+        pairs = verdict::same_rail(pairs, &peers, &local);
+    }
     let left = Left { skipped, not_ready };
     if pairs.is_empty()
         && (!left.not_ready.is_empty() || (!left.skipped.is_empty() && peers.addresses.is_empty()))

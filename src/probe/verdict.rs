@@ -101,6 +101,21 @@ pub fn pairs(rails: &[LocalRail], peers: &[IpAddr]) -> Vec<Pair> {
     out
 }
 
+/// `--same-rail`: keeps a pair only when the peer's NIC that has the
+/// address (known from a `--peers` document) has the pair's rail's name.
+/// A peer address no document describes, or whose NIC's name is none of
+/// this host's rails, keeps all its pairs: nothing tells which rail is
+/// its own, and it must not go unprobed.
+pub fn same_rail(pairs: Vec<Pair>, peers: &Peers, rails: &[LocalRail]) -> Vec<Pair> {
+    pairs
+        .into_iter()
+        .filter(|p| match peers.rail_of(&p.peer) {
+            Some(theirs) if rails.iter().any(|r| r.name == theirs.name) => theirs.name == p.rail,
+            _ => true,
+        })
+        .collect()
+}
+
 /// One echo reply as captured: the interface it came in on and its
 /// link-layer source (None where the link does not give it: IPoIB).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -967,6 +982,34 @@ mod tests {
         let want: Vec<(String, String, String)> =
             want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn same_rail_keeps_the_pairs_of_the_peers_nic_of_the_rails_name_and_every_unknown_one() {
+        let rails = [rail("ib0", &["198.51.100.10/24"]), rail("ib1", &["198.51.100.11/24"])];
+        let mut peers = peers_json();
+        // One more address: on no documented NIC; one on a NIC named as no rail here.
+        peers.addresses.extend([ip("198.51.100.112"), ip("198.51.100.113")]);
+        peers.rails.push(PeerRail {
+            name: "eth9".into(),
+            addresses: vec![ip("198.51.100.113")],
+            mac: None,
+            mtu: None,
+            rdma: None,
+        });
+        let all = pairs(&rails, &peers.addresses);
+        assert_eq!(all.len(), 8);
+        let got: Vec<(String, String)> =
+            same_rail(all, &peers, &rails).into_iter().map(|p| (p.rail, p.peer.to_string())).collect();
+        let want = [
+            ("ib0", "198.51.100.110"),
+            ("ib0", "198.51.100.112"),
+            ("ib0", "198.51.100.113"),
+            ("ib1", "198.51.100.111"),
+            ("ib1", "198.51.100.112"),
+            ("ib1", "198.51.100.113"),
+        ];
+        assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())));
     }
 
     #[test]
