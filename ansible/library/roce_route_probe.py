@@ -43,6 +43,14 @@ options:
       - Mutually exclusive with O(peers).
     type: bool
     default: false
+  same_rail:
+    description:
+      - Probe each peer address only from the rail named as the peer's NIC that has it
+        (C(probe --same-rail)); addresses no O(peers) document describes are probed from every rail.
+      - A fleet probing at once then makes each host learn one neighbour entry per rail of each
+        prober, not one per pair.
+    type: bool
+    default: false
   rdma:
     description:
       - Also probe each pair at the RDMA layer (C(probe --rdma)), against O(listen) on the peers.
@@ -310,6 +318,7 @@ def main():
             config=dict(type="list", elements="path"),
             timeout=dict(type="float"),
             rdma=dict(type="bool", default=False),
+            same_rail=dict(type="bool", default=False),
             rdma_timeout=dict(type="float"),
             rdma_port=dict(type="int"),
             listen=dict(type="bool", default=False),
@@ -330,6 +339,8 @@ def main():
     cmd.append("probe")
     if p["timeout"] is not None:
         cmd += ["--timeout", str(p["timeout"])]
+    if p["same_rail"]:
+        cmd.append("--same-rail")
     if p["rdma"]:
         cmd.append("--rdma")
     if p["rdma_timeout"] is not None:
