@@ -161,14 +161,26 @@ def fleet(args: argparse.Namespace, tmpdir: Path, tag: str, namespaces: list[str
             raise SystemExit(f"apply on {h} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     peers = tmpdir / "fleet-peers.txt"
     peers.write_text("".join(c.split("/")[0] + "\n" for h in hosts for rail in rails[h] for c in rail))
+    peer_args = ["--peers", str(peers)]
+    if args.same_rail:
+        # Every host's --self document (which NIC has which address), all
+        # passed to every host, and --same-rail.
+        peer_args = ["--same-rail"]
+        for h in hosts:
+            r = rr(args.binary, h, tmpdir / f"state-{h}", "--json", "probe", "--self", str(tmpdir / f"{h}.toml"))
+            if r.returncode != 0:
+                raise SystemExit(f"probe --self on {h} exited {r.returncode}:\n{r.stderr}")
+            (tmpdir / f"self-{h}.json").write_text(r.stdout)
+            peer_args += ["--peers", str(tmpdir / f"self-{h}.json")]
     time.sleep(1.0)  # links settled
-    print(f"probe: a fleet of {n} hosts x {rails_n} rails on one bridge, every host probing the others at once")
+    pairs_of = "rail-matched pairs (--same-rail)" if args.same_rail else "every pair"
+    print(f"probe: a fleet of {n} hosts x {rails_n} rails on one bridge, every host probing the others at once, {pairs_of}")
     for round_ in range(args.rounds):
         before = {h: neighbours(h) for h in hosts}
         start = time.perf_counter()
         procs = [
             subprocess.Popen(
-                [str(args.binary), "--netns", h, "--json", "probe", str(tmpdir / f"{h}.toml"), "--peers", str(peers)],
+                [str(args.binary), "--netns", h, "--json", "probe", str(tmpdir / f"{h}.toml"), *peer_args],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 env=dict(os.environ, ROCE_ROUTE_STATE_DIR=str(tmpdir / f"state-{h}")),
             )
@@ -199,7 +211,8 @@ def fleet(args: argparse.Namespace, tmpdir: Path, tag: str, namespaces: list[str
         # A probed host learns each prober's source from its ARP request
         # (or solicitation) on the rail that has the address, as for any
         # traffic: that many entries are the others', not the probe's own.
-        learnt = 0 if round_ else n * rails_n * (n - 1) * rails_n * (2 if args.ipv6 else 1)
+        per_prober = rails_n if args.same_rail else rails_n * rails_n
+        learnt = 0 if round_ else n * (n - 1) * per_prober * (2 if args.ipv6 else 1)
         total = right + unverified + bad
         print(
             f"round {round_ + 1}: wall {wall:7.1f} ms; {total} pairs: {right} right, {unverified} not verified, "
@@ -217,6 +230,7 @@ def main() -> int:
     ap.add_argument("--ipv6", action="store_true")
     ap.add_argument("--fleet", type=int, default=0, help="N hosts probing each other at once")
     ap.add_argument("--rails", type=int, default=RAILS, help="rails per host of the fleet")
+    ap.add_argument("--same-rail", action="store_true", help="the fleet probes rail-matched pairs (--same-rail)")
     ap.add_argument("--binary", type=Path, default=REPO / "target" / "release" / "roce-route")
     args = ap.parse_args()
     if os.geteuid() != 0:
