@@ -308,7 +308,11 @@ are refused. Default 234.
 .TP
 \fBarp_ignore\fR = \fIN\fR
 \fInet.ipv4.conf.RAIL.arp_ignore\fR: 0, 1, 2, 3 or 8. Default 1 (answer
-ARP only for addresses of the receiving NIC).
+ARP only for addresses of the receiving NIC). On a fabric with an L2
+segment per rail and one subnet for every rail, set 0: each segment holds
+one NIC of each host, so the other NICs' answers do no harm, and they carry
+what is not bound to a rail (which leaves by the first rail's route): with
+1 there, a connection to a peer's address of another rail gets no answer.
 .TP
 \fBarp_announce\fR = \fIN\fR
 \fInet.ipv4.conf.RAIL.arp_announce\fR: 0, 1 or 2. Default 2 (ARP requests

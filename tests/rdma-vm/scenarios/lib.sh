@@ -6,6 +6,9 @@
 #   TB_MODE=flat (default)  all rails in 198.51.100.0/24: A .10-.13, B .20-.23
 #   TB_MODE=subnet          rail i in its own /26 of 203.0.113.0/24:
 #                           203.0.113.(64i+10) on A, 203.0.113.(64i+20) on B
+#   TB_BRIDGES=rail         a bridge per rail (br0..br3): rail i of A and of B
+#                           alone on one L2 segment, as on a rail-optimized
+#                           fabric (default: one bridge br0 for all)
 #   TB_MTU=9000             jumbo frames on every rail and bridge port
 #   TB_V6=1                 also 2001:db8::1i (A) and 2001:db8::2i (B), /64,
 #                           one /64 for all rails (the IPv6 same-subnet case)
@@ -29,6 +32,7 @@ T_OK=${RDMA_T_OK:-30}     # s: limit of a client expected to work (TCG is slow)
 TB_MODE=${TB_MODE:-flat}
 TB_MTU=${TB_MTU:-1500}
 TB_V6=${TB_V6:-0}
+TB_BRIDGES=${TB_BRIDGES:-one}
 W=$(mktemp -d /tmp/rdvm.XXXXXX)
 PORT=18500
 checks=0
@@ -74,15 +78,19 @@ in_h() { local h=$1; shift; ip netns exec "h$h" "$@"; }
 
 tb_up() {
   local h i
-  step "testbed: mode $TB_MODE, MTU $TB_MTU, IPv6 $TB_V6"
+  step "testbed: mode $TB_MODE, MTU $TB_MTU, IPv6 $TB_V6, bridges: $TB_BRIDGES"
   ip netns add sw && ip netns add ha && ip netns add hb || return 1
   for n in sw ha hb; do ip -n "$n" link set lo up; done
-  ip -n sw link add br0 type bridge
-  ip -n sw link set br0 mtu "$TB_MTU" up
+  local bridges=0
+  [ "$TB_BRIDGES" = rail ] && bridges="0 1 2 3"
+  for i in $bridges; do
+    ip -n sw link add "br$i" type bridge
+    ip -n sw link set "br$i" mtu "$TB_MTU" up
+  done
   for h in a b; do
     for i in 0 1 2 3; do
       ip -n sw link add "$h$i" type veth peer name "rail$i" netns "h$h" || return 1
-      ip -n sw link set "$h$i" mtu "$TB_MTU" master br0 up
+      ip -n sw link set "$h$i" mtu "$TB_MTU" master "$([ "$TB_BRIDGES" = rail ] && echo "br$i" || echo br0)" up
       ip -n "h$h" link set "rail$i" mtu "$TB_MTU" up
       ip -n "h$h" addr add "$(addr4 $h $i)/$(plen4)" dev "rail$i"
       if [ "$TB_V6" = 1 ]; then
