@@ -44,6 +44,10 @@ pub const IN_FLIGHT: usize = 32;
 /// How long the CM may take to resolve an address or a route (within the
 /// pair's limit).
 const RESOLVE_MS: i32 = 2000;
+/// How long completions are polled back to back before the CM's events
+/// are read again, and for how long after its post a work request is.
+const SPIN: Duration = Duration::from_millis(2);
+const FRESH: Duration = Duration::from_millis(20);
 /// After a "nobody listens" reject, the next try (the peer's responder
 /// may be starting).
 const RETRY_AFTER: Duration = Duration::from_millis(200);
@@ -284,8 +288,10 @@ impl Drop for Verbs<'_> {
             if self.qp {
                 (self.lib.destroy_qp)(self.id);
             }
-            if !self.mr.is_null() {
-                (self.lib.dereg_mr)(self.mr);
+            if !self.mr.is_null() && (self.lib.dereg_mr)(self.mr) != 0 {
+                // Still registered (the peer may hold its rkey): never
+                // give the memory back to the allocator.
+                std::mem::forget(std::mem::take(&mut self.buf));
             }
             if !self.cq.is_null() {
                 (self.lib.destroy_cq)(self.cq);
@@ -395,13 +401,27 @@ pub fn probe(
         if conns.is_empty() {
             break;
         }
-        let busy = conns.iter().any(|c| matches!(c.state, State::Write | State::Read | State::LargeRead));
-        let next = conns.iter().map(|c| c.retry_at.unwrap_or(c.deadline)).min().unwrap_or_else(Instant::now);
-        channel.wait(if busy {
-            Duration::from_millis(1)
+        let data = |c: &Conn| matches!(c.state, State::Write | State::Read | State::LargeRead);
+        // A work request posted within FRESH: its completion is polled
+        // without a pause (up to SPIN at a time), so that the READ's round
+        // trip is the path's, not a sleep's. One still out after that (a
+        // path that drops it: rxe retries until the limit) is looked at
+        // every millisecond, not spun on.
+        let fresh = |c: &Conn| data(c) && c.posted.elapsed() < FRESH;
+        if conns.iter().any(fresh) {
+            let spin = Instant::now() + SPIN;
+            while Instant::now() < spin && conns.iter().any(fresh) {
+                conns.iter_mut().filter(|c| data(c)).for_each(|c| on_completion(lib, c));
+                std::hint::spin_loop();
+            }
+            channel.wait(Duration::ZERO);
+        } else if conns.iter().any(data) {
+            channel.wait(Duration::from_millis(1));
         } else {
-            next.saturating_duration_since(Instant::now()).min(Duration::from_millis(50))
-        });
+            let next =
+                conns.iter().map(|c| c.retry_at.unwrap_or(c.deadline)).min().unwrap_or_else(Instant::now);
+            channel.wait(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+        }
         while let Some(ev) = channel.next() {
             if let Some(c) = conns.iter_mut().find(|c| c.id == ev.id) {
                 on_event(lib, &mut pds, c, &jobs[c.job], ev);
@@ -460,6 +480,10 @@ fn stage_of(s: State) -> Stage {
 
 /// A new id for the pair, and its address resolution from the source.
 fn start(lib: &Lib, channel: &Channel, c: &mut Conn, job: &RdmaJob, port: u16) {
+    // A retry after "nobody listens" starts afresh: what the try before it
+    // saw (its reject above all) is not this one's.
+    c.seen = RdmaSeen { rail_port: c.seen.rail_port.take(), ..RdmaSeen::default() };
+    c.remote = None;
     // SAFETY: library calls on a live channel; the addresses outlive them.
     unsafe {
         let mut id: *mut CmId = std::ptr::null_mut();
@@ -606,6 +630,13 @@ fn on_event<'l>(lib: &'l Lib, pds: &mut Pds<'l>, c: &mut Conn<'l>, job: &RdmaJob
         (_, event::DEVICE_REMOVAL) => {
             fail(c, Failure::Local { stage: stage_of(c.state), error: "the RDMA device went away".into() })
         }
+        // The responder went away mid-pair (it ended, or was stopped):
+        // not a fault of the path, and not the MTU a large READ left
+        // waiting would read as.
+        (State::Write | State::Read | State::LargeRead, event::DISCONNECTED) => fail(
+            c,
+            Failure::Cm { stage: stage_of(c.state), event: lib.event_name(ev.kind), status: ev.status },
+        ),
         _ => {}
     }
 }
@@ -667,7 +698,7 @@ fn on_completion(lib: &Lib, c: &mut Conn) {
     };
     match next {
         Ok(s) => {
-            if s == State::Read {
+            if matches!(s, State::Read | State::LargeRead) {
                 c.posted = Instant::now();
             }
             c.state = s;
@@ -693,6 +724,10 @@ fn finish(lib: &Lib, mut c: Conn) -> RdmaSeen {
     }
     c.seen
 }
+
+/// How long the responder waits, after `--idle`, for the connections
+/// still open to end.
+const LINGER: Duration = Duration::from_secs(5);
 
 /// One address the responder listens on.
 #[derive(Clone, Debug)]
@@ -791,13 +826,24 @@ pub fn listen(
     }
     let mut conns: HashMap<usize, Verbs> = HashMap::new();
     let mut last = Instant::now();
-    while stop.requested().is_none() && last.elapsed() < idle {
+    // Idle counts from the last event; connections still open at its end
+    // get LINGER to disconnect (a prober mid-pair is not cut off).
+    while stop.requested().is_none()
+        && (last.elapsed() < idle || (!conns.is_empty() && last.elapsed() < idle + LINGER))
+    {
         channel.wait(Duration::from_millis(100));
         while let Some(ev) = channel.next() {
             match ev.kind {
                 event::CONNECT_REQUEST => {
                     last = Instant::now();
-                    let Some(&(_, k)) = ids.iter().find(|(id, _)| *id == ev.listen_id) else { continue };
+                    let Some(&(_, k)) = ids.iter().find(|(id, _)| *id == ev.listen_id) else {
+                        // SAFETY: a request of no listener of ours: refused, its id freed.
+                        unsafe {
+                            (lib.reject)(ev.id, std::ptr::null(), 0);
+                            (lib.destroy_id)(ev.id);
+                        }
+                        continue;
+                    };
                     match accept(lib, &mut pds, ev.id, &listeners[k]) {
                         Ok(v) => {
                             served.accepted += 1;
@@ -815,14 +861,29 @@ pub fn listen(
                         }
                     }
                 }
-                event::DISCONNECTED | event::CONNECT_ERROR | event::UNREACHABLE | event::REJECTED => {
+                event::DISCONNECTED
+                | event::CONNECT_ERROR
+                | event::UNREACHABLE
+                | event::REJECTED
+                | event::DEVICE_REMOVAL => {
                     last = Instant::now();
                     if let Some(v) = conns.remove(&(ev.id as usize)) {
                         drop(v);
                         // SAFETY: its QP is gone, its events acked.
                         unsafe { (lib.destroy_id)(ev.id) };
+                    } else if let Some(at) = ids.iter().position(|(id, _)| *id == ev.id) {
+                        // A listener's device went away: free it, so that
+                        // the device can go.
+                        let (id, k) = ids.swap_remove(at);
+                        say(format!(
+                            "stopped listening on {}: its RDMA device went away",
+                            listeners[k].address
+                        ));
+                        // SAFETY: a listening id of ours, its events acked.
+                        unsafe { (lib.destroy_id)(id) };
                     }
                 }
+                event::ESTABLISHED => last = Instant::now(),
                 _ => {}
             }
         }
