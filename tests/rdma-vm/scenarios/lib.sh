@@ -239,6 +239,15 @@ run_client() { # run_client TOOL RAIL LIMIT [6]
   # shellcheck disable=SC2086
   in_h $c timeout -k 1 "$lim" $cmd > "$W/client-$i.log" 2>&1
   rc=$?
+  # rping sometimes fails in its own teardown after all its pings went
+  # through ("client DISCONNECT EVENT... rdma_get_cm_event: Bad file
+  # descriptor", exit 255; seen 2026-12-04): the connection worked, and its
+  # 3 pings, each verified (-V), are the evidence.
+  if [ "$t" = rping ] && [ "$rc" != 0 ] && [ "$rc" != 124 ] &&
+    [ "$(grep -c '^ping data' "$W/client-$i.log")" = 3 ] && grep -q 'DISCONNECT EVENT' "$W/client-$i.log"; then
+    echo "(rping exited $rc in its teardown, after its 3 verified pings: counted as working)" >> "$W/client-$i.log"
+    rc=0
+  fi
   { echo "client (exit $rc): $cmd"; tail -n 6 "$W/client-$i.log"; echo "server: $(server_cmd "$t" "$i" "${4:-4}")"; tail -n 4 "$W/server-$i.log"; } > "$W/last-$i.log"
   return $rc
 }
