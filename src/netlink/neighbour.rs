@@ -3,12 +3,13 @@
 
 use std::net::IpAddr;
 
+use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
-use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use super::{Netlink, NlError};
+use super::{Netlink, NlError, af};
+use crate::model::Family;
 
 /// One neighbour entry: its interface, its address, whether an admin
 /// made it (permanent or noarp, never removed here).
@@ -23,9 +24,9 @@ impl Netlink {
     /// Every IPv4 and IPv6 neighbour entry of this namespace.
     pub async fn neighbours(&self) -> Result<Vec<Neighbour>, NlError> {
         let mut out = Vec::new();
-        for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+        for family in [Family::V4, Family::V6] {
             let mut msg = NeighbourMessage::default();
-            msg.header.family = family;
+            msg.header.family = af(family);
             for m in self.dump(RouteNetlinkMessage::GetNeighbour(msg)).await? {
                 let RouteNetlinkMessage::NewNeighbour(n) = m else { continue };
                 let dest = n.attributes.iter().find_map(|a| match a {
@@ -48,10 +49,7 @@ impl Netlink {
     /// Removes one entry (`ip neigh del DEST dev IF`).
     pub async fn delete_neighbour(&self, n: &Neighbour) -> Result<(), NlError> {
         let mut msg = NeighbourMessage::default();
-        msg.header.family = match n.dest {
-            IpAddr::V4(_) => AddressFamily::Inet,
-            IpAddr::V6(_) => AddressFamily::Inet6,
-        };
+        msg.header.family = af(Family::of(&n.dest));
         msg.header.ifindex = n.ifindex;
         msg.attributes.push(NeighbourAttribute::Destination(match n.dest {
             IpAddr::V4(a) => NeighbourAddress::Inet(a),
