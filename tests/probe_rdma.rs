@@ -12,20 +12,6 @@ use common::{EXIT_FAILED, EXIT_INVALID, EXIT_NOT_VERIFIED, EXIT_OK, Run};
 use serde_json::Value;
 use two_hosts::{Topology, TwoHosts};
 
-fn probe_a_with(t: &TwoHosts, args: &[&str], env: &[(&str, &str)]) -> (Run, Value) {
-    let cfg = t.a_config().to_string_lossy().into_owned();
-    let mut all = vec!["--json", "probe", cfg.as_str()];
-    all.extend(args);
-    let base = t.dir().join(format!("state-{}", t.a.name()));
-    let mut cmd = common::roce_route_command(t.a.name(), &base, t.dir(), &all);
-    cmd.envs(env.iter().copied());
-    let run = Run::of(cmd);
-    run.expect_no_panic();
-    let doc =
-        serde_json::from_str(&run.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", run.report()));
-    (run, doc)
-}
-
 fn probes(doc: &Value) -> &Vec<Value> {
     doc["probes"].as_array().unwrap_or_else(|| panic!("no probes in {doc:#}"))
 }
@@ -39,10 +25,10 @@ fn rails_without_an_rdma_port_are_not_verified_at_the_rdma_layer() {
     let t = TwoHosts::build(Topology::OneBridge, 2, false);
     t.apply_both();
     let (b0, b1) = (t.b_rails[0].v4.clone(), t.b_rails[1].v4.clone());
-    let (plain, _) = probe_a_with(&t, &["--peer", &b0, "--peer", &b1], &[]);
+    let (plain, _) = t.probe_a_with(&["--peer", &b0, "--peer", &b1], &[]);
     assert_eq!(plain.code(), Some(EXIT_OK), "the baseline without --rdma: {}", plain.report());
 
-    let (run, doc) = probe_a_with(&t, &["--peer", &b0, "--peer", &b1, "--rdma"], &[]);
+    let (run, doc) = t.probe_a_with(&["--peer", &b0, "--peer", &b1, "--rdma"], &[]);
     assert_eq!(run.code(), Some(EXIT_NOT_VERIFIED), "{}", run.report());
     assert_eq!(probes(&doc).len(), 4, "{doc:#}");
     for p in probes(&doc) {
@@ -63,7 +49,7 @@ fn without_rdma_core_the_rdma_layer_says_what_to_install() {
     t.apply_both();
     let b0 = t.b_rails[0].v4.clone();
     let env = [("ROCE_ROUTE_RDMA_LIBS", "librdmacm-not-here.so.1,libibverbs-not-here.so.1")];
-    let (run, doc) = probe_a_with(&t, &["--peer", &b0, "--rdma"], &env);
+    let (run, doc) = t.probe_a_with(&["--peer", &b0, "--rdma"], &env);
     assert_eq!(run.code(), Some(EXIT_NOT_VERIFIED), "{}", run.report());
     let warnings = doc["warnings"].to_string();
     assert!(warnings.contains("librdmacm-not-here.so.1"), "names the library: {warnings}");

@@ -8,7 +8,7 @@ mod two_hosts;
 
 use std::collections::BTreeSet;
 
-use common::{EXIT_FAILED, EXIT_NOT_VERIFIED, EXIT_OK, Run};
+use common::{EXIT_FAILED, EXIT_NOT_VERIFIED, EXIT_OK};
 use serde_json::Value;
 use two_hosts::{Topology, TwoHosts};
 
@@ -58,21 +58,6 @@ fn not_verified(p: &Value) -> Vec<&str> {
         .iter()
         .map(|k| k.as_str().unwrap())
         .collect()
-}
-
-/// `probe --json` on A with A's config, `args` and the environment `env`.
-fn probe_a_with(t: &TwoHosts, args: &[&str], env: &[(&str, &str)]) -> (Run, Value) {
-    let cfg = t.a_config().to_string_lossy().into_owned();
-    let mut all = vec!["--json", "probe", cfg.as_str()];
-    all.extend(args);
-    let base = t.dir().join(format!("state-{}", t.a.name()));
-    let mut cmd = common::roce_route_command(t.a.name(), &base, t.dir(), &all);
-    cmd.envs(env.iter().copied());
-    let run = Run::of(cmd);
-    run.expect_no_panic();
-    let doc =
-        serde_json::from_str(&run.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", run.report()));
-    (run, doc)
 }
 
 /// A's neighbour table as (address, interface) pairs, both families.
@@ -209,7 +194,7 @@ fn frames_dropped_by_the_probe_itself_make_pairs_not_verified_not_faulty() {
     t.apply_both();
     let peers: Vec<String> = t.b_rails.iter().map(|r| r.v4.clone()).collect();
     let env = [("ROCE_ROUTE_PROBE_RCVBUF", "1"), ("ROCE_ROUTE_PROBE_DRAIN_DELAY_MS", "300")];
-    let (run, doc) = probe_a_with(&t, &["--peer", &peers.join(",")], &env);
+    let (run, doc) = t.probe_a_with(&["--peer", &peers.join(",")], &env);
     assert_eq!(run.code(), Some(EXIT_NOT_VERIFIED), "{}", run.report());
     let all = probes(&doc);
     let dropped: Vec<&Value> = all.iter().filter(|p| !not_verified(p).is_empty()).collect();
@@ -361,7 +346,7 @@ fn the_rtt_is_the_paths_not_the_probes_own_queueing() {
     let t = TwoHosts::build(Topology::OneBridge, 1, false);
     t.apply_both();
     let env = [("ROCE_ROUTE_PROBE_ECHO_READ_DELAY_MS", "300")];
-    let (run, doc) = probe_a_with(&t, &["--peer", &t.b_rails[0].v4, "--timeout", "2"], &env);
+    let (run, doc) = t.probe_a_with(&["--peer", &t.b_rails[0].v4, "--timeout", "2"], &env);
     assert_eq!(run.code(), Some(EXIT_OK), "{}", run.report());
     let rtt = probes(&doc)[0]["rtt_ms"].as_f64().unwrap_or_else(|| panic!("{doc:#}"));
     assert!(rtt < 100.0, "rtt {rtt} ms: the probe's own 300 ms wait, not the path's: {doc:#}");
@@ -392,7 +377,7 @@ fn same_rail_makes_the_probed_host_learn_one_entry_per_rail_not_per_pair() {
         [(vec!["--peers", &peers], 16, 16), (vec!["--peers", &peers, "--same-rail"], 4, 4)]
     {
         t.b.ip("neigh flush all");
-        let (run, doc) = probe_a_with(&t, &args, &[]);
+        let (run, doc) = t.probe_a_with(&args, &[]);
         assert_eq!(run.code(), Some(EXIT_OK), "{args:?}: {}", run.report());
         let all = probes(&doc);
         assert_eq!(all.len(), pairs, "{args:?}: {doc:#}");

@@ -296,10 +296,18 @@ impl TwoHosts {
 
     /// `probe --json` on A with A's config and `args`, parsed.
     pub fn probe_a(&self, args: &[&str]) -> (Run, serde_json::Value) {
+        self.probe_a_with(args, &[])
+    }
+
+    /// `probe_a` with these variables in its environment.
+    pub fn probe_a_with(&self, args: &[&str], env: &[(&str, &str)]) -> (Run, serde_json::Value) {
         let cfg = self.a_config().to_string_lossy().into_owned();
         let mut all = vec!["--json", "probe", cfg.as_str()];
         all.extend(args);
-        let run = self.rr(&self.a, &all);
+        let base = self.dir().join(format!("state-{}", self.a.name()));
+        let mut cmd = roce_route_command(self.a.name(), &base, self.dir(), &all);
+        cmd.envs(env.iter().copied());
+        let run = Run::of(cmd);
         run.expect_no_panic();
         let doc: serde_json::Value = serde_json::from_str(&run.stdout())
             .unwrap_or_else(|e| panic!("probe --json is not JSON ({e}):\n{}", run.report()));
