@@ -268,6 +268,7 @@ async fn local_rails(
         let (addresses, missing): (Vec<Prefix>, Vec<Prefix>) = super::rail_addresses(iface, live)
             .into_iter()
             .partition(|p| live.iter().any(|a| a.ifname == iface.name && a.addr.addr == p.addr));
+        let port = rdma.rdma.port_of(&iface.name);
         rails.push(ProbeRail {
             missing: missing.iter().map(|p| p.addr).collect(),
             local: LocalRail { name: iface.name.clone(), addresses, missing },
@@ -279,16 +280,12 @@ async fn local_rails(
                 broadcast: nl.broadcast(link.index).map(<[u8]>::to_vec).unwrap_or_else(|| vec![0xff; 6]),
                 mtu: mtus.get(&link.index).copied().unwrap_or(1500),
             },
-            rdma: rdma.rdma.port_of(&iface.name).map(|p| RdmaMtu {
+            rdma: port.map(|p| RdmaMtu {
                 port: p.hca(),
                 roce: p.is_roce(),
                 active_mtu: read_active_mtu(&sysfs, &p.device, p.port),
             }),
-            gids: rdma
-                .rdma
-                .port_of(&iface.name)
-                .map(|p| p.gids.iter().map(|g| (g.index, g.gid)).collect())
-                .unwrap_or_default(),
+            gids: port.map(|p| p.gids.iter().map(|g| (g.index, g.gid)).collect()).unwrap_or_default(),
         });
     }
     Ok(rails)
