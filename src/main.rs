@@ -13,7 +13,11 @@ use roce_route::{config, netns, tell};
 
 fn main() -> ExitCode {
     roce_route::profile::start();
-    let cli = match parse() {
+    let parsed = {
+        let _p = roce_route::profile::phase("arguments");
+        parse()
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(code) => return code,
     };
@@ -112,13 +116,17 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         _ => {}
     }
     // A bad config or argument is exit 2 whoever runs it: validate first.
-    let (config, config_files) = read_config(&cli.command)?;
+    let (config, config_files) = {
+        let _p = roce_route::profile::phase("config files");
+        read_config(&cli.command)?
+    };
     let protocol = protocol(&cli.command)?;
     if cli.command.changes_network() {
         netns::require_admin(&cli.command)?;
     }
     // The handlers only set a flag: every wait and every step checks it.
     // `confirm` keeps the default (a Ctrl-C simply ends it).
+    let start_up = roce_route::profile::phase("signals, namespace, runtime");
     let stop = match &cli.command {
         Command::Confirm => StopFlag::default(),
         _ => StopFlag::on_signals()
@@ -133,6 +141,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
         .enable_all()
         .build()
         .map_err(|e| Error::Other(anyhow::anyhow!("cannot start the runtime: {e}")))?;
+    drop(start_up);
     runtime.block_on(dispatch(ctx, &cli.command, config, config_files, protocol))
 }
 

@@ -32,8 +32,12 @@ pub async fn reconcile(
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
     let rules = nl.rules().await.context("cannot read the policy rules")?;
     let (cfg, read) = tables::resolve_tables(nl, cfg, record, &addrs, &rules).await?;
-    let desired = plan::plan_with(&cfg, nl.links(), &addrs, &record.discovered)?;
+    let desired = {
+        let _p = crate::profile::phase("plan");
+        plan::plan_with(&cfg, nl.links(), &addrs, &record.discovered)?
+    };
     let observed = observe(nl, &desired, record, addrs, rules, read).await?;
+    let _p = crate::profile::phase("diff");
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan))
 }
