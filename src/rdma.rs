@@ -418,17 +418,23 @@ fn unreadable(part: Option<String>, error: impl Into<RdmaError>, left_out: &'sta
 }
 
 fn scan_with(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Rdma, RdmaError> {
-    let ipoib = match ipoib_netdevs(fs, links, problem) {
-        Ok(ipoib) => ipoib,
-        Err(e) => {
-            problem(unreadable(None, e, "no netdev is matched to an InfiniBand port"))?;
-            Vec::new()
-        }
-    };
     let devices = match fs.list("class/infiniband") {
         Ok(devices) => devices.unwrap_or_default(),
         Err(e) => {
             problem(unreadable(None, e, "no RDMA device is read"))?;
+            Vec::new()
+        }
+    };
+    // Without an RDMA device there is no port to match a netdev to: the
+    // netdevs (every one of them, a Kubernetes node's pod veths included)
+    // are not read.
+    if devices.is_empty() {
+        return Ok(Rdma::default());
+    }
+    let ipoib = match ipoib_netdevs(fs, links, problem) {
+        Ok(ipoib) => ipoib,
+        Err(e) => {
+            problem(unreadable(None, e, "no netdev is matched to an InfiniBand port"))?;
             Vec::new()
         }
     };
@@ -977,6 +983,26 @@ mod tests {
             )
         );
         assert!(scan(&m, &[]).is_err(), "the strict scan stops at the first");
+    }
+
+    /// No RDMA device, no netdev read: a node with a thousand pod veths
+    /// pays nothing for them on every apply (a read would report this
+    /// failing one).
+    #[test]
+    fn without_a_device_no_netdev_is_read() {
+        let mut m = Memory::default();
+        m.failing("class/net/ib0/address", libc::EIO);
+        m.file("class/net/cali0123456789a/address", "02:00:00:00:00:01");
+        let (rdma, unreadable) = scan_lenient(&m, &[]);
+        assert!(rdma.ports.is_empty());
+        assert!(
+            unreadable.is_empty(),
+            "{:?}",
+            unreadable.iter().map(ToString::to_string).collect::<Vec<_>>()
+        );
+        roce_port(&mut m, "mlx5_0", "ens1f0np0");
+        let (_, unreadable) = scan_lenient(&m, &[]);
+        assert_eq!(unreadable.iter().map(|u| u.part.as_deref()).collect::<Vec<_>>(), [Some("netdev ib0")]);
     }
 
     /// A link layer the kernel does not write is a damaged copy; no file
