@@ -27,6 +27,19 @@ pub fn command() -> clap::Command {
     cmd
 }
 
+/// The command line to parse `args` (the program's name first) with:
+/// `command()` when they may print help or usage with it (no command,
+/// `help`, `-h`, `--help`); else the same commands and options without the
+/// help texts `command()` adds to every command, whose building is most of
+/// what parsing costs. (Errors print no help text.)
+pub fn command_for(args: &[std::ffi::OsString]) -> clap::Command {
+    let wants_help = |a: &std::ffi::OsString| {
+        let a = a.as_encoded_bytes();
+        a == b"help" || a == b"--help" || (a.len() > 1 && a[0] == b'-' && a[1] != b'-' && a.contains(&b'h'))
+    };
+    if args.len() < 2 || args.iter().skip(1).any(wants_help) { command() } else { Cli::command() }
+}
+
 /// Per-NIC policy routing for multi-NIC RDMA hosts (InfiniBand/IPoIB, RoCE).
 #[derive(Debug, Parser)]
 #[command(name = "roce-route", version, after_help = crate::exit_codes::overview())]
@@ -441,7 +454,7 @@ impl Command {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
+    use clap::{FromArgMatches, Parser};
 
     use super::*;
 
@@ -463,5 +476,47 @@ mod tests {
         let p = probe(&["rails.toml", "--peer", "198.51.100.1,2001:db8::1", "--peer", "203.0.113.1"]);
         let peers: Vec<String> = p.peer.iter().map(ToString::to_string).collect();
         assert_eq!(peers, ["198.51.100.1", "2001:db8::1", "203.0.113.1"]);
+    }
+
+    fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
+        std::iter::once("roce-route").chain(args.iter().copied()).map(Into::into).collect()
+    }
+
+    /// The light command parses every command line as the full one does,
+    /// errors included; help of any form gets the full one, whose texts
+    /// (the exit codes) only it has.
+    #[test]
+    fn the_light_command_parses_as_the_full_one() {
+        // apply's help: its exit codes are what only the full one has.
+        let helps = |c: &clap::Command| {
+            let mut c = c.clone();
+            c.find_subcommand_mut("apply").expect("apply").render_long_help().to_string()
+        };
+        for args in [
+            &["--netns", "n", "--state-dir", "/tmp/s", "apply", "--no-announce", "rails.toml"][..],
+            &["apply", "-q", "--json", "--dry-run", "a.toml", "b.toml"],
+            &["show", "--protocol", "234", "-v"],
+            &["watch", "rails.toml", "--netns", "n"],
+            &["probe", "--peer", "198.51.100.1", "rails.toml", "--rdma"],
+            &["apply"],
+            &["apply", "--no-such-option", "rails.toml"],
+            &["no-such-command"],
+            &["completions", "bash"],
+        ] {
+            let argv = os(args);
+            let full = command().try_get_matches_from(&argv).and_then(|m| Cli::from_arg_matches(&m));
+            let light =
+                command_for(&argv).try_get_matches_from(&argv).and_then(|m| Cli::from_arg_matches(&m));
+            match (full, light) {
+                (Ok(f), Ok(l)) => assert_eq!(format!("{f:?}"), format!("{l:?}"), "{args:?}"),
+                (Err(f), Err(l)) => assert_eq!(f.to_string(), l.to_string(), "{args:?}"),
+                (f, l) => panic!("{args:?}: full {f:?}, light {l:?}"),
+            }
+            assert_ne!(helps(&command_for(&argv)), helps(&command()), "{args:?} gets the light one");
+        }
+        for args in [&["apply", "--help"][..], &["help", "apply"], &["-h"], &["apply", "-qh"], &[]] {
+            let argv = os(args);
+            assert_eq!(helps(&command_for(&argv)), helps(&command()), "{args:?} gets the full one");
+        }
     }
 }

@@ -58,7 +58,8 @@ fn cli_text_only(command: &str) -> bool {
 /// other error is: one prefix, and the JSON envelope under --json).
 fn parse() -> Result<Cli, ExitCode> {
     use clap::FromArgMatches;
-    let matches = roce_route::cli::command().try_get_matches();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = roce_route::cli::command_for(&args).try_get_matches_from(args);
     let e = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => return Ok(cli),
         Err(e) => e,
