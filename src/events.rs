@@ -256,9 +256,15 @@ pub struct Coalesce {
 }
 
 impl Coalesce {
-    /// 20 ms of quiet: the notifications of one flap or one purge come
-    /// within a few ms of each other, and a heal should be done well
-    /// within 50 ms (bench/watch.py measures it).
+    /// 2 ms of quiet, for a burst that comes while watch is calm: the
+    /// notifications of one `ip` command (a flap's up, a purge, an address
+    /// added) come within microseconds of each other, so the heal starts
+    /// 2 ms after them (bench/watch.py measures the whole heal).
+    pub const QUICK: Coalesce = Coalesce { quiet: Duration::from_millis(2), cap: Duration::from_millis(500) };
+
+    /// 20 ms of quiet, once passes come close together (`Pace`): a storm
+    /// of flaps gets a pass per pause of 20 ms, at the latest one every
+    /// 500 ms, not one per flap.
     pub const DEFAULT: Coalesce =
         Coalesce { quiet: Duration::from_millis(20), cap: Duration::from_millis(500) };
 
@@ -289,6 +295,84 @@ impl Coalesce {
             }
             passes.extend(burst.map(|b| b.due()));
             burst = Some(self.burst(at));
+        }
+        passes.extend(burst.map(|b| b.due()));
+        passes
+    }
+}
+
+/// Which `Coalesce` a burst follows (pure): `QUICK` while watch is calm,
+/// `DEFAULT` once `BUSY_PASSES` passes ran within `BUSY_WITHIN`, until no
+/// notification came for `CALM`. A flap (the down's pass, the up's pass,
+/// the echo of the heal's own changes) stays quick; a storm turns busy
+/// after a few passes and stays so while it lasts, so that its passes are
+/// as few as with `DEFAULT` alone.
+#[derive(Clone, Debug)]
+pub struct Pace<T> {
+    /// The latest passes, oldest first (at most `BUSY_PASSES`).
+    passes: std::collections::VecDeque<T>,
+    busy: bool,
+    /// The latest notification.
+    heard: Option<T>,
+}
+
+impl<T> Default for Pace<T> {
+    fn default() -> Self {
+        Pace { passes: Default::default(), busy: false, heard: None }
+    }
+}
+
+impl<T: Copy + Ord + Add<Duration, Output = T>> Pace<T> {
+    pub const BUSY_PASSES: usize = 4;
+    pub const BUSY_WITHIN: Duration = Duration::from_millis(250);
+    pub const CALM: Duration = Duration::from_millis(250);
+
+    /// The rule of a burst whose first notification came at `at`.
+    pub fn rule(&mut self, at: T) -> Coalesce {
+        if self.heard.is_some_and(|h| h + Self::CALM <= at) {
+            self.busy = false;
+            self.passes.clear();
+        }
+        if self.busy { Coalesce::DEFAULT } else { Coalesce::QUICK }
+    }
+
+    /// A notification came at `at`.
+    pub fn heard(&mut self, at: T) {
+        self.heard = Some(self.heard.map_or(at, |h| h.max(at)));
+    }
+
+    /// A pass ran at `at`.
+    pub fn passed(&mut self, at: T) {
+        if self.passes.len() == Self::BUSY_PASSES {
+            self.passes.pop_front();
+        }
+        self.passes.push_back(at);
+        if self.passes.len() == Self::BUSY_PASSES && self.passes[0] + Self::BUSY_WITHIN >= at {
+            self.busy = true;
+        }
+    }
+
+    /// The times the passes run for notifications at `times` (sorted),
+    /// each pass taking no time and the notifications up to it: the watch
+    /// loop's driving of `Pace` and `Burst`, for tests.
+    #[cfg(test)]
+    pub fn passes(times: &[Duration]) -> Vec<Duration> {
+        let mut pace = Pace::<Duration>::default();
+        let mut passes = Vec::new();
+        let mut burst: Option<Burst<Duration>> = None;
+        for &at in times {
+            if let Some(b) = burst.as_mut()
+                && b.joins(at)
+            {
+                pace.heard(at);
+                continue;
+            }
+            if let Some(b) = burst {
+                passes.push(b.due());
+                pace.passed(b.due());
+            }
+            burst = Some(pace.rule(at).burst(at));
+            pace.heard(at);
         }
         passes.extend(burst.map(|b| b.due()));
         passes
@@ -436,6 +520,48 @@ mod tests {
         assert_eq!(b.due(), Duration::from_millis(600), "the cap, 500 ms after the first");
         assert!(!b.joins(Duration::from_millis(600)), "an event when the pass is due starts the next burst");
         assert_eq!(b.due(), Duration::from_millis(600));
+    }
+
+    fn count_within(passes: &[Duration], from: u64, to: u64) -> usize {
+        passes.iter().filter(|p| (ms(&[from])[0]..ms(&[to])[0]).contains(p)).count()
+    }
+
+    /// A flap while calm: the down's pass, the up's 3 ms later, and the
+    /// echo of the heal's own changes, each 2 ms after its notifications.
+    #[test]
+    fn a_flap_while_calm_is_healed_2_ms_after_its_up() {
+        let times = ms(&[1000, 1003, 1006, 1006]);
+        assert_eq!(Pace::<Duration>::passes(&times), ms(&[1002, 1005, 1008]));
+    }
+
+    /// A flap every 10 ms for 2 s: a few quick passes, then one per cap
+    /// (500 ms), as with DEFAULT alone; calm again after 250 ms of
+    /// nothing, and quick.
+    #[test]
+    fn a_storm_turns_the_pace_busy_until_calm() {
+        let mut storm: Vec<u64> = (0..200).map(|k| 1000 + k * 10).collect();
+        storm.push(3300);
+        let passes = Pace::<Duration>::passes(&ms(&storm));
+        let during = count_within(&passes, 1000, 3000);
+        assert_eq!(passes[..Pace::<Duration>::BUSY_PASSES], ms(&[1002, 1012, 1022, 1032]), "{passes:?}");
+        assert!(during <= Pace::<Duration>::BUSY_PASSES + 5, "{during} passes in the storm: {passes:?}");
+        assert_eq!(
+            passes.last(),
+            Some(&Duration::from_millis(3302)),
+            "quick again after the calm: {passes:?}"
+        );
+        // Without Pace (QUICK always) the storm would get a pass per flap.
+        assert_eq!(Coalesce::QUICK.passes(&ms(&storm[..200])).len(), 200);
+    }
+
+    /// Passes that are not close together (a flap every 300 ms, each with
+    /// its echo) never turn the pace busy.
+    #[test]
+    fn spaced_flaps_stay_quick() {
+        let times: Vec<u64> = (0..10).flat_map(|k| [k * 300, k * 300 + 3, k * 300 + 6]).collect();
+        let passes = Pace::<Duration>::passes(&ms(&times));
+        assert_eq!(passes.len(), 30);
+        assert!(passes.iter().zip(ms(&times)).all(|(p, t)| *p == t + Duration::from_millis(2)), "{passes:?}");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::io;
 use std::time::Instant;
 
 use crate::error::Error;
-use crate::events::{Burst, Coalesce, Heard, Received, Subscription};
+use crate::events::{Burst, Heard, Pace, Received, Subscription};
 use crate::signals::{StopFlag, StopWait};
 
 use super::timers::Timer;
@@ -25,6 +25,8 @@ pub(super) struct Listener {
     /// A notification that came once the burst before it was due: the
     /// first of the next burst.
     carried: Option<(Instant, io::Result<Received>)>,
+    /// Quick or busy: the quiet period of the next burst.
+    pace: Pace<Instant>,
 }
 
 impl Listener {
@@ -36,7 +38,7 @@ impl Listener {
         let stop = stop
             .waiter()
             .map_err(|e| Error::Other(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
-        Ok(Listener { sub, stop, carried: None })
+        Ok(Listener { sub, stop, carried: None, pace: Pace::default() })
     }
 
     /// Idle: blocks on the socket, the stop signals and the next timer (no
@@ -56,12 +58,18 @@ impl Listener {
         self.gather(first).await
     }
 
+    /// A pass ran (at `at`): the pace counts it.
+    pub fn passed(&mut self, at: Instant) {
+        self.pace.passed(at);
+    }
+
     /// A burst: each notification that joins it moves its pass; one that
     /// does not is carried to the next.
     async fn gather(&mut self, (at, got): (Instant, io::Result<Received>)) -> Result<Wake, Error> {
         let mut heard = Heard::default();
         heard.add(received(got)?);
-        let mut burst: Burst<Instant> = Coalesce::DEFAULT.burst(at);
+        let mut burst: Burst<Instant> = self.pace.rule(at).burst(at);
+        self.pace.heard(at);
         loop {
             tokio::select! {
                 got = self.sub.next() => {
@@ -70,6 +78,7 @@ impl Listener {
                         self.carried = Some((at, got));
                         break;
                     }
+                    self.pace.heard(at);
                     heard.add(received(got)?);
                 }
                 () = tokio::time::sleep_until(burst.due().into()) => break,

@@ -65,6 +65,7 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
     w.timers.passed(Instant::now(), outcome.retry());
     service::notify_ready();
     while ctx.stop.requested().is_none() {
+        let passes = w.w.passes;
         match listener.next(w.timers.next()).await? {
             Wake::Stop => break,
             Wake::Timer(timer) => {
@@ -78,6 +79,9 @@ pub async fn run(ctx: &Ctx, args: &crate::cli::WatchArgs) -> Result<Done, Error>
                 }
             }
             Wake::Heard(heard) => w.heard(heard).await?,
+        }
+        if w.w.passes != passes {
+            listener.passed(Instant::now());
         }
     }
     let why = ctx.stop.requested().map_or("a signal".to_string(), crate::signals::name);
