@@ -545,6 +545,29 @@ fn show_reports_a_flapped_rail() {
     }
 }
 
+/// show reads the tables roce-route uses (its rules', and the recorded
+/// ones, as apply does), never main: a proto-234 route someone put in main
+/// is not listed (walking main for it read a full routing table whole: 34 ms
+/// with a million routes), while a recorded table whose rules are gone still
+/// shows its routes.
+#[test]
+fn show_reads_roce_routes_tables_not_main() {
+    let tb = Testbed::builder().rails(2).build();
+    applied(&tb);
+    tb.host().exec("ip", &["route", "add", "203.0.113.0/24", "dev", "rail0", "proto", "234"]);
+    let rule = format!("from {} lookup {}", tb.rail(1).v4, tb.rail(1).table);
+    tb.host().exec("ip", &["rule", "del", "from", &tb.rail(1).v4, "lookup", &tb.rail(1).table.to_string()]);
+    assert!(!tb.ip_host("-4 rule show").contains(&rule), "{rule} still there");
+
+    let report = show_json(&tb);
+    let rail0 = shown_interface(&report, "rail0").expect("rail0");
+    assert_eq!(rail0["tables"], serde_json::json!([tb.rail(0).table]), "main is not read: {rail0:#}");
+    let rail1 =
+        shown_interface(&report, "rail1").unwrap_or_else(|| panic!("rail1 (recorded table): {report:#}"));
+    assert_eq!(rail1["tables"], serde_json::json!([tb.rail(1).table]), "{rail1:#}");
+    assert!(!json_array(rail1, "routes").is_empty(), "{rail1:#}");
+}
+
 // ---------------------------------------------------------------------------
 // 6. apply --json, --dry-run
 

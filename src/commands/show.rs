@@ -14,7 +14,7 @@ use crate::behaviour::{self, Verdict};
 use crate::cli::SysfsArg;
 use crate::config::DEFAULT_PROTOCOL;
 use crate::error::{Error, exit};
-use crate::model::{Address, Family, Link, Route, Rule, SysctlKey, scope};
+use crate::model::{Address, Link, Route, Rule, SysctlKey, scope};
 use crate::netlink::Netlink;
 use crate::rdma::Port;
 use crate::rdma_read;
@@ -177,10 +177,8 @@ pub struct ShownSysctl {
 pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Done, Error> {
     let state = ctx.existing_state()?;
     let _lock = if state.is_some() { Some(ctx.lock()?) } else { None };
-    let mut protocols: BTreeSet<u8> = match &state {
-        Some(s) => s.record()?.protocols,
-        None => BTreeSet::new(),
-    };
+    let record = state.as_ref().map(|s| s.record()).transpose()?.unwrap_or_default();
+    let mut protocols: BTreeSet<u8> = record.protocols;
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);
     let notes = run_notes(ctx, state.as_ref())?.into_iter().map(|n| n.text).collect();
@@ -197,13 +195,17 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
         .map(|r| r.item)
         .filter(|r| protocols.contains(&r.protocol))
         .collect();
-    let mut routes = Vec::new();
-    for family in [Family::V4, Family::V6] {
-        for p in &protocols {
-            let owned = nl.routes(family, None, Some(*p)).await.context("cannot read the routes")?;
-            routes.extend(owned.into_iter().map(|r| r.item));
-        }
-    }
+    // The tables roce-route uses (its rules', and those it recorded), as
+    // apply reads them: never main, local or default, where a host may hold
+    // a full routing table that a walk for owned routes would read whole.
+    let mut tables: BTreeSet<u32> = rules.iter().map(|r| r.table).chain(record.tables).collect();
+    tables.retain(|t| !crate::model::RESERVED_TABLES.contains(t));
+    let routes: Vec<Route> = reconcile::routes_of_tables(&nl, &tables)
+        .await?
+        .into_iter()
+        .map(|r| r.item)
+        .filter(|r| protocols.contains(&r.protocol))
+        .collect();
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
     let local = reconcile::local_addresses(&nl).await?;
     for iface in &mut interfaces {
