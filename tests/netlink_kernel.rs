@@ -169,11 +169,13 @@ fn a_dump_the_kernel_rejects_is_an_error_not_an_empty_result() {
     });
 }
 
-/// Dumps long enough to take many reads, two of them in flight on one
-/// socket (`rules()` runs the v4 and v6 dumps concurrently, as `observe`
-/// does the route dumps of every table): each ends in its own NLMSG_DONE
-/// and nothing is lost. (The kernel runs one dump at a time per socket;
-/// a collision would be EBUSY, now an error rather than an empty result.)
+/// Dumps long enough to take many reads, two of them asked for at once
+/// as the first requests of a connection (`rules()` asks for the v4 and v6
+/// dumps concurrently, as `observe` does the route dumps of every table):
+/// each ends in its own NLMSG_DONE and nothing is lost. (The kernel runs
+/// one dump at a time per socket and answers a second one EBUSY: this
+/// failed so once the link dump no longer went first on the connection,
+/// until `Netlink` ran its dumps one at a time.)
 #[test]
 fn long_concurrent_dumps_are_complete() {
     const N: u32 = 1000;

@@ -24,6 +24,7 @@ impl Netlink {
     /// is asked again, `DUMP_ATTEMPTS` times at most.
     pub async fn dump(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
         let _p = crate::profile::phase("dumps");
+        let _one_at_a_time = self.dumping.lock().await;
         dump_with_retries(|| self.exchange(request.clone(), NLM_F_DUMP)).await
     }
 

@@ -59,6 +59,11 @@ pub struct Netlink {
     /// IPoIB are sent to: kept beside `Link` rather than in it, so that
     /// nothing that builds a `Link` changes.
     broadcasts: HashMap<u32, Vec<u8>>,
+    /// Held while a dump runs: the kernel runs one dump at a time per
+    /// socket and refuses a second one meanwhile with EBUSY, which two
+    /// dumps asked for at once (the rules of both families, the routes of
+    /// every table) met on a fresh connection.
+    dumping: tokio::sync::Mutex<()>,
 }
 
 impl Netlink {
@@ -86,6 +91,7 @@ impl Netlink {
             by_index: HashMap::new(),
             by_name: HashMap::new(),
             broadcasts: HashMap::new(),
+            dumping: tokio::sync::Mutex::new(()),
         };
         nl.refresh_links().await?;
         Ok(nl)
