@@ -514,3 +514,48 @@ fn record_decode_fixtures() {
     std::fs::write(dir.join("rules.hex"), &out).unwrap();
     print!("{out}");
 }
+
+// ---------------------------------------------------------------------------
+// Links
+
+/// The link table as roce-route reads it (its own socket and parser,
+/// `netlink::linkdump`) equals `ip -j link`: every link, over several
+/// datagrams (300 veths), with its index, name, state, type, hardware and
+/// broadcast addresses.
+#[test]
+fn links_read_as_ip_reads_them() {
+    let ns = Netns::new();
+    let mut batch = String::from("link add br0 type bridge\n");
+    for k in 0..150 {
+        batch += &format!("link add cali{k:011x} type veth peer name calp{k:011x}\n");
+        if k % 3 != 0 {
+            batch += &format!("link set cali{k:011x} up\nlink set calp{k:011x} up\n");
+        }
+    }
+    batch += "link set calp00000000001 master br0\nlink set br0 up\n";
+    ns.batch("-4", &batch);
+    let listed: serde_json::Value = serde_json::from_str(&ns.ip("-j link show")).expect("ip -j link");
+    let (links, broadcasts) = ns.run(|| async {
+        let nl = connect().await;
+        let b: Vec<Option<Vec<u8>>> =
+            nl.links().iter().map(|l| nl.broadcast(l.index).map(<[u8]>::to_vec)).collect();
+        (nl.links().to_vec(), b)
+    });
+    let listed = listed.as_array().expect("an array");
+    assert_eq!(links.len(), listed.len(), "{links:?}");
+    assert_eq!(links.len(), 302, "lo, br0, 300 veths");
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":");
+    for ((link, broadcast), ip) in links.iter().zip(&broadcasts).zip(listed) {
+        let what = format!("{link:?} against {ip}");
+        assert_eq!(u64::from(link.index), ip["ifindex"].as_u64().unwrap(), "{what}");
+        assert_eq!(link.name, ip["ifname"].as_str().unwrap(), "{what}");
+        let flags: Vec<&str> = ip["flags"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        assert_eq!(link.admin_up, flags.contains(&"UP"), "{what}");
+        assert_eq!(link.lower_up, flags.contains(&"LOWER_UP"), "{what}");
+        assert_eq!(link.mac.as_ref().map(ToString::to_string).as_deref(), ip["address"].as_str(), "{what}");
+        assert_eq!(broadcast.as_deref().map(hex).as_deref(), ip["broadcast"].as_str(), "{what}");
+        let ether = ip["link_type"] == "ether";
+        assert_eq!(link.link_type == roce_route::model::LinkType::Ether, ether, "{what}");
+    }
+    assert!(links.iter().any(|l| l.admin_up && l.lower_up) && links.iter().any(|l| !l.admin_up));
+}

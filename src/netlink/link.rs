@@ -1,6 +1,7 @@
-//! Links: dumped link messages to `model::Link` (name, index, state,
-//! hardware address, link type) and the broadcast address announcements
-//! use.
+//! Links as netlink-packet-route's full parse of a link message gives them
+//! (name, index, state, hardware address, link type; the broadcast address
+//! announcements use): the oracle `linkdump`'s own reading is tested
+//! against.
 
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 

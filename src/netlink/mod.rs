@@ -23,7 +23,6 @@ use rtnetlink::packet_core::{
     Emitable, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
     NetlinkPayload,
 };
-use rtnetlink::packet_route::link::LinkMessage;
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
@@ -37,14 +36,15 @@ mod dump;
 mod extack;
 #[cfg(test)]
 mod fixture;
+#[cfg(test)]
 mod link;
+mod linkdump;
 pub mod neighbour;
 pub mod rdma;
 mod route;
 mod rule;
 
 pub use extack::NlError;
-use link::{broadcast_of, link_from};
 use route::{parse_route, route_from, route_msg};
 use rule::rule_msg;
 
@@ -99,19 +99,9 @@ impl Netlink {
 
     /// Re-reads the link table.
     pub async fn refresh_links(&mut self) -> Result<(), NlError> {
-        let req = RouteNetlinkMessage::GetLink(LinkMessage::default());
-        let msgs: Vec<LinkMessage> = self
-            .dump(req)
-            .await?
-            .into_iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewLink(l) => Some(l),
-                _ => None,
-            })
-            .collect();
-        let links: Vec<Link> = msgs.iter().map(link_from).collect();
-        self.broadcasts =
-            msgs.iter().filter_map(|l| broadcast_of(l).map(|b| (l.header.index, b.to_vec()))).collect();
+        let rows = linkdump::dump()?;
+        self.broadcasts = rows.iter().filter_map(|(l, b)| Some((l.index, b.clone()?))).collect();
+        let links: Vec<Link> = rows.into_iter().map(|(l, _)| l).collect();
         self.by_index = links.iter().map(|l| (l.index, l.name.clone())).collect();
         self.by_name = links.iter().map(|l| (l.name.clone(), l.index)).collect();
         self.links = links;
