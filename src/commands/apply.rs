@@ -221,7 +221,7 @@ pub async fn run(
         Some(seconds) => Some(Guard::arm(ctx, &state, &cfg, seconds, install.as_ref())?),
         None => None,
     };
-    let (converged, dropped, scan) = run.converge(&state, &mut nl, &config_files, guard.as_ref()).await;
+    let (converged, dropped) = run.converge(&state, &mut nl, &config_files, guard.as_ref()).await;
     let converged = match converged {
         Ok(c) => c,
         Err(e) => {
@@ -254,11 +254,7 @@ pub async fn run(
     // reconfiguration: say so now, not after the rails broke. (Only when
     // something changed: a scan of every process is not worth it for a
     // no-op, which changes nothing a manager could undo.)
-    let environment = {
-        let _p = crate::profile::phase("process scan (waited for)");
-        scan.and_then(|s| s.join().ok()).unwrap_or_else(crate::managers::scan)
-    };
-    for w in crate::managers::warnings(&environment) {
+    for w in crate::managers::warnings(&crate::managers::scan()) {
         ctx.warn(w);
     }
     // The change is complete: others may read and change the host while
@@ -270,10 +266,6 @@ pub async fn run(
     installed(ctx, confirming, install.as_ref())?;
     Ok(done)
 }
-
-/// The scan of the running processes for network managers
-/// (`managers::scan`), made while the change is.
-type ManagerScan = std::thread::JoinHandle<crate::managers::Environment>;
 
 /// `--install DIR`: the config file as it goes into the boot set.
 struct BootSetFile {
@@ -392,10 +384,9 @@ impl Apply<'_> {
         nl: &mut crate::netlink::Netlink,
         config_files: &[(String, String)],
         guard: Option<&Guard>,
-    ) -> (Result<Converged, Error>, Vec<DroppedWithFile>, Option<ManagerScan>) {
+    ) -> (Result<Converged, Error>, Vec<DroppedWithFile>) {
         let (ctx, args, cfg) = (self.ctx, self.args, self.cfg);
         let mut dropped = Vec::new();
-        let mut scan = None;
         let req = Request {
             cfg,
             config_files,
@@ -413,15 +404,10 @@ impl Apply<'_> {
             if !plan.conflicts.is_empty() && !args.adopt {
                 return Err(conflicts(ctx, &cfg.files, plan));
             }
-            // The change will be made: the managers that could undo it are
-            // looked for meanwhile, on the other CPU.
-            if !plan.ops.is_empty() && scan.is_none() {
-                scan = Some(std::thread::spawn(crate::managers::scan));
-            }
             Ok(())
         };
         let converged = converge::converge(state, nl, &ctx.stop, &req, gate, |_| {}).await;
-        (converged, dropped, scan)
+        (converged, dropped)
     }
 
     /// Nothing to change.
