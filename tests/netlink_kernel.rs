@@ -521,7 +521,7 @@ fn record_decode_fixtures() {
 /// The link table as roce-route reads it (its own socket and parser,
 /// `netlink::linkdump`) equals `ip -j link`: every link, over several
 /// datagrams (300 veths), with its index, name, state, type, hardware and
-/// broadcast addresses.
+/// broadcast addresses and MTU.
 #[test]
 fn links_read_as_ip_reads_them() {
     let ns = Netns::new();
@@ -532,13 +532,13 @@ fn links_read_as_ip_reads_them() {
             batch += &format!("link set cali{k:011x} up\nlink set calp{k:011x} up\n");
         }
     }
-    batch += "link set calp00000000001 master br0\nlink set br0 up\n";
+    batch += "link set calp00000000001 master br0\nlink set br0 up\nlink set cali00000000002 mtu 9000\n";
     ns.batch("-4", &batch);
     let listed: serde_json::Value = serde_json::from_str(&ns.ip("-j link show")).expect("ip -j link");
     let (links, broadcasts) = ns.run(|| async {
         let nl = connect().await;
-        let b: Vec<Option<Vec<u8>>> =
-            nl.links().iter().map(|l| nl.broadcast(l.index).map(<[u8]>::to_vec)).collect();
+        let b: Vec<(Option<Vec<u8>>, Option<u32>)> =
+            nl.links().iter().map(|l| (nl.broadcast(l.index).map(<[u8]>::to_vec), nl.mtu(l.index))).collect();
         (nl.links().to_vec(), b)
     });
     let listed = listed.as_array().expect("an array");
@@ -553,7 +553,9 @@ fn links_read_as_ip_reads_them() {
         assert_eq!(link.admin_up, flags.contains(&"UP"), "{what}");
         assert_eq!(link.lower_up, flags.contains(&"LOWER_UP"), "{what}");
         assert_eq!(link.mac.as_ref().map(ToString::to_string).as_deref(), ip["address"].as_str(), "{what}");
+        let (broadcast, mtu) = broadcast;
         assert_eq!(broadcast.as_deref().map(hex).as_deref(), ip["broadcast"].as_str(), "{what}");
+        assert_eq!(mtu.map(u64::from), ip["mtu"].as_u64(), "{what}");
         let ether = ip["link_type"] == "ether";
         assert_eq!(link.link_type == roce_route::model::LinkType::Ether, ether, "{what}");
     }

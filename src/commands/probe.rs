@@ -10,8 +10,6 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use serde::Serialize;
 
 use super::{Ctx, Done, connect};
@@ -248,7 +246,7 @@ async fn local_rails(
     nl: &Netlink,
     live: &[crate::model::Address],
 ) -> Result<Vec<ProbeRail>, Error> {
-    let mtus = link_mtus(nl).await?;
+    let mtus = link_mtus(nl);
     let rdma = rdma_read::read_lenient(&args.sysfs, nl.links())?;
     rdma.unreadable.iter().for_each(|w| ctx.warn(w.to_string()));
     let sysfs = crate::sysfs::Dir::new(&args.sysfs.sysfs_root);
@@ -466,10 +464,7 @@ pub async fn mtu_warnings(
     rdma: &crate::rdma_check::Observed,
     sysfs: &crate::cli::SysfsArg,
 ) -> Vec<String> {
-    let mtus = match link_mtus(nl).await {
-        Ok(m) => m,
-        Err(e) => return vec![format!("the rails' MTUs are not checked: {e}")],
-    };
+    let mtus = link_mtus(nl);
     let fs = crate::sysfs::Dir::new(&sysfs.sysfs_root);
     let rails: Vec<crate::probe::mtu::RailMtu> = cfg
         .interfaces
@@ -490,22 +485,9 @@ pub async fn mtu_warnings(
     crate::probe::mtu::warnings(&rails)
 }
 
-/// Every link's MTU (IFLA_MTU), by index.
-async fn link_mtus(nl: &Netlink) -> Result<HashMap<u32, u32>, Error> {
-    let msgs = nl
-        .dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))
-        .await
-        .context("cannot read the links' MTUs")?;
-    Ok(msgs
-        .into_iter()
-        .filter_map(|m| match m {
-            RouteNetlinkMessage::NewLink(l) => l.attributes.iter().find_map(|a| match a {
-                LinkAttribute::Mtu(mtu) => Some((l.header.index, *mtu)),
-                _ => None,
-            }),
-            _ => None,
-        })
-        .collect())
+/// Every link's MTU (IFLA_MTU), by index, as the link table was read.
+fn link_mtus(nl: &Netlink) -> HashMap<u32, u32> {
+    nl.links().iter().filter_map(|l| Some((l.index, nl.mtu(l.index)?))).collect()
 }
 
 /// `ports/<p>/active_mtu` when sysfs (or the copy) has it: mainline

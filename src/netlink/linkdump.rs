@@ -1,6 +1,6 @@
 //! The link table, read on a socket of its own and parsed only for what
 //! roce-route uses: the header (index, flags, type), IFLA_IFNAME,
-//! IFLA_ADDRESS and IFLA_BROADCAST.
+//! IFLA_ADDRESS, IFLA_BROADCAST and IFLA_MTU.
 //!
 //! Why not the request socket: netlink-proto parses every attribute of
 //! every link into owned values (statistics, each address family's
@@ -22,8 +22,13 @@ use super::NlError;
 use super::dump::DUMP_ATTEMPTS;
 use crate::model::{HwAddr, Link, LinkType};
 
-/// A link and its IFLA_BROADCAST (when it has a non-empty one).
-pub(super) type LinkRow = (Link, Option<Vec<u8>>);
+/// A link, its IFLA_BROADCAST (when it has a non-empty one) and its MTU.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct LinkRow {
+    pub link: Link,
+    pub broadcast: Option<Vec<u8>>,
+    pub mtu: Option<u32>,
+}
 
 const NLMSG_HDRLEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
@@ -32,6 +37,7 @@ const RTM_GETLINK: u16 = libc::RTM_GETLINK;
 const IFLA_ADDRESS: u16 = libc::IFLA_ADDRESS;
 const IFLA_BROADCAST: u16 = libc::IFLA_BROADCAST;
 const IFLA_IFNAME: u16 = libc::IFLA_IFNAME;
+const IFLA_MTU: u16 = libc::IFLA_MTU;
 const IFLA_EXT_MASK: u16 = libc::IFLA_EXT_MASK;
 /// RTEXT_FILTER_SKIP_STATS (linux/rtnetlink.h; not in the libc crate).
 const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
@@ -139,7 +145,7 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
     let link_type = u16::from_ne_bytes([header[2], header[3]]);
     let index = u32::from_ne_bytes(header[4..8].try_into().unwrap());
     let flags = u32::from_ne_bytes(header[8..12].try_into().unwrap());
-    let (mut name, mut mac, mut broadcast) = (String::new(), None, None);
+    let (mut name, mut mac, mut broadcast, mut mtu) = (String::new(), None, None, None);
     let mut attrs = &payload[IFINFOMSG_LEN..];
     while attrs.len() >= 4 {
         let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
@@ -155,6 +161,7 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
             }
             IFLA_ADDRESS if !value.is_empty() => mac = Some(HwAddr::new(value)),
             IFLA_BROADCAST if !value.is_empty() => broadcast = Some(value.to_vec()),
+            IFLA_MTU if value.len() == 4 => mtu = Some(u32::from_ne_bytes(value.try_into().unwrap())),
             _ => {}
         }
         attrs = &attrs[len.next_multiple_of(4).min(attrs.len())..];
@@ -167,7 +174,7 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
         mac,
         link_type: LinkType::from(link_type),
     };
-    Ok((link, broadcast))
+    Ok(LinkRow { link, broadcast, mtu })
 }
 
 #[cfg(test)]
@@ -256,15 +263,21 @@ mod tests {
         assert!(dump.done && !dump.interrupted);
         let want: Vec<LinkRow> = msgs
             .iter()
-            .map(|m| {
-                (super::super::link::link_from(m), super::super::link::broadcast_of(m).map(<[u8]>::to_vec))
+            .map(|m| LinkRow {
+                link: super::super::link::link_from(m),
+                broadcast: super::super::link::broadcast_of(m).map(<[u8]>::to_vec),
+                mtu: m.attributes.iter().find_map(|a| match a {
+                    LinkAttribute::Mtu(mtu) => Some(*mtu),
+                    _ => None,
+                }),
             })
             .collect();
         assert_eq!(dump.rows, want);
-        assert_eq!(dump.rows[0].0.name, "rail0");
-        assert_eq!(dump.rows[0].0.mac, Some(HwAddr::new(&eth)));
-        assert_eq!(dump.rows[1].0.link_type, LinkType::Infiniband);
-        assert!(!dump.rows[1].0.lower_up);
+        assert_eq!(dump.rows[0].link.name, "rail0");
+        assert_eq!(dump.rows[0].mtu, Some(9000));
+        assert_eq!(dump.rows[0].link.mac, Some(HwAddr::new(&eth)));
+        assert_eq!(dump.rows[1].link.link_type, LinkType::Infiniband);
+        assert!(!dump.rows[1].link.lower_up);
     }
 
     /// A dump goes on over datagrams until NLMSG_DONE; an error in it

@@ -59,6 +59,8 @@ pub struct Netlink {
     /// IPoIB are sent to: kept beside `Link` rather than in it, so that
     /// nothing that builds a `Link` changes.
     broadcasts: HashMap<u32, Vec<u8>>,
+    /// Each link's MTU (by index), beside `Link` for the same reason.
+    mtus: HashMap<u32, u32>,
     /// Held while a dump runs: the kernel runs one dump at a time per
     /// socket and refuses a second one meanwhile with EBUSY, which two
     /// dumps asked for at once (the rules of both families, the routes of
@@ -91,6 +93,7 @@ impl Netlink {
             by_index: HashMap::new(),
             by_name: HashMap::new(),
             broadcasts: HashMap::new(),
+            mtus: HashMap::new(),
             dumping: tokio::sync::Mutex::new(()),
         };
         nl.refresh_links().await?;
@@ -100,8 +103,9 @@ impl Netlink {
     /// Re-reads the link table.
     pub async fn refresh_links(&mut self) -> Result<(), NlError> {
         let rows = linkdump::dump()?;
-        self.broadcasts = rows.iter().filter_map(|(l, b)| Some((l.index, b.clone()?))).collect();
-        let links: Vec<Link> = rows.into_iter().map(|(l, _)| l).collect();
+        self.broadcasts = rows.iter().filter_map(|r| Some((r.link.index, r.broadcast.clone()?))).collect();
+        self.mtus = rows.iter().filter_map(|r| Some((r.link.index, r.mtu?))).collect();
+        let links: Vec<Link> = rows.into_iter().map(|r| r.link).collect();
         self.by_index = links.iter().map(|l| (l.index, l.name.clone())).collect();
         self.by_name = links.iter().map(|l| (l.name.clone(), l.index)).collect();
         self.links = links;
@@ -117,6 +121,12 @@ impl Netlink {
     /// partition key), as of the last read of the link table.
     pub fn broadcast(&self, index: u32) -> Option<&[u8]> {
         self.broadcasts.get(&index).map(Vec::as_slice)
+    }
+
+    /// The MTU of link `index` (IFLA_MTU), as of the last read of the
+    /// link table.
+    pub fn mtu(&self, index: u32) -> Option<u32> {
+        self.mtus.get(&index).copied()
     }
 
     fn ifname(&self, index: u32) -> String {
