@@ -43,6 +43,9 @@ pub(super) struct Watcher<'a> {
     /// rules and routes (no link or address change): a heal of them counts
     /// toward a fight; one after a link flap does not.
     pub undone_by_agent: bool,
+    /// The links were read for this pass's events an instant before it:
+    /// the pass takes them as they are (only for the pass that follows).
+    pub links_fresh: bool,
     links: NewLinks,
     /// The interfaces the recorded config names (rails and ARP-only
     /// ones), as of the last pass that read it: the only links whose
@@ -65,6 +68,7 @@ impl<'a> Watcher<'a> {
             failures: Failures::default(),
             fight: Fight::default(),
             undone_by_agent: false,
+            links_fresh: false,
             links: NewLinks::default(),
             rails: None,
             metrics: Metrics::default(),
@@ -194,6 +198,7 @@ impl<'a> Watcher<'a> {
     }
 
     async fn try_pass(&mut self, nl: &mut Netlink, trigger: &Trigger) -> Result<Outcome, Error> {
+        let links_fresh = std::mem::take(&mut self.links_fresh);
         self.fight.expire(Instant::now());
         let lock = match self.may_run()? {
             Ok(lock) => lock,
@@ -218,7 +223,9 @@ impl<'a> Watcher<'a> {
                 .chain(cfg.arp_only.iter().map(|a| a.name.clone()))
                 .collect(),
         );
-        self.refresh_links(nl).await?;
+        if !links_fresh {
+            self.refresh_links(nl).await?;
+        }
         let converged = self.converge(nl, &cfg, &record).await?;
         drop(lock);
         match converged {
