@@ -38,6 +38,9 @@ pub struct Request<'a> {
     /// Says a notice of the run (a retry after the host changed) as the
     /// command prints its lines: apply on stderr, watch as a log line.
     pub notice: &'a dyn Fn(&str),
+    /// The addresses, when the caller read them under the lock an instant
+    /// before (watch): the first reading takes them instead of a dump.
+    pub addresses: Option<&'a [crate::model::Address]>,
 }
 
 /// The outcome: the desired state and plan of the last reading, and the
@@ -67,7 +70,11 @@ pub async fn converge(
         let stored = state.record()?;
         let mut record = stored.clone();
         adjust(&mut record);
-        let (desired, plan) = match reconcile::reconcile(nl, cfg, req.adopt, &record).await {
+        let reading = match req.addresses.filter(|_| attempt == 1) {
+            Some(addrs) => reconcile::reconcile_with(nl, cfg, req.adopt, &record, addrs.to_vec()).await,
+            None => reconcile::reconcile(nl, cfg, req.adopt, &record).await,
+        };
+        let (desired, plan) = match reading {
             // The config was fine a moment ago: the host changed under us.
             Err(Error::Config(e)) if attempt > 1 => {
                 return Err(Error::HostChanged(format!("the host changed while applying: {e}")));

@@ -30,6 +30,18 @@ pub async fn reconcile(
     record: &Record,
 ) -> Result<(Desired, Plan), Error> {
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
+    reconcile_with(nl, cfg, adopt, record, addrs).await
+}
+
+/// `reconcile` with the addresses read by the caller an instant before
+/// (under the same lock).
+pub async fn reconcile_with(
+    nl: &Netlink,
+    cfg: &Config,
+    adopt: bool,
+    record: &Record,
+    addrs: Vec<crate::model::Address>,
+) -> Result<(Desired, Plan), Error> {
     let rules = nl.rules().await.context("cannot read the policy rules")?;
     let (cfg, read) = tables::resolve_tables(nl, cfg, record, &addrs, &rules).await?;
     let desired = {

@@ -33,6 +33,10 @@ impl Watcher<'_> {
         record: &Record,
     ) -> Result<Result<Converged, Vec<String>>, Error> {
         let ctx = self.ctx;
+        let addrs = nl
+            .addresses()
+            .await
+            .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
         let req = Request {
             cfg,
             config_files: &record.config_files,
@@ -40,11 +44,9 @@ impl Watcher<'_> {
             kind: crate::state::RunKind::Heal,
             trial: None,
             notice: &|m| log(ctx, m, Event::Retry {}),
+            // Read under the pass's lock just now: not read again.
+            addresses: Some(&addrs),
         };
-        let addrs = nl
-            .addresses()
-            .await
-            .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
         let adjust = |r: &mut Record| forget_replaced(r, &addrs);
         // The gate stops at conflicts with the error that says so; only
         // that error is turned into the answer, any other stays an error.
