@@ -62,8 +62,11 @@ fn an_admin_down_up_of_a_rail_is_healed() {
     // The heal is logged once the peers were told.
     poll_until("watch's heal line", HEAL_TIMEOUT, || w.heals() >= 1);
     let heal = w.docs().into_iter().find(|d| d["event"] == "heal").unwrap();
+    // The down and the up are two `ip` processes, a few ms apart: with
+    // 2 ms of quiet the heal may follow either (the pass after the down
+    // finds the rail up again, or not ready and the up's pass heals).
     let triggers = heal["triggers"].to_string();
-    assert!(triggers.contains("rail1: up"), "{heal:#}");
+    assert!(triggers.contains("rail1: up") || triggers.contains("rail1: down"), "{heal:#}");
 }
 
 /// Carrier loss keeps the routes (marked linkdown): watch must leave them
