@@ -16,6 +16,7 @@
 
 use nix::errno::Errno;
 use nix::libc;
+use rtnetlink::packet_core::{NLM_F_DUMP_INTR, NetlinkBuffer, NlasIterator};
 use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
 use super::NlError;
@@ -34,6 +35,8 @@ const NLMSG_HDRLEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
 const RTM_NEWLINK: u16 = libc::RTM_NEWLINK;
 const RTM_GETLINK: u16 = libc::RTM_GETLINK;
+const NLMSG_DONE: u16 = libc::NLMSG_DONE as u16;
+const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
 const IFLA_ADDRESS: u16 = libc::IFLA_ADDRESS;
 const IFLA_BROADCAST: u16 = libc::IFLA_BROADCAST;
 const IFLA_IFNAME: u16 = libc::IFLA_IFNAME;
@@ -41,8 +44,6 @@ const IFLA_MTU: u16 = libc::IFLA_MTU;
 const IFLA_EXT_MASK: u16 = libc::IFLA_EXT_MASK;
 /// RTEXT_FILTER_SKIP_STATS (linux/rtnetlink.h; not in the libc crate).
 const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
-/// The attribute type without NLA_F_NESTED and NLA_F_NET_BYTEORDER.
-const NLA_TYPE_MASK: u16 = 0x3fff;
 
 /// Every link of this network namespace, in the kernel's order.
 pub(super) fn dump() -> Result<Vec<LinkRow>, NlError> {
@@ -98,38 +99,34 @@ struct Dump {
 }
 
 impl Dump {
-    /// Takes the messages of one datagram.
+    /// Takes the messages of one datagram (framed by netlink-packet-core's
+    /// checked buffer, as `events::parse` frames notifications).
     fn read(&mut self, mut buf: &[u8]) -> Result<(), NlError> {
         while buf.len() >= NLMSG_HDRLEN && !self.done {
-            let len = u32::from_ne_bytes(buf[0..4].try_into().unwrap()) as usize;
-            if len < NLMSG_HDRLEN || len > buf.len() {
-                return Err(malformed("a message length is outside its datagram"));
-            }
-            let kind = u16::from_ne_bytes([buf[4], buf[5]]);
-            let flags = u16::from_ne_bytes([buf[6], buf[7]]);
-            if flags & libc::NLM_F_DUMP_INTR as u16 != 0 {
+            let msg = NetlinkBuffer::new_checked(buf)
+                .map_err(|_| malformed("a message length is outside its datagram"))?;
+            if msg.flags() & NLM_F_DUMP_INTR != 0 {
                 self.interrupted = true;
             }
-            let payload = &buf[NLMSG_HDRLEN..len];
-            match kind {
+            let payload = msg.payload();
+            let code = || payload.get(..4).map_or(0, |c| i32::from_ne_bytes(c.try_into().unwrap()));
+            match msg.message_type() {
                 RTM_NEWLINK => self.rows.push(row(payload)?),
-                k if k == libc::NLMSG_DONE as u16 => {
+                NLMSG_DONE => {
                     self.done = true;
-                    let code = payload.get(..4).map_or(0, |c| i32::from_ne_bytes(c.try_into().unwrap()));
-                    if let Some(e) = NlError::of_done(code, payload.get(4..).unwrap_or_default()) {
+                    if let Some(e) = NlError::of_done(code(), payload.get(4..).unwrap_or_default()) {
                         return Err(e);
                     }
                 }
-                k if k == libc::NLMSG_ERROR as u16 => {
-                    let code = payload.get(..4).map_or(0, |c| i32::from_ne_bytes(c.try_into().unwrap()));
+                NLMSG_ERROR => {
                     return Err(NlError::local(
-                        Errno::from_raw(code.saturating_abs()),
+                        Errno::from_raw(code().saturating_abs()),
                         "the kernel refused the link dump",
                     ));
                 }
                 _ => {}
             }
-            buf = &buf[len.next_multiple_of(4).min(buf.len())..];
+            buf = &buf[(msg.length() as usize).next_multiple_of(4).min(buf.len())..];
         }
         Ok(())
     }
@@ -146,14 +143,11 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
     let index = u32::from_ne_bytes(header[4..8].try_into().unwrap());
     let flags = u32::from_ne_bytes(header[8..12].try_into().unwrap());
     let (mut name, mut mac, mut broadcast, mut mtu) = (String::new(), None, None, None);
-    let mut attrs = &payload[IFINFOMSG_LEN..];
-    while attrs.len() >= 4 {
-        let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
-        if len < 4 || len > attrs.len() {
-            return Err(malformed(&format!("an attribute of link {index} is outside its message")));
-        }
-        let value = &attrs[4..len];
-        match u16::from_ne_bytes([attrs[2], attrs[3]]) & NLA_TYPE_MASK {
+    let outside = || malformed(&format!("an attribute of link {index} is outside its message"));
+    for attr in NlasIterator::new(&payload[IFINFOMSG_LEN..]) {
+        let attr = attr.map_err(|_| outside())?;
+        let value = attr.value();
+        match attr.kind() {
             IFLA_IFNAME => {
                 let text = value.split(|b| *b == 0).next().unwrap_or_default();
                 name = String::from_utf8(text.to_vec())
@@ -164,7 +158,6 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
             IFLA_MTU if value.len() == 4 => mtu = Some(u32::from_ne_bytes(value.try_into().unwrap())),
             _ => {}
         }
-        attrs = &attrs[len.next_multiple_of(4).min(attrs.len())..];
     }
     let link = Link {
         index,
