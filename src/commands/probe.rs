@@ -6,7 +6,6 @@
 //! needs CAP_NET_RAW (except `--self`, which only describes this host's
 //! rails for the peer's `--peers`).
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -246,7 +245,6 @@ async fn local_rails(
     nl: &Netlink,
     live: &[crate::model::Address],
 ) -> Result<Vec<ProbeRail>, Error> {
-    let mtus = link_mtus(nl);
     let rdma = rdma_read::read_lenient(&args.sysfs, nl.links())?;
     rdma.unreadable.iter().for_each(|w| ctx.warn(w.to_string()));
     let sysfs = crate::sysfs::Dir::new(&args.sysfs.sysfs_root);
@@ -276,7 +274,7 @@ async fn local_rails(
                 link_type: link.link_type,
                 hw,
                 broadcast: nl.broadcast(link.index).map(<[u8]>::to_vec).unwrap_or_else(|| vec![0xff; 6]),
-                mtu: mtus.get(&link.index).copied().unwrap_or(1500),
+                mtu: nl.mtu(link.index).unwrap_or(1500),
             },
             rdma: port.map(|p| RdmaMtu {
                 port: p.hca(),
@@ -464,7 +462,6 @@ pub async fn mtu_warnings(
     rdma: &crate::rdma_check::Observed,
     sysfs: &crate::cli::SysfsArg,
 ) -> Vec<String> {
-    let mtus = link_mtus(nl);
     let fs = crate::sysfs::Dir::new(&sysfs.sysfs_root);
     let rails: Vec<crate::probe::mtu::RailMtu> = cfg
         .interfaces
@@ -473,7 +470,7 @@ pub async fn mtu_warnings(
             let link = nl.links().iter().find(|l| l.name == i.name)?;
             Some(crate::probe::mtu::RailMtu {
                 name: i.name.clone(),
-                mtu: *mtus.get(&link.index)?,
+                mtu: nl.mtu(link.index)?,
                 rdma: rdma.rdma.port_of(&i.name).map(|p| RdmaMtu {
                     port: p.hca(),
                     roce: p.is_roce(),
@@ -483,11 +480,6 @@ pub async fn mtu_warnings(
         })
         .collect();
     crate::probe::mtu::warnings(&rails)
-}
-
-/// Every link's MTU (IFLA_MTU), by index, as the link table was read.
-fn link_mtus(nl: &Netlink) -> HashMap<u32, u32> {
-    nl.links().iter().filter_map(|l| Some((l.index, nl.mtu(l.index)?))).collect()
 }
 
 /// `ports/<p>/active_mtu` when sysfs (or the copy) has it: mainline
