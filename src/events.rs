@@ -36,6 +36,8 @@ use nix::libc;
 use rtnetlink::packet_core::{NetlinkBuffer, NetlinkMessage, NetlinkPayload};
 use rtnetlink::sys::{AsyncSocket, AsyncSocketExt, SocketAddr, TokioSocket, protocols::NETLINK_ROUTE};
 
+use crate::netlink::LinkNews;
+
 /// The multicast groups `watch` joins.
 const GROUPS: [u32; 7] = [
     libc::RTNLGRP_LINK,
@@ -99,8 +101,9 @@ impl Event {
 /// What one read from the socket gave.
 #[derive(Debug)]
 pub enum Received {
-    /// Notifications that may concern what roce-route owns (possibly none).
-    Events(Vec<Event>),
+    /// Notifications that may concern what roce-route owns (possibly none),
+    /// and what the link messages say of the link table.
+    Events(Notes),
     /// The socket overflowed (ENOBUFS): notifications were lost, so only a
     /// full resync is safe.
     Overflow,
@@ -136,11 +139,22 @@ impl Subscription {
     }
 }
 
+/// What a datagram of notifications says.
+#[derive(Debug, Default)]
+pub struct Notes {
+    /// Every notification that may concern roce-route.
+    pub events: Vec<Event>,
+    /// Every link message's news for the link table, of every link (a pod's
+    /// veth too: the table stays whole), in order.
+    pub links: Vec<LinkNews>,
+}
+
 /// Every notification in a datagram that may concern roce-route: links,
 /// addresses but IPv6 link-local ones, rules, and routes outside the
-/// kernel's own tables.
-pub fn parse(mut buf: &[u8]) -> Vec<Event> {
+/// kernel's own tables; and the news of its link messages.
+pub fn parse(mut buf: &[u8]) -> Notes {
     let mut events = Vec::new();
+    let mut links = Vec::new();
     // A notification this build cannot read may still be about what
     // roce-route owns: it counts as an event (a pass that finds nothing to
     // do costs little), never as nothing.
@@ -153,14 +167,17 @@ pub fn parse(mut buf: &[u8]) -> Vec<Event> {
     while !buf.is_empty() {
         if buf.len() < NLMSG_HDRLEN {
             events.push(unreadable("a truncated header"));
+            links.push(LinkNews::Unreadable);
             break;
         }
         // The framing netlink-proto's codec uses: a length field that is
         // shorter than a header or longer than the datagram is refused.
         let Ok(len) = NetlinkBuffer::new_checked(buf).map(|b| b.length() as usize) else {
             events.push(unreadable("a bad length"));
+            links.push(LinkNews::Unreadable);
             break;
         };
+        links.extend(crate::netlink::link_news(&buf[..len]));
         match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len]) {
             Ok(msg) => match msg.payload {
                 NetlinkPayload::InnerMessage(inner) => events.extend(event_of(&inner)),
@@ -171,7 +188,7 @@ pub fn parse(mut buf: &[u8]) -> Vec<Event> {
         }
         buf = &buf[len.next_multiple_of(4).min(buf.len())..];
     }
-    events
+    Notes { events, links }
 }
 
 fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
@@ -408,18 +425,22 @@ impl<T: Copy + Ord + Add<Duration, Output = T>> Burst<T> {
     }
 }
 
-/// What the reads of one burst gave: the events, and whether the socket
-/// overflowed in between.
+/// What the reads of one burst gave: the events, the link news, and
+/// whether the socket overflowed in between.
 #[derive(Debug, Default)]
 pub struct Heard {
     pub events: Vec<Event>,
+    pub links: Vec<LinkNews>,
     pub overflow: bool,
 }
 
 impl Heard {
     pub fn add(&mut self, got: Received) {
         match got {
-            Received::Events(e) => self.events.extend(e),
+            Received::Events(notes) => {
+                self.events.extend(notes.events);
+                self.links.extend(notes.links);
+            }
             Received::Overflow => self.overflow = true,
         }
     }
@@ -474,6 +495,11 @@ impl Heard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read that gave these events and no link news.
+    fn got(events: Vec<Event>) -> Received {
+        Received::Events(Notes { events, links: Vec::new() })
+    }
 
     /// The arithmetic with round numbers (DEFAULT's quiet period is tuned).
     const RULE: Coalesce = Coalesce { quiet: Duration::from_millis(50), cap: Duration::from_millis(500) };
@@ -589,7 +615,7 @@ mod tests {
         let rails: BTreeSet<u32> = [2, 3].into();
         let is_rail = |n: &str| n == "rail0" || n == "rail1" || n == "rail9";
         let mut heard = Heard::default();
-        heard.add(Received::Events(vec![
+        heard.add(got(vec![
             named(Subject::Link, 40, "veth1a2b3c4d"),
             ev(Subject::Address, Some(40), "address 10.244.1.5/32 added"),
             named(Subject::Link, 2, "rail0"),
@@ -605,13 +631,13 @@ mod tests {
         assert_eq!(kept, vec![Some(2), Some(3), Some(3), Some(50), Some(50), None, None], "{heard:?}");
 
         let mut pods = Heard::default();
-        pods.add(Received::Events(vec![
+        pods.add(got(vec![
             named(Subject::Link, 41, "cali0123456789a"),
             ev(Subject::Address, Some(41), "address 10.244.1.6/32 added"),
         ]));
         pods.retain_rails(is_rail, &rails);
         assert!(pods.is_empty(), "pod churn alone runs no pass: {pods:?}");
-        let mut lost = Heard { events: Vec::new(), overflow: true };
+        let mut lost = Heard { overflow: true, ..Heard::default() };
         lost.retain_rails(is_rail, &rails);
         assert!(!lost.is_empty(), "an overflow always gets its resync");
     }
@@ -623,11 +649,11 @@ mod tests {
         let link = ev(Subject::Link, Some(7), "down, carrier off");
         let mut heard = Heard::default();
         assert!(heard.is_empty());
-        heard.add(Received::Events(vec![rule.clone(), route.clone(), rule.clone()]));
+        heard.add(got(vec![rule.clone(), route.clone(), rule.clone()]));
         assert!(!heard.is_empty());
         assert!(heard.only_rules_and_routes(), "an agent deleted them");
         assert_eq!(heard.described(|_| None), ["rule deleted (lookup 100)", "route deleted in table 100"]);
-        heard.add(Received::Events(vec![link]));
+        heard.add(got(vec![link]));
         assert!(!heard.only_rules_and_routes(), "a link changed: a flap, not an agent");
         assert_eq!(heard.described(|i| Some(format!("rail{i}")))[2], "rail7: down, carrier off");
         let mut lost = Heard::default();
@@ -663,7 +689,7 @@ mod tests {
             msg.serialize(&mut buf);
             bytes.extend(buf);
         }
-        let events = parse(&bytes);
+        let events = parse(&bytes).events;
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[0].describe(|_| None), "rail0: up, carrier off");
         assert_eq!(events[1].describe(|_| None), "route deleted in table 101");
@@ -689,7 +715,7 @@ mod tests {
             ),
             (vec![1, 2, 3], "truncated header"),
         ] {
-            let events = parse(&bytes);
+            let events = parse(&bytes).events;
             assert_eq!(events.len(), 1, "{why}: {events:?}");
             assert!(events[0].what.contains(why), "{events:?}");
             assert_eq!(events[0].subject, Subject::Unreadable);

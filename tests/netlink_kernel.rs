@@ -43,16 +43,7 @@ impl Netns {
 
     /// `ip -n NS FAMILY -batch -` with `commands` on its stdin.
     fn batch(&self, family: &str, commands: &str) {
-        use std::io::Write;
-        let mut child = Command::new("ip")
-            .args(["-n", &self.name, family, "-batch", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("ip -batch");
-        child.stdin.take().expect("stdin").write_all(commands.as_bytes()).expect("write batch");
-        let out = child.wait_with_output().expect("ip -batch");
-        assert!(out.status.success(), "ip -batch: {}", String::from_utf8_lossy(&out.stderr));
+        batch_in(&self.name, family, commands);
     }
 
     /// Runs `f` inside the namespace and returns its output: on a new
@@ -79,6 +70,20 @@ impl Drop for Netns {
         // Never panic here: this may run while a test unwinds.
         let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
     }
+}
+
+/// `ip -n NETNS FAMILY -batch -` with `commands` on its stdin.
+fn batch_in(netns: &str, family: &str, commands: &str) {
+    use std::io::Write;
+    let mut child = Command::new("ip")
+        .args(["-n", netns, family, "-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ip -batch");
+    child.stdin.take().expect("stdin").write_all(commands.as_bytes()).expect("write batch");
+    let out = child.wait_with_output().expect("ip -batch");
+    assert!(out.status.success(), "ip -batch: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Runs a command; its trimmed stdout, or a panic with its stderr.
@@ -560,4 +565,62 @@ fn links_read_as_ip_reads_them() {
         assert_eq!(link.link_type == roce_route::model::LinkType::Ether, ether, "{what}");
     }
     assert!(links.iter().any(|l| l.admin_up && l.lower_up) && links.iter().any(|l| !l.admin_up));
+}
+
+/// What `watch` keeps of the link table from notifications (`Netlink::
+/// learn`: read before the changes, then the notifications heard since)
+/// equals a read of it afterwards: new links, carrier and state changes,
+/// an MTU and a MAC changed, a rename, a link deleted, one moved to
+/// another namespace, and bridge ports that join and leave a bridge (an
+/// AF_BRIDGE RTM_DELLINK says a port left its bridge, not that it went).
+#[test]
+fn the_link_table_kept_from_notifications_equals_a_read() {
+    use roce_route::events::{Received, Subscription};
+    type Table = Vec<(roce_route::model::Link, Option<Vec<u8>>, Option<u32>)>;
+    fn table(nl: &Netlink) -> Table {
+        nl.links()
+            .iter()
+            .map(|l| (l.clone(), nl.broadcast(l.index).map(<[u8]>::to_vec), nl.mtu(l.index)))
+            .collect()
+    }
+    let ns = Netns::new();
+    let other = Netns::new();
+    ns.batch("-4", "link add old0 type veth peer name old1\nlink add br0 type bridge\nlink set br0 up\n");
+    let mut batch = String::new();
+    for k in 0..40 {
+        batch += &format!(
+            "link add pod{k} type veth peer name podp{k}\nlink set pod{k} up\nlink set podp{k} up\n"
+        );
+    }
+    batch += "link set old0 up\nlink set old1 up\nlink set old0 mtu 9000\n\
+              link set old0 address 02:00:00:00:00:07\nlink set old0 name rail7\nlink set rail7 down\n\
+              link set podp3 master br0\nlink set podp3 nomaster\nlink set podp4 master br0\n\
+              link set podp8 master br0\nlink del pod5\nlink del podp8\n";
+    batch += &format!("link set podp6 netns {}\n", other.name);
+    let name = ns.name.clone();
+    let (kept, learnt, read, news) = ns.run(move || async move {
+        let mut sub = Subscription::open().expect("subscription");
+        let mut nl = connect().await;
+        batch_in(&name, "-4", &batch);
+        let mut news = Vec::new();
+        while let Ok(got) = tokio::time::timeout(std::time::Duration::from_millis(300), sub.next()).await {
+            match got.expect("notifications") {
+                Received::Events(notes) => news.extend(notes.links),
+                Received::Overflow => panic!("the notification socket overflowed"),
+            }
+        }
+        let learnt = nl.learn(&news);
+        let kept = table(&nl);
+        nl.refresh_links().await.expect("links");
+        (kept, learnt, table(&nl), news.len())
+    });
+    assert!(learnt, "every link message could be read");
+    assert!(news > 160, "{news} link notifications");
+    assert_eq!(kept.len(), read.len(), "{kept:#?}\nagainst {read:#?}");
+    for (k, r) in kept.iter().zip(&read) {
+        assert_eq!(k, r);
+    }
+    let names: Vec<&str> = read.iter().map(|(l, ..)| l.name.as_str()).collect();
+    assert!(names.contains(&"rail7") && !names.contains(&"old0") && names.contains(&"podp3"), "{names:?}");
+    assert!(!names.contains(&"pod5") && !names.contains(&"podp6") && !names.contains(&"podp8"), "{names:?}");
 }

@@ -24,8 +24,8 @@ use super::dump::DUMP_ATTEMPTS;
 use crate::model::{HwAddr, Link, LinkType};
 
 /// A link, its IFLA_BROADCAST (when it has a non-empty one) and its MTU.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct LinkRow {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkRow {
     pub link: Link,
     pub broadcast: Option<Vec<u8>>,
     pub mtu: Option<u32>,
@@ -35,6 +35,7 @@ const NLMSG_HDRLEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
 const RTM_NEWLINK: u16 = libc::RTM_NEWLINK;
 const RTM_GETLINK: u16 = libc::RTM_GETLINK;
+const RTM_DELLINK: u16 = libc::RTM_DELLINK;
 const NLMSG_DONE: u16 = libc::NLMSG_DONE as u16;
 const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
 const IFLA_ADDRESS: u16 = libc::IFLA_ADDRESS;
@@ -44,6 +45,43 @@ const IFLA_MTU: u16 = libc::IFLA_MTU;
 const IFLA_EXT_MASK: u16 = libc::IFLA_EXT_MASK;
 /// RTEXT_FILTER_SKIP_STATS (linux/rtnetlink.h; not in the libc crate).
 const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
+
+/// What a link notification says of the link table. watch keeps the
+/// table from these between its reads of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkNews {
+    /// The link as it is now (RTM_NEWLINK: a new link, or a change).
+    Now(LinkRow),
+    /// The link of this index left the namespace (RTM_DELLINK).
+    Gone(u32),
+    /// A link message that cannot be read: the table is not known until it
+    /// is read again.
+    Unreadable,
+}
+
+/// The news in one notification (`message`: its bytes, header first);
+/// None when it is not a link message, or not about the link table: a
+/// bridge port's messages (family AF_BRIDGE) come on the same group, and
+/// its RTM_DELLINK says the port left its bridge, not that the link went.
+pub fn news(message: &[u8]) -> Option<LinkNews> {
+    let msg = NetlinkBuffer::new_checked(message).ok()?;
+    let kind = msg.message_type();
+    if kind != RTM_NEWLINK && kind != RTM_DELLINK {
+        return None;
+    }
+    let payload = msg.payload();
+    let Some(header) = payload.get(..IFINFOMSG_LEN) else {
+        return Some(LinkNews::Unreadable);
+    };
+    if header[0] != libc::AF_UNSPEC as u8 {
+        return None;
+    }
+    Some(match (kind, row(payload)) {
+        (RTM_DELLINK, Ok(r)) => LinkNews::Gone(r.link.index),
+        (_, Ok(r)) => LinkNews::Now(r),
+        (_, Err(_)) => LinkNews::Unreadable,
+    })
+}
 
 /// How much one read takes. The kernel fills a dump's datagrams up to the
 /// size of the reader's last read (at most 32 KiB): peeking at each

@@ -43,9 +43,14 @@ pub(super) struct Watcher<'a> {
     /// rules and routes (no link or address change): a heal of them counts
     /// toward a fight; one after a link flap does not.
     pub undone_by_agent: bool,
-    /// The links were read for this pass's events an instant before it:
-    /// the pass takes them as they are (only for the pass that follows).
+    /// The links were read for this pass's events an instant before it,
+    /// or kept from their notifications: the pass takes them as they are
+    /// (only for the pass that follows).
     pub links_fresh: bool,
+    /// The link table kept from notifications cannot be trusted (the
+    /// socket overflowed, a link message could not be read) until the
+    /// links are read again.
+    pub links_lost: bool,
     links: NewLinks,
     /// The interfaces the recorded config names (rails and ARP-only
     /// ones), as of the last pass that read it: the only links whose
@@ -69,6 +74,7 @@ impl<'a> Watcher<'a> {
             fight: Fight::default(),
             undone_by_agent: false,
             links_fresh: false,
+            links_lost: false,
             links: NewLinks::default(),
             rails: None,
             metrics: Metrics::default(),
@@ -92,6 +98,7 @@ impl<'a> Watcher<'a> {
     /// Reads the links again (and sees them).
     pub async fn refresh_links(&mut self, nl: &mut Netlink) -> Result<(), Error> {
         nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
+        self.links_lost = false;
         self.saw_links(nl);
         Ok(())
     }
