@@ -624,3 +624,63 @@ fn the_link_table_kept_from_notifications_equals_a_read() {
     assert!(names.contains(&"rail7") && !names.contains(&"old0") && names.contains(&"podp3"), "{names:?}");
     assert!(!names.contains(&"pod5") && !names.contains(&"podp6") && !names.contains(&"podp8"), "{names:?}");
 }
+
+/// The addresses as roce-route reads them (its own socket and parser,
+/// `netlink::addrdump`) equal `ip -j addr`: over several datagrams (150
+/// veth pairs, each end with IPv4 and IPv6 addresses besides its
+/// link-local one), with the interface, address, prefix length, scope,
+/// point-to-point peer and the flags.
+#[test]
+fn addresses_read_as_ip_reads_them() {
+    let ns = Netns::new();
+    // No DAD: no address leaves the tentative state between the two reads.
+    for key in ["net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"] {
+        sh("ip", &["netns", "exec", &ns.name, "sysctl", "-qw", key]);
+    }
+    let (mut batch, mut batch6) = (String::new(), String::new());
+    for k in 0..150u32 {
+        let (hi, lo) = (k / 100, k % 100);
+        batch += &format!(
+            "link add cali{k} type veth peer name calp{k}\nlink set cali{k} up\nlink set calp{k} up\n"
+        );
+        batch += &format!("addr add 198.51.{hi}.{} peer 198.51.{hi}.{}/31 dev cali{k}\n", 2 * lo + 1, 2 * lo);
+        batch += &format!("addr add 203.0.113.{}/24 dev calp{k}\n", k % 250 + 1);
+        batch6 += &format!("addr add 2001:db8:{k:x}::1/64 dev cali{k} nodad\n");
+        batch6 += &format!("addr add 2001:db8:{k:x}::2/64 dev calp{k} preferred_lft 0\n");
+    }
+    ns.batch("-4", &batch);
+    ns.batch("-6", &batch6);
+    let listed: serde_json::Value = serde_json::from_str(&ns.ip("-j addr show")).expect("ip -j addr");
+    let read = ns.run(|| async { connect().await.addresses().await.expect("addresses") });
+    let mut want = Vec::new();
+    for link in listed.as_array().expect("an array") {
+        for a in link["addr_info"].as_array().expect("addr_info") {
+            let flag = |f: &str| a[f].as_bool().unwrap_or(false);
+            let scope = match a["scope"].as_str().unwrap() {
+                "global" => 0,
+                "link" => 253,
+                "host" => 254,
+                other => panic!("scope {other}"),
+            };
+            want.push(Address {
+                ifname: link["ifname"].as_str().unwrap().into(),
+                addr: Prefix::new(
+                    a["local"].as_str().unwrap().parse().unwrap(),
+                    a["prefixlen"].as_u64().unwrap() as u8,
+                ),
+                peer: a["address"].as_str().map(|p| p.parse().unwrap()),
+                scope,
+                tentative: flag("tentative"),
+                deprecated: flag("deprecated"),
+                temporary: flag("temporary"),
+                dad_failed: flag("dadfailed"),
+            });
+        }
+    }
+    let key = |a: &Address| (a.ifname.clone(), a.addr.addr);
+    let (mut read, mut want) = (read, want);
+    read.sort_by_key(key);
+    want.sort_by_key(key);
+    assert!(read.len() > 750, "{} addresses", read.len());
+    assert_eq!(read, want);
+}

@@ -1,6 +1,7 @@
-//! Addresses: dumped address messages to `model::Address` (the local
-//! address, a point-to-point peer, and the flags that say whether it can
-//! be used yet).
+//! Addresses from netlink-packet-route's full parse of an address message
+//! to `model::Address` (the local address, a point-to-point peer, and the
+//! flags that say whether it can be used yet): the oracle that
+//! `addrdump`'s own reading is tested against (test-only).
 
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};

@@ -7,13 +7,12 @@ use futures::future::Future;
 use nix::errno::Errno;
 use rtnetlink::packet_core::{NLM_F_DUMP, NLM_F_DUMP_INTR, NetlinkMessage, NetlinkPayload};
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::address::AddressMessage;
 use rtnetlink::packet_route::route::{
     RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use rtnetlink::packet_route::rule::RuleMessage;
 
-use super::{Netlink, NlError, address, af, route, rule};
+use super::{Netlink, NlError, af, route, rule};
 use crate::model::{Address, Family, Live, Route, Rule};
 
 impl Netlink {
@@ -28,17 +27,11 @@ impl Netlink {
         dump_with_retries(|| self.exchange(request.clone(), NLM_F_DUMP)).await
     }
 
-    /// Every address of every interface.
+    /// Every address of every interface (`addrdump`, on a socket of its
+    /// own).
     pub async fn addresses(&self) -> Result<Vec<Address>, NlError> {
-        let req = RouteNetlinkMessage::GetAddress(AddressMessage::default());
-        let msgs = self.dump(req).await?;
-        Ok(msgs
-            .into_iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewAddress(a) => address::address_from(&a, |i| self.ifname(i)),
-                _ => None,
-            })
-            .collect())
+        let rows = super::addrdump::dump()?;
+        Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
     }
 
     /// Every policy rule of both families, with its dumped bytes. Rule dumps

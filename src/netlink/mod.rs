@@ -30,6 +30,8 @@ use rtnetlink::sys::AsyncSocket;
 
 use crate::model::{Family, Link, Op, Route};
 
+mod addrdump;
+#[cfg(test)]
 mod address;
 mod dump;
 mod extack;
@@ -40,6 +42,7 @@ mod link;
 mod linkdump;
 mod linktable;
 pub mod neighbour;
+mod rawdump;
 pub mod rdma;
 mod route;
 mod rule;
