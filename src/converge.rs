@@ -106,16 +106,33 @@ pub async fn converge(
             Ok(applied) => {
                 let record = state.record()?;
                 let left = reconcile::verify(env.nl, &desired, &record, req.adopt).await?;
-                if !left.is_empty() {
-                    let why = format!(
-                        "the kernel did not keep the change as asked (it normalised {}): {}",
-                        count(left.len(), "entry", "entries"),
-                        left.join("; ")
-                    );
-                    return Err(applied.abort(why).await);
+                if left.is_empty() {
+                    let header = applied.commit()?;
+                    return Ok(Converged { desired, plan, header: Some(header) });
                 }
-                let header = applied.commit()?;
-                return Ok(Converged { desired, plan, header: Some(header) });
+                let words: Vec<String> = left.iter().map(crate::render::describe).collect();
+                if gone_meanwhile(&left) && attempt < ATTEMPTS {
+                    // Entries are missing with nothing in their place:
+                    // another actor deleted them after they were read or
+                    // made (a purge still running when watch's pass began),
+                    // not the kernel keeping something else. Undone, and
+                    // read again, as for a race the kernel refused.
+                    let why = format!("{} deleted while applying", count(left.len(), "entry", "entries"));
+                    applied.undo(&why).await?;
+                    (req.notice)(&format!(
+                        "the host changed while applying ({} deleted meanwhile: {}); reading it again",
+                        count(left.len(), "entry", "entries"),
+                        words.join("; ")
+                    ));
+                    attempt += 1;
+                    continue;
+                }
+                let why = format!(
+                    "the kernel did not keep the change as asked (it normalised {}): {}",
+                    count(left.len(), "entry", "entries"),
+                    words.join("; ")
+                );
+                return Err(applied.abort(why).await);
             }
             Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
                 (req.notice)(&format!("the host changed while applying ({e}); reading it again"));
@@ -127,6 +144,15 @@ pub async fn converge(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether what is left after a transaction is only entries to add again:
+/// they were deleted by someone else, with nothing in their place. An entry
+/// the kernel normalised leaves its stored form behind, which the diff
+/// deletes or replaces. Pure.
+fn gone_meanwhile(left: &[crate::model::Op]) -> bool {
+    use crate::model::Op;
+    left.iter().all(|op| matches!(op, Op::AddRule { .. } | Op::AddRoute { .. }))
 }
 
 /// Which interface each table belongs to: the config's, then the output
@@ -142,4 +168,25 @@ pub fn table_owners(desired: &Desired, ops: &[crate::model::Op]) -> BTreeMap<u32
         }
     }
     owners
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Op, Prefix, Route, Rule};
+
+    /// Only entries to add again are "deleted meanwhile"; an entry the
+    /// kernel stored in another form leaves that form to delete or
+    /// replace, and a sysctl read back otherwise is not a deletion.
+    #[test]
+    fn only_missing_entries_count_as_deleted_meanwhile() {
+        let ip = "198.51.100.10".parse().unwrap();
+        let rule = Rule::source(1000, ip, 100, 234);
+        let route = Route::connected(100, Prefix::new("198.51.100.0".parse().unwrap(), 24), "rail0", ip, 234);
+        let add_rule = Op::AddRule { rule: rule.clone(), raw: None };
+        let add_route = Op::AddRoute { route: route.clone() };
+        assert!(gone_meanwhile(&[add_rule.clone(), add_route.clone()]));
+        assert!(!gone_meanwhile(&[add_rule.clone(), Op::DelRule { rule, raw: None }]));
+        assert!(!gone_meanwhile(&[add_route, Op::DelRoute { route, raw: None }]));
+    }
 }

@@ -113,18 +113,26 @@ impl<'a> Applied<'a> {
 
     /// Undoes every step (the host did not come out as planned).
     pub async fn abort(self, why: String) -> Error {
+        match self.undo(&why).await {
+            Ok(()) => Error::Other(anyhow::anyhow!(
+                "{why}; the change was rolled back: the host is as it was before"
+            )),
+            Err(e) => e,
+        }
+    }
+
+    /// Undoes every step and forgets the run; the error says what could
+    /// not be undone (`why`: the reason for undoing).
+    pub async fn undo(self, why: &str) -> Result<(), Error> {
         let failures = executor::undo_all(&mut Kernel::new(self.env.nl), &self.undo).await;
         if !failures.is_empty() {
-            return TxError::UndoFailed {
+            return Err(TxError::UndoFailed {
                 what: format!("{why}; undoing the change"),
                 undo_failures: failures,
             }
-            .into();
+            .into());
         }
-        if let Err(e) = forget_run(self.env.state, &self.header, Some(self.writer.path())) {
-            return e;
-        }
-        Error::Other(anyhow::anyhow!("{why}; the change was rolled back: the host is as it was before"))
+        forget_run(self.env.state, &self.header, Some(self.writer.path()))
     }
 }
 

@@ -514,6 +514,36 @@ fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
     assert_rolled_back_when_taken_down(&tb, &config, "rail3");
 }
 
+/// A rule another actor deletes while apply runs (after apply made it,
+/// before apply reads the host back) is made again: apply undoes its run,
+/// reads the host again and ends in place with exit 0, rather than
+/// taking it for an entry the kernel normalised and failing. (watch's
+/// heal meets this when a purge is still going on as its pass begins.)
+#[test]
+fn a_rule_deleted_while_applying_is_made_again() {
+    let tb = Testbed::builder().rails(4).build();
+    let config = tb.standard_config();
+    let script = dry_run(&tb, &config, &[]);
+    let steps = commands(&script);
+    let first_rule = steps.iter().position(|c| c.contains(" rule add ")).expect("a rule step");
+    assert!(first_rule + 3 < steps.len(), "the rule should not be among the last steps:\n{script}");
+    let from = field_after(steps[first_rule], "from").expect("from").to_string();
+    let mut cmd = tb.rr_cmd(&["apply", path_str(&config)]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "60");
+    let mut apply = Background::spawn(cmd, format!("apply {} with 60 ms steps", config.display()));
+    let has_rule = || tb.ip_host("rule show").lines().any(|l| field_after(l, "from") == Some(from.as_str()));
+    poll_until(&format!("apply to make the rule from {from}"), Duration::from_secs(20), || {
+        has_rule() || !apply.is_running()
+    });
+    assert!(apply.is_running(), "apply ended before the rule could be deleted");
+    tb.ip_host(&format!("rule del from {from}"));
+    let run = apply.wait();
+    assert_eq!(run.code(), Some(0), "{}", run.report());
+    run.expect_stderr(&["deleted meanwhile", "reading it again"]);
+    assert!(has_rule(), "the rule from {from} is back");
+    tb.apply(&config, &[]).expect_code(0).expect_stdout(&["in sync"]);
+}
+
 // ---------------------------------------------------------------------------
 // 9. Signals
 

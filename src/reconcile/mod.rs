@@ -138,20 +138,19 @@ pub async fn local_addresses(nl: &Netlink) -> Result<BTreeSet<IpAddr>, Error> {
 
 /// After a transaction: the host read back and diffed again against the
 /// same desired state. The kernel may have normalised an entry (a field it
-/// stores differently from how it was asked): then the diff is not empty.
-/// Returns the entries that still differ, in words.
+/// stores differently from how it was asked), or another actor changed it
+/// meanwhile: then the diff is not empty. Returns what it would still do.
 pub async fn verify(
     nl: &Netlink,
     desired: &Desired,
     record: &Record,
     adopt: bool,
-) -> Result<Vec<String>, Error> {
+) -> Result<Vec<crate::model::Op>, Error> {
     let _p = crate::profile::phase("verify");
     // Only the operations matter here: the addresses (for `risks`) are not read again.
     let rules = nl.rules().await.context("cannot read the policy rules")?;
     let observed = observe(nl, desired, record, Vec::new(), rules, tables::TablesRead::default()).await?;
-    let again = diff::diff(desired, &observed, adopt);
-    Ok(again.ops.iter().map(crate::render::describe).collect())
+    Ok(diff::diff(desired, &observed, adopt).ops)
 }
 
 /// Asks the kernel where each probe's traffic goes and judges the answers.
