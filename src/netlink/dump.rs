@@ -133,8 +133,18 @@ fn route_filter(family: Family, table: Option<u32>, protocol: Option<u8>) -> Rou
 }
 
 /// How many times a dump is sent when the kernel keeps marking it as
-/// interrupted (NLM_F_DUMP_INTR) before giving up with an error.
-pub(super) const DUMP_ATTEMPTS: usize = 4;
+/// interrupted (NLM_F_DUMP_INTR) before giving up with an error. A node
+/// creating pods makes links and their link-local addresses many times a
+/// second: 4 attempts in a row were all interrupted by the addresses of
+/// 1,000 veths being made (an apply failed), so the attempts are many and
+/// spaced (`pause_after`), 120 ms in all at most.
+pub(super) const DUMP_ATTEMPTS: usize = 16;
+
+/// The pause after the interrupted attempt `attempt` (from 1): 1 ms more
+/// each time, so that a burst of changes can end between attempts.
+pub(super) fn pause_after(attempt: usize) -> std::time::Duration {
+    std::time::Duration::from_millis(attempt as u64)
+}
 
 /// How a dump ended, read from every message the kernel sent for it.
 #[derive(Debug, PartialEq)]
@@ -187,10 +197,13 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Vec<NetlinkMessage<RouteNetlinkMessage>>, NlError>>,
 {
-    for _ in 0..DUMP_ATTEMPTS {
+    for attempt in 1..=DUMP_ATTEMPTS {
         match classify_dump(send().await?) {
             DumpOutcome::Complete(objects) => return Ok(objects),
             DumpOutcome::Failed(e) => return Err(e),
+            DumpOutcome::Interrupted if attempt < DUMP_ATTEMPTS => {
+                tokio::time::sleep(pause_after(attempt)).await;
+            }
             DumpOutcome::Interrupted => {}
         }
     }
@@ -326,7 +339,7 @@ mod tests {
     }
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+        tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
     }
 
     #[test]

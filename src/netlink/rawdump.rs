@@ -19,7 +19,7 @@ use rtnetlink::packet_core::{NLM_F_DUMP_INTR, NetlinkBuffer};
 use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
 use super::NlError;
-use super::dump::DUMP_ATTEMPTS;
+use super::dump::{DUMP_ATTEMPTS, pause_after};
 
 pub(super) const NLMSG_HDRLEN: usize = 16;
 const NLMSG_DONE: u16 = libc::NLMSG_DONE as u16;
@@ -61,9 +61,12 @@ pub(super) fn request(kind: u16, body: &[u8]) -> Vec<u8> {
 pub(super) fn dump<T>(table: &Table<T>) -> Result<Vec<T>, NlError> {
     let _p = crate::profile::phase("dumps");
     let mut read_size = READ_SIZE;
-    for _ in 0..DUMP_ATTEMPTS {
+    for attempt in 1..=DUMP_ATTEMPTS {
         match dump_once(table, read_size)? {
             Attempt::Read(rows) => return Ok(rows),
+            // A blocking pause: the dump itself blocks, and nothing else
+            // can use these few milliseconds.
+            Attempt::Interrupted if attempt < DUMP_ATTEMPTS => std::thread::sleep(pause_after(attempt)),
             Attempt::Interrupted => {}
             // A datagram larger than the read (a message can be: the
             // kernel makes room for the largest one): asked again with
