@@ -129,6 +129,21 @@ impl Subscription {
         Ok(Subscription { socket })
     }
 
+    /// Throws away every datagram queued now, without waiting (a storm
+    /// that fills the queue as fast as it drains stops it after 100,000).
+    pub fn drain(&mut self) {
+        let mut buf = Vec::with_capacity(64 * 1024);
+        for _ in 0..100_000 {
+            buf.clear();
+            match self.socket.socket_ref().recv(&mut buf, libc::MSG_DONTWAIT) {
+                Ok(_) => {}
+                // The overflow said again: there is more to throw away.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
     /// Waits for the next datagram (no CPU while idle).
     pub async fn next(&mut self) -> io::Result<Received> {
         match self.socket.recv_from_full().await {

@@ -106,9 +106,11 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
         let value = attr.value();
         match attr.kind() {
             IFLA_IFNAME => {
+                // Linux takes any bytes but '/', ':' and white space in a
+                // name: one that is not UTF-8 must not make the whole
+                // table unreadable (it cannot be a rail of a TOML config).
                 let text = value.split(|b| *b == 0).next().unwrap_or_default();
-                name = String::from_utf8(text.to_vec())
-                    .map_err(|_| malformed(&format!("the name of link {index} is not UTF-8")))?;
+                name = String::from_utf8_lossy(text).into_owned();
             }
             IFLA_ADDRESS if !value.is_empty() => mac = Some(HwAddr::new(value)),
             IFLA_BROADCAST if !value.is_empty() => broadcast = Some(value.to_vec()),
@@ -204,6 +206,21 @@ mod tests {
         assert_eq!(rows[0].link.mac, Some(HwAddr::new(&eth)));
         assert_eq!(rows[1].link.link_type, LinkType::Infiniband);
         assert!(!rows[1].link.lower_up);
+    }
+
+    /// A name that is not UTF-8 (Linux allows it) reads lossily; it does
+    /// not make the whole table unreadable.
+    #[test]
+    fn a_name_that_is_not_utf8_reads_lossily() {
+        let bytes = datagram(
+            vec![(RouteNetlinkMessage::NewLink(link(3, vec![LinkAttribute::IfName("rX".into())])), 0)],
+            None,
+        );
+        let mut bytes = bytes;
+        let at = bytes.windows(2).position(|w| w == b"rX").expect("the name");
+        bytes[at + 1] = 0xff;
+        let r = row(&bytes[NLMSG_HDRLEN..]).expect("read");
+        assert_eq!((r.link.index, r.link.name.as_str()), (3, "r\u{fffd}"));
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use super::linkdump::{LinkNews, LinkRow};
 use crate::model::Link;
 
-/// The links (in index order, as the kernel lists them), their names both
-/// ways, broadcast addresses and MTUs.
+/// The links (in the kernel's order: by index since Linux 6.7, by hash
+/// bucket before; a learnt new link goes before the first one with a
+/// higher index), their names both ways, broadcast addresses and MTUs.
 #[derive(Debug, Default)]
 pub(super) struct LinkTable {
     links: Vec<Link>,
@@ -68,7 +69,7 @@ impl LinkTable {
         match self.links.iter_mut().find(|l| l.index == index) {
             Some(l) => *l = row.link.clone(),
             None => {
-                let at = self.links.partition_point(|l| l.index < index);
+                let at = self.links.iter().position(|l| l.index > index).unwrap_or(self.links.len());
                 self.links.insert(at, row.link.clone());
             }
         }

@@ -7,10 +7,12 @@
 //! is added or filter dumps to nothing on a strict socket (see
 //! shared/netlink-notes.md), so this module builds its messages by hand.
 //!
-//! Here: the connection (`Netlink`), its link cache, and the requests that
-//! are not dumps (changes and route lookups). `dump` reads, `route`,
-//! `rule`, `address` and `link` translate between model and messages,
-//! `extack` reads the kernel's errors. `rdma` asks RDMA netlink which
+//! Here: the connection (`Netlink`), its link table (`linktable`), and the
+//! requests that are not dumps (changes and route lookups). `dump` reads
+//! through netlink-proto (rules, routes), `rawdump` on sockets of its own
+//! (`linkdump`, `addrdump`); `route` and `rule` translate between model
+//! and messages (`address` and `link`, test-only, are the full parse the
+//! light readers are tested against); `extack` reads the kernel's errors. `rdma` asks RDMA netlink which
 //! RDMA ports have their netdev in this namespace.
 
 use std::net::IpAddr;
@@ -109,13 +111,14 @@ impl Netlink {
 
     /// The link-layer broadcast address of link `index` (IFLA_BROADCAST:
     /// ff:ff:ff:ff:ff:ff on Ethernet; on IPoIB 20 bytes that carry the
-    /// partition key), as of the last read of the link table.
+    /// partition key), as of the last read of the link table and the
+    /// notifications `learn` took since.
     pub fn broadcast(&self, index: u32) -> Option<&[u8]> {
         self.table.broadcast(index)
     }
 
     /// The MTU of link `index` (IFLA_MTU), as of the last read of the
-    /// link table.
+    /// link table and the notifications `learn` took since.
     pub fn mtu(&self, index: u32) -> Option<u32> {
         self.table.mtu(index)
     }

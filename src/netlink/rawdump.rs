@@ -26,7 +26,8 @@ const NLMSG_DONE: u16 = libc::NLMSG_DONE as u16;
 const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
 
 /// How much one read takes. The kernel fills a dump's datagrams up to the
-/// size of the reader's last read (at most 32 KiB): peeking at each
+/// size of the largest read the socket has seen (at most 32 KiB; a page
+/// before the first read): peeking at each
 /// datagram's size with an empty buffer first, as netlink-sys's
 /// `recv_from_full` does, made it send three links a page (1,336 reads
 /// for 2,000 links); a read of this size takes about 29 links (74 reads).

@@ -72,9 +72,15 @@ impl Listener {
         self.pace.heard(at);
         loop {
             tokio::select! {
-                got = self.sub.next() => {
+                mut got = self.sub.next() => {
                     let at = Instant::now();
                     if !burst.joins(at) {
+                        // Its events are the next burst's; its link news
+                        // are taken now, in order, so that the link table
+                        // of this burst's pass has them.
+                        if let Ok(Received::Events(notes)) = &mut got {
+                            heard.links.append(&mut notes.links);
+                        }
                         self.carried = Some((at, got));
                         break;
                     }
@@ -84,6 +90,13 @@ impl Listener {
                 () = tokio::time::sleep_until(burst.due().into()) => break,
                 _ = self.stop.stopped() => return Ok(Wake::Stop),
             }
+        }
+        if heard.overflow {
+            // What is still queued is older than what the kernel dropped:
+            // learnt after the links are read again (the overflow's pass),
+            // it would put back states the dropped notifications undid.
+            // The pass reads everything; the backlog goes.
+            self.sub.drain();
         }
         Ok(Wake::Heard(heard))
     }
