@@ -111,25 +111,36 @@ pub async fn converge(
                     return Ok(Converged { desired, plan, header: Some(header) });
                 }
                 let words: Vec<String> = left.iter().map(crate::render::describe).collect();
-                if gone_meanwhile(&left) && attempt < ATTEMPTS {
+                let missing = count(left.len(), "entry", "entries");
+                if gone_meanwhile(&left) {
                     // Entries are missing with nothing in their place:
                     // another actor deleted them after they were read or
-                    // made (a purge still running when watch's pass began),
-                    // not the kernel keeping something else. Undone, and
-                    // read again, as for a race the kernel refused.
-                    let why = format!("{} deleted while applying", count(left.len(), "entry", "entries"));
+                    // made (a purge still running when watch's pass began;
+                    // a rail going down takes its routes), not the kernel
+                    // keeping something else. Undone, and read again
+                    // (links too), as for a race the kernel refused.
+                    let why = format!("{missing} deleted while applying");
                     applied.undo(&why).await?;
+                    if attempt >= ATTEMPTS {
+                        return Err(Error::HostChanged(format!(
+                            "{missing} went again right after they were made, {ATTEMPTS} times in a row: \
+                             another agent deletes them (or the kernel keeps them in a form that is not \
+                             roce-route's): {}; the change was rolled back",
+                            words.join("; ")
+                        )));
+                    }
                     (req.notice)(&format!(
-                        "the host changed while applying ({} deleted meanwhile: {}); reading it again",
-                        count(left.len(), "entry", "entries"),
+                        "the host changed while applying ({missing} deleted meanwhile: {}); reading it again",
                         words.join("; ")
                     ));
                     attempt += 1;
+                    nl.refresh_links()
+                        .await
+                        .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
                     continue;
                 }
                 let why = format!(
-                    "the kernel did not keep the change as asked (it normalised {}): {}",
-                    count(left.len(), "entry", "entries"),
+                    "the kernel did not keep the change as asked (it normalised {missing}): {}",
                     words.join("; ")
                 );
                 return Err(applied.abort(why).await);

@@ -544,6 +544,37 @@ fn a_rule_deleted_while_applying_is_made_again() {
     tb.apply(&config, &[]).expect_code(0).expect_stdout(&["in sync"]);
 }
 
+/// An agent that deletes a rule every time apply makes it: after 3
+/// attempts apply says so (exit 1, the host changed), names the entry,
+/// and leaves the host as it was, not "the kernel normalised it".
+#[test]
+fn a_rule_deleted_at_every_attempt_is_said_and_rolled_back() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = tb.standard_config();
+    let script = dry_run(&tb, &config, &[]);
+    let steps = commands(&script);
+    let first_rule = steps.iter().position(|c| c.contains(" rule add ")).expect("a rule step");
+    let from = field_after(steps[first_rule], "from").expect("from").to_string();
+    let before = tb.dump();
+    let mut cmd = tb.rr_cmd(&["apply", path_str(&config)]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "30");
+    let mut apply = Background::spawn(cmd, format!("apply {} with 30 ms steps", config.display()));
+    let mut deleted = 0;
+    while apply.is_running() {
+        if tb.ip_host("rule show").lines().any(|l| field_after(l, "from") == Some(from.as_str())) {
+            let _ = tb.try_ip_host(&format!("rule del from {from}"));
+            deleted += 1;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    let run = apply.wait();
+    assert_eq!(run.code(), Some(1), "{}", run.report());
+    run.expect_stderr(&["went again right after they were made, 3 times", &from, "rolled back"]);
+    assert!(deleted >= 3, "the agent deleted the rule {deleted} times");
+    assert!(!run.stderr().contains("normalised"), "{}", run.report());
+    assert_dump_eq(&before, &tb.dump(), "the host is as it was");
+}
+
 // ---------------------------------------------------------------------------
 // 9. Signals
 
