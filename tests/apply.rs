@@ -514,6 +514,19 @@ fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
     assert_rolled_back_when_taken_down(&tb, &config, "rail3");
 }
 
+/// The source address of the first rule `config`'s apply makes (not among
+/// its last steps), and that apply started with `ms` ms before each step.
+fn apply_slowly_from_first_rule(tb: &Testbed, config: &Path, ms: u64) -> (String, Background) {
+    let script = dry_run(tb, config, &[]);
+    let steps = commands(&script);
+    let first_rule = steps.iter().position(|c| c.contains(" rule add ")).expect("a rule step");
+    assert!(first_rule + 3 < steps.len(), "the rule should not be among the last steps:\n{script}");
+    let from = field_after(steps[first_rule], "from").expect("from").to_string();
+    let mut cmd = tb.rr_cmd(&["apply", path_str(config)]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", ms.to_string());
+    (from, Background::spawn(cmd, format!("apply {} with {ms} ms steps", config.display())))
+}
+
 /// A rule another actor deletes while apply runs (after apply made it,
 /// before apply reads the host back) is made again: apply undoes its run,
 /// reads the host again and ends in place with exit 0, rather than
@@ -523,14 +536,7 @@ fn a_failing_step_rolls_back_replaces_of_an_applied_host() {
 fn a_rule_deleted_while_applying_is_made_again() {
     let tb = Testbed::builder().rails(4).build();
     let config = tb.standard_config();
-    let script = dry_run(&tb, &config, &[]);
-    let steps = commands(&script);
-    let first_rule = steps.iter().position(|c| c.contains(" rule add ")).expect("a rule step");
-    assert!(first_rule + 3 < steps.len(), "the rule should not be among the last steps:\n{script}");
-    let from = field_after(steps[first_rule], "from").expect("from").to_string();
-    let mut cmd = tb.rr_cmd(&["apply", path_str(&config)]);
-    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "60");
-    let mut apply = Background::spawn(cmd, format!("apply {} with 60 ms steps", config.display()));
+    let (from, mut apply) = apply_slowly_from_first_rule(&tb, &config, 60);
     let has_rule = || tb.ip_host("rule show").lines().any(|l| field_after(l, "from") == Some(from.as_str()));
     poll_until(&format!("apply to make the rule from {from}"), Duration::from_secs(20), || {
         has_rule() || !apply.is_running()
@@ -551,14 +557,8 @@ fn a_rule_deleted_while_applying_is_made_again() {
 fn a_rule_deleted_at_every_attempt_is_said_and_rolled_back() {
     let tb = Testbed::builder().rails(2).build();
     let config = tb.standard_config();
-    let script = dry_run(&tb, &config, &[]);
-    let steps = commands(&script);
-    let first_rule = steps.iter().position(|c| c.contains(" rule add ")).expect("a rule step");
-    let from = field_after(steps[first_rule], "from").expect("from").to_string();
     let before = tb.dump();
-    let mut cmd = tb.rr_cmd(&["apply", path_str(&config)]);
-    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "30");
-    let mut apply = Background::spawn(cmd, format!("apply {} with 30 ms steps", config.display()));
+    let (from, mut apply) = apply_slowly_from_first_rule(&tb, &config, 30);
     let mut deleted = 0;
     while apply.is_running() {
         if tb.ip_host("rule show").lines().any(|l| field_after(l, "from") == Some(from.as_str())) {
