@@ -145,7 +145,9 @@ pub async fn converge(
                 );
                 return Err(applied.abort(why).await);
             }
-            Err(Error::Transaction(e)) if e.is_race() && attempt < ATTEMPTS => {
+            Err(Error::Transaction(e))
+                if attempt < ATTEMPTS && (e.is_race() || source_went_away(nl, &e, &plan.ops).await) =>
+            {
                 (req.notice)(&format!("the host changed while applying ({e}); reading it again"));
                 attempt += 1;
                 nl.refresh_links()
@@ -155,6 +157,34 @@ pub async fn converge(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether a step failed because the source address of its route left the
+/// host between the read and the write (the kernel says EINVAL, "Invalid
+/// source address", which is no race errno): an address replaced while
+/// watch's pass read the host. Asked of the host after the rollback.
+async fn source_went_away(nl: &Netlink, e: &crate::executor::TxError, ops: &[crate::model::Op]) -> bool {
+    use crate::model::Op;
+    let crate::executor::TxError::Failed { step, .. } = e else {
+        return false;
+    };
+    let route = match ops.get(step.index) {
+        Some(Op::AddRoute { route } | Op::ReplaceRoute { new: route, .. }) => route,
+        _ => return false,
+    };
+    let (Some(src), Some(nix::errno::Errno::EINVAL)) = (route.prefsrc, step.errno) else {
+        return false;
+    };
+    match nl.addresses().await {
+        Ok(addrs) => source_gone(&addrs, src),
+        Err(_) => false,
+    }
+}
+
+/// Whether `src` is no usable address of the host (absent, or still or
+/// again in duplicate address detection). Pure.
+fn source_gone(addrs: &[crate::model::Address], src: std::net::IpAddr) -> bool {
+    !addrs.iter().any(|a| a.addr.addr == src && !a.tentative && !a.dad_failed)
 }
 
 /// Whether what is left after a transaction is only entries to add again:
@@ -185,6 +215,22 @@ pub fn table_owners(desired: &Desired, ops: &[crate::model::Op]) -> BTreeMap<u32
 mod tests {
     use super::*;
     use crate::model::{Op, Prefix, Route, Rule};
+
+    /// A route's source is gone when no usable address of the host is it.
+    #[test]
+    fn a_source_is_gone_when_no_usable_address_is_it() {
+        let mut a = crate::model::Address {
+            ifname: "rail0".into(),
+            addr: Prefix::new("2001:db8::11".parse().unwrap(), 64),
+            ..Default::default()
+        };
+        let src = "2001:db8::11".parse().unwrap();
+        assert!(!source_gone(std::slice::from_ref(&a), src));
+        assert!(source_gone(&[], src));
+        a.tentative = true;
+        assert!(source_gone(std::slice::from_ref(&a), src));
+        assert!(source_gone(&[], "2001:db8::12".parse().unwrap()));
+    }
 
     /// Only entries to add again are "deleted meanwhile"; an entry the
     /// kernel stored in another form leaves that form to delete or

@@ -575,6 +575,46 @@ fn a_rule_deleted_at_every_attempt_is_said_and_rolled_back() {
     assert_dump_eq(&before, &tb.dump(), "the host is as it was");
 }
 
+/// The source address of a route is deleted after apply read the host and
+/// before the route is made: the kernel refuses it with EINVAL ("Invalid
+/// source address"), which is a race, not a failure: apply reads the host
+/// again and plans without that address (watch met this when an address
+/// was replaced while its pass read the host, and waited 2 s to retry).
+#[test]
+fn a_source_address_deleted_while_applying_is_read_again() {
+    let tb = Testbed::builder().rails(2).ipv6(true).build();
+    let config = tb.standard_config();
+    let script = dry_run(&tb, &config, &[]);
+    let steps = commands(&script);
+    let (index, step) = steps
+        .iter()
+        .enumerate()
+        .rfind(|(_, c)| c.contains(" -6 route ") && c.contains(" src "))
+        .expect("an IPv6 route with a source");
+    assert!(index >= 2, "the route should not be among the first steps:\n{script}");
+    let (src, dev) =
+        (field_after(step, "src").unwrap().to_string(), field_after(step, "dev").unwrap().to_string());
+    let journals = journal_files(&tb.state_base()).len();
+    let mut cmd = tb.rr_cmd(&["apply", path_str(&config)]);
+    cmd.env("ROCE_ROUTE_STEP_DELAY_MS", "100");
+    let mut apply = Background::spawn(cmd, format!("apply {} with 100 ms steps", config.display()));
+    poll_until("the apply to record its journal", Duration::from_secs(10), || {
+        journal_files(&tb.state_base()).len() > journals || !apply.is_running()
+    });
+    let prefix = tb.ip_host(&format!("-6 -o addr show dev {dev}"));
+    let cidr = prefix
+        .split_whitespace()
+        .find(|w| w.starts_with(&format!("{src}/")))
+        .unwrap_or_else(|| panic!("{src} on {dev}: {prefix}"))
+        .to_string();
+    tb.ip_host(&format!("-6 addr del {cidr} dev {dev}"));
+    let run = apply.wait();
+    assert_ne!(run.code(), Some(1), "{}", run.report());
+    run.expect_stderr(&["Invalid source address", "reading it again"]);
+    let routes = tb.ip_host("-6 route show table all proto 234");
+    assert!(!routes.contains(&format!("src {src}")), "no route uses the deleted source:\n{routes}");
+}
+
 // ---------------------------------------------------------------------------
 // 9. Signals
 
