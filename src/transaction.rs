@@ -238,11 +238,7 @@ impl Effects for Kernel<'_> {
         match op {
             Op::SetSysctl { iface, key, new, .. } => sysctl::write(iface, *key, *new)
                 .map_err(|e| StepFailure { errno: errno_of(&e), message: e.to_string() }),
-            _ => self
-                .nl
-                .execute(op)
-                .await
-                .map_err(|e| StepFailure { errno: Some(e.errno), message: e.to_string() }),
+            _ => self.nl.change(op).map_err(|e| StepFailure { errno: Some(e.errno), message: e.to_string() }),
         }
     }
 }

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nix::errno::Errno;
-use roce_route::model::{Address, Family, Live, Op, Prefix, RawBytes, Rule};
+use roce_route::model::{Address, Family, Live, Op, Prefix, RawBytes, Route, Rule};
 use roce_route::netlink::Netlink;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::AddressMessage;
@@ -246,6 +246,72 @@ fn a_rule_at_priority_0_is_restored_at_priority_0() {
         assert!(back.iter().all(|r| r.item.priority == 0), "{back:?}");
     });
     assert_eq!([ip_rules(&ns, "-4"), ip_rules(&ns, "-6")], before, "the rules are back as they were");
+}
+
+/// Changes go on one socket of their own, kept for the connection, each
+/// answer read before the next change: every change gets its own answer
+/// (never the one before or after it), with the kernel's errno and text,
+/// and a refused change does not spoil the next one.
+#[test]
+fn each_change_gets_its_own_answer() {
+    let ns = Netns::new();
+    ns.ip("link add rr0 type veth peer name rr0p");
+    ns.ip("link set rr0 up");
+    ns.ip("link set rr0p up");
+    ns.ip("addr add 198.51.100.10/24 dev rr0");
+    ns.run(|| async {
+        let nl = connect().await;
+        let src: IpAddr = "198.51.100.10".parse().unwrap();
+        let rule = |priority| Op::AddRule { rule: Rule::source(priority, src, 100, 234), raw: None };
+        let del = |priority| Op::DelRule { rule: Rule::source(priority, src, 100, 234), raw: None };
+        let route = Route::connected(100, Prefix::new("198.51.100.0".parse().unwrap(), 24), "rr0", src, 234);
+        let down = Route::connected(100, Prefix::new("203.0.113.0".parse().unwrap(), 24), "rr0p", src, 234);
+        let answers: Vec<Result<(), Errno>> = [
+            rule(1000),
+            rule(1000),
+            del(1001),
+            Op::AddRoute { route: route.clone() },
+            Op::AddRoute { route },
+            rule(1001),
+            Op::AddRoute { route: down },
+            del(1000),
+        ]
+        .iter()
+        .map(|op| nl.change(op).map_err(|e| e.errno))
+        .collect();
+        assert_eq!(
+            answers,
+            [
+                Ok(()),
+                Err(Errno::EEXIST),
+                Err(Errno::ENOENT),
+                Ok(()),
+                Err(Errno::EEXIST),
+                Ok(()),
+                Ok(()),
+                Ok(())
+            ],
+        );
+        let e = nl
+            .change(&Op::AddRoute {
+                route: Route::connected(
+                    100,
+                    Prefix::new("198.51.100.0".parse().unwrap(), 24),
+                    "rr0",
+                    "203.0.113.99".parse().unwrap(),
+                    234,
+                ),
+            })
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::EINVAL, "{e}");
+        assert!(e.to_string().contains("Invalid prefsrc address"), "the kernel's own words: {e}");
+    });
+    assert_eq!(ip_rules(&ns, "-4").iter().filter(|l| l.contains("lookup 100")).count(), 1);
+    let table = ns.ip("-4 route show table 100");
+    assert!(
+        table.contains("198.51.100.0/24 dev rr0") && table.contains("203.0.113.0/24 dev rr0p"),
+        "{table}"
+    );
 }
 
 // ---------------------------------------------------------------------------

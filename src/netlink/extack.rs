@@ -27,6 +27,13 @@ impl NlError {
         Some(NlError { errno: Errno::from_raw(-code.get()), ext_ack: ext_ack_text(&e.header) })
     }
 
+    /// The error of an NLMSG_ERROR read as bytes: its code and what follows
+    /// it (the request's header, then ext-ack attributes); None for an ack.
+    pub(super) fn of_error_code(code: i32, rest: &[u8]) -> Option<NlError> {
+        (code != 0)
+            .then(|| NlError { errno: Errno::from_raw(code.saturating_abs()), ext_ack: ext_ack_text(rest) })
+    }
+
     /// The error an NLMSG_DONE carries: the dump callback's negative errno
     /// followed by ext-ack attributes; None when it is 0 (success).
     pub(super) fn of_done(code: i32, extended_ack: &[u8]) -> Option<NlError> {

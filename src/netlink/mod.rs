@@ -7,13 +7,15 @@
 //! is added or filter dumps to nothing on a strict socket (see
 //! shared/netlink-notes.md), so this module builds its messages by hand.
 //!
-//! Here: the connection (`Netlink`), its link table (`linktable`), and the
-//! requests that are not dumps (changes and route lookups). `dump` reads
-//! through netlink-proto (rules, routes), `rawdump` on sockets of its own
+//! Here: the connection (`Netlink`), its link table (`linktable`), the
+//! messages of changes, and route lookups. `write` sends the changes on a
+//! socket of its own, ahead of their answers. `dump` reads through
+//! netlink-proto (rules, routes), `rawdump` on sockets of its own
 //! (`linkdump`, `addrdump`); `route` and `rule` translate between model
 //! and messages (`address` and `link`, test-only, are the full parse the
-//! light readers are tested against); `extack` reads the kernel's errors. `rdma` asks RDMA netlink which
-//! RDMA ports have their netdev in this namespace.
+//! light readers are tested against); `extack` reads the kernel's errors.
+//! `rdma` asks RDMA netlink which RDMA ports have their netdev in this
+//! namespace.
 
 use std::net::IpAddr;
 
@@ -48,12 +50,14 @@ mod rawdump;
 pub mod rdma;
 mod route;
 mod rule;
+mod write;
 
 pub use extack::NlError;
 pub use linkdump::{LinkNews, LinkRow, news as link_news};
 use linktable::LinkTable;
 use route::{parse_route, route_from, route_msg};
 use rule::rule_msg;
+use write::Writer;
 
 /// A connection to the kernel's routing subsystem in the current network
 /// namespace, with a cache of the links (name <-> index).
@@ -65,6 +69,10 @@ pub struct Netlink {
     /// dumps asked for at once (the rules of both families, the routes of
     /// every table) met on a fresh connection.
     dumping: tokio::sync::Mutex<()>,
+    /// The socket changes go on, opened at the first change (read-only
+    /// commands never open it) and kept: its port is the one a trace of
+    /// the changes (nlmon, `ip monitor`) shows for this process.
+    writer: std::sync::Mutex<Option<Writer>>,
 }
 
 impl Netlink {
@@ -86,7 +94,12 @@ impl Netlink {
             sock.set_netlink_get_strict_chk(true).map_err(|e| NlError::io(e, "NETLINK_GET_STRICT_CHK"))?;
         }
         tokio::spawn(conn);
-        let mut nl = Netlink { handle, table: LinkTable::default(), dumping: tokio::sync::Mutex::new(()) };
+        let mut nl = Netlink {
+            handle,
+            table: LinkTable::default(),
+            dumping: tokio::sync::Mutex::new(()),
+            writer: std::sync::Mutex::new(None),
+        };
         nl.refresh_links().await?;
         Ok(nl)
     }
@@ -170,12 +183,33 @@ impl Netlink {
             })
     }
 
-    /// Runs one route or rule operation. Sysctl operations are not netlink
-    /// and are refused here.
+    /// Runs one route or rule operation: sends it and reads its answer.
+    /// The kernel makes the change inside the send, so nothing is gained
+    /// by sending the next one before this answer is read (measured), and
+    /// reading it first keeps the executor's rollback exact, one step at
+    /// a time.
+    pub fn change(&self, op: &Op) -> Result<(), NlError> {
+        let mut writer = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let writer = match &mut *writer {
+            Some(w) => w,
+            None => writer.insert(Writer::open()?),
+        };
+        writer.send(self, op)?;
+        writer.answer().into_result()
+    }
+
+    /// `change`, for callers in async code.
     pub async fn execute(&self, op: &Op) -> Result<(), NlError> {
+        self.change(op)
+    }
+
+    /// The request that carries out one route or rule operation, and the
+    /// flags it is sent with (besides NLM_F_REQUEST and NLM_F_ACK). Sysctl
+    /// operations are not netlink and are refused here.
+    fn message(&self, op: &Op) -> Result<(RouteNetlinkMessage, u16), NlError> {
         let create = NLM_F_CREATE | NLM_F_EXCL;
         let replace = NLM_F_CREATE | NLM_F_REPLACE;
-        let (msg, flags) = match op {
+        Ok(match op {
             Op::AddRoute { route } => {
                 (RouteNetlinkMessage::NewRoute(route_msg(route, |n| self.ifindex(n))?), create)
             }
@@ -198,8 +232,7 @@ impl Netlink {
                     "internal error: a sysctl operation reached netlink",
                 ));
             }
-        };
-        self.request(msg, flags).await.map(|_| ())
+        })
     }
 
     /// Sends one request that is not a dump and collects the answer. Errors
