@@ -146,7 +146,10 @@ pub async fn converge(
                 return Err(applied.abort(why).await);
             }
             Err(Error::Transaction(e))
-                if attempt < ATTEMPTS && (e.is_race() || source_went_away(nl, &e, &plan.ops).await) =>
+                if attempt < ATTEMPTS
+                    && (e.is_race()
+                        || (req.kind == RunKind::Heal && link_went_down(&e, &plan.ops))
+                        || source_went_away(nl, &e, &plan.ops).await) =>
             {
                 (req.notice)(&format!("the host changed while applying ({e}); reading it again"));
                 attempt += 1;
@@ -157,6 +160,25 @@ pub async fn converge(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether a step failed because the link of its route went down between
+/// the read and the write: ENETDOWN ("Device for nexthop is not up") for a
+/// route through a link the reading found up, since only rails that are up
+/// get routes. A heal reads the host again and finds the rail not ready,
+/// as if it had been down before the pass (a flap in a storm used to cost
+/// a failed pass and its retry 2 s later). `apply` keeps the failure: the
+/// user who ran it hears that a rail went down under it. Pure.
+fn link_went_down(e: &crate::executor::TxError, ops: &[crate::model::Op]) -> bool {
+    use crate::model::Op;
+    let crate::executor::TxError::Failed { step, .. } = e else {
+        return false;
+    };
+    step.errno == Some(nix::errno::Errno::ENETDOWN)
+        && matches!(
+            ops.get(step.index),
+            Some(Op::AddRoute { route } | Op::ReplaceRoute { new: route, .. }) if route.oif.is_some()
+        )
 }
 
 /// Whether a step failed because the source address of its route left the
@@ -230,6 +252,30 @@ mod tests {
         a.tentative = true;
         assert!(source_gone(std::slice::from_ref(&a), src));
         assert!(source_gone(&[], "2001:db8::12".parse().unwrap()));
+    }
+
+    /// ENETDOWN for a route through a link is the link gone down meanwhile;
+    /// the same errno elsewhere, or another errno for that route, is not.
+    #[test]
+    fn only_enetdown_for_a_route_through_a_link_is_a_link_gone_down() {
+        use crate::executor::{FailedStep, TxError};
+        use nix::errno::Errno;
+        let ip = "198.51.100.10".parse().unwrap();
+        let route = Route::connected(100, Prefix::new("198.51.100.0".parse().unwrap(), 24), "rail0", ip, 234);
+        let ops = [
+            Op::AddRule { rule: Rule::source(1000, ip, 100, 234), raw: None },
+            Op::AddRoute { route: route.clone() },
+            Op::ReplaceRoute { old: crate::model::Live { item: route.clone(), raw: vec![] }, new: route },
+        ];
+        let failed = |index, errno| TxError::Failed {
+            step: FailedStep { index, command: String::new(), reason: String::new(), errno: Some(errno) },
+            undone: 0,
+        };
+        assert!(link_went_down(&failed(1, Errno::ENETDOWN), &ops));
+        assert!(link_went_down(&failed(2, Errno::ENETDOWN), &ops));
+        assert!(!link_went_down(&failed(0, Errno::ENETDOWN), &ops), "a rule has no link");
+        assert!(!link_went_down(&failed(1, Errno::EINVAL), &ops));
+        assert!(!link_went_down(&TxError::Interrupted { signal: 15, undone: 1 }, &ops));
     }
 
     /// Only entries to add again are "deleted meanwhile"; an entry the

@@ -374,6 +374,31 @@ fn an_overflow_of_the_notifications_ends_in_a_full_resync() {
     poll_until("a full-resync pass", HEAL_TIMEOUT, resync);
 }
 
+/// A rail that goes down while a heal is adding its routes (the kernel
+/// answers ENETDOWN) is a race, read again: the rail is then not ready,
+/// the pass does not fail, and the rail is healed when it comes up, with
+/// no failed pass and its 2 s back-off in between.
+#[test]
+fn a_rail_going_down_mid_heal_is_read_again_not_a_failed_pass() {
+    let (tb, _cfg) = applied(2);
+    let w = Watch::start_with(&tb, "down mid-heal", |c| {
+        c.env("ROCE_ROUTE_STEP_DELAY_MS", "400");
+    });
+    let journals = journal_files(&tb.state_base()).len();
+    tb.ip_host("link set rail1 down");
+    tb.ip_host("link set rail1 up");
+    // The heal of rail1 has begun (its journal is written) and sleeps
+    // before its first step, a route through rail1.
+    poll_until("the heal to begin", HEAL_TIMEOUT, || journal_files(&tb.state_base()).len() > journals);
+    tb.ip_host("link set rail1 down");
+    poll_until("the pass to meet the down rail", HEAL_TIMEOUT, || w.log().contains("reading it again"));
+    assert!(w.log().contains("Network is down"), "the notice names the kernel's reason\n{}", w.log());
+    tb.ip_host("link set rail1 up");
+    wait_healed(&tb, &w, 1, "after going down mid-heal");
+    let failed = w.passes().iter().filter(|p| p["outcome"] == "failed").count();
+    assert_eq!(failed, 0, "a rail gone down mid-heal failed a pass\n{}", w.log());
+}
+
 // ---------------------------------------------------------------------------
 // Issue 15: rollback, confirmation, sysctls without events, backing off
 
