@@ -81,7 +81,10 @@ Then it measures:
                 get` per rail, a few ms a poll per rail)
   memory        VmRSS after 100 and after 10,000 flaps (ip -batch storms)
 
---quick measures the heal latency alone. -v prints each heal as it is timed,
+--quick measures the heal latency alone, and then, with watch stopped, the
+kernel's part of a purge's heal: the same rule adds sent by one process,
+all before their acks (READD), timed from their first notification to their
+last, against watch's from its first change to healed. -v prints each heal as it is timed,
 -vv with its notifications.
 
 How a heal is timed: by the kernel's own notifications, not by polling. A
@@ -531,6 +534,67 @@ for ty, seq, msg in messages() if doomed else ():
             break
 import time
 print(len(doomed), time.monotonic_ns())
+"""
+
+# Runs as `ip netns exec HOST python3 -c READD 234` with watch stopped: the
+# kernel's own cost of a purge's heal. Every rule of that protocol is
+# dumped and deleted (acks read), then, 0.3 s later, added back by one
+# process with every request sent before the acks are read: the least time
+# any healer could take for the same rule adds.
+READD = r"""
+import socket, struct, sys, time
+proto = int(sys.argv[1])
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.bind((0, 0))
+
+def messages():
+    while True:
+        data = s.recv(1 << 20)
+        off = 0
+        while off + 16 <= len(data):
+            ln, ty, fl, seq, _ = struct.unpack_from("=IHHII", data, off)
+            yield ty, seq, data[off:off + ln]
+            off += (ln + 3) & ~3
+
+def protocol(msg):
+    off = 28
+    while off + 4 <= len(msg):
+        ln, ty = struct.unpack_from("=HH", msg, off)
+        if ln < 4:
+            break
+        if ty & 0x3FFF == 21:  # FRA_PROTOCOL
+            return msg[off + 4]
+        off += (ln + 3) & ~3
+    return 0
+
+def send_all(kind, flags, msgs):
+    for i, msg in enumerate(msgs):
+        s.send(struct.pack("=IHHII", len(msg), kind, flags, 100 + i, 0) + msg[16:])
+    acks = 0
+    for ty, seq, msg in messages() if msgs else ():
+        if ty == 2:
+            err = struct.unpack_from("=i", msg, 16)[0]
+            if err:
+                sys.exit(f"request {seq - 100} of {kind} failed: {err}")
+            acks += 1
+            if acks == len(msgs):
+                break
+
+rules = []
+for seq, fam in ((1, socket.AF_INET), (2, socket.AF_INET6)):
+    s.send(struct.pack("=IHHII", 28, 34, 0x301, seq, 0) + struct.pack("=BBBBBBBBI", fam, 0, 0, 0, 0, 0, 0, 0, 0))
+    for ty, _, msg in messages():
+        if ty == 3:
+            break
+        if ty == 2:
+            sys.exit(f"dump failed: {struct.unpack_from('=i', msg, 16)[0]}")
+        if protocol(msg) == proto:
+            rules.append(msg)
+send_all(33, 0x5, rules)  # RTM_DELRULE, NLM_F_REQUEST | NLM_F_ACK
+time.sleep(0.3)
+send_all(32, 0x605, rules)  # RTM_NEWRULE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE
+print(len(rules))
 """
 
 
@@ -1096,6 +1160,23 @@ def main() -> int:
     return 0
 
 
+def purge_floor(tb: WatchBed, watch: Watch, listener: Listener, rounds: int) -> list[float]:
+    """The kernel's part of a purge's heal, with watch stopped: the spans
+    (ms) from the first to the last notification of the same rule adds sent
+    by one process ahead of their acks (READD)."""
+    watch.stop()
+    spans = []
+    for _ in range(rounds):
+        index = len(listener.notes)
+        n = int(sh("ip", "netns", "exec", tb.host, sys.executable, "-c", READD, str(PROTO)).stdout)
+        time.sleep(0.3)
+        adds = [x.t for x in listener.since(index, 0) if x.kind == "U" and x.new and int(x.f[3]) == PROTO]
+        if not n or len(adds) != n:
+            raise BenchError(f"the re-add of {n} rules gave {len(adds)} notifications")
+        spans.append((max(adds) - min(adds)) / 1e6)
+    return spans
+
+
 def measure(tb: WatchBed, heals: Heals, watch: Watch, args, listener: Listener) -> dict:
     plan = tb.plan
     h = ("ip", "-n", tb.host)
@@ -1113,6 +1194,7 @@ def measure(tb: WatchBed, heals: Heals, watch: Watch, args, listener: Listener) 
         heals.recreate(i % plan.n)
     heals.check(heals.all_tables)
     if args.quick:
+        res["floor"] = purge_floor(tb, watch, listener, args.events)
         return res
     # The listener's parsing would share the CPUs with watch from here on.
     listener.stop()
@@ -1228,6 +1310,12 @@ def report(r: dict, heals: Heals, args) -> None:
                      "heal is short")
     if notes:
         print("\n" + "\n".join(f"- {n}" for n in notes))
+    if r.get("floor"):
+        purge = [(x.heal_ns - x.first_ns) / 1e6 for x in heals.samples["purge"]]
+        print(f"\npurge, its rule adds alone: watch, from its first change to healed: median "
+              f"{statistics.median(purge):.1f} ms; the same adds from one process, all sent before "
+              f"the acks (watch stopped), first to last notification: median "
+              f"{statistics.median(r['floor']):.1f} ms, max {max(r['floor']):.1f} ms")
     if args.quick:
         return
     print()
