@@ -23,8 +23,7 @@ impl NlError {
 
     /// The error of an NLMSG_ERROR, or None for an ack (code 0).
     pub(super) fn of_nlmsg_error(e: &ErrorMessage) -> Option<NlError> {
-        let code = e.code?;
-        Some(NlError { errno: Errno::from_raw(-code.get()), ext_ack: ext_ack_text(&e.header) })
+        NlError::of_error_code(e.code?.get(), &e.header)
     }
 
     /// The error of an NLMSG_ERROR read as bytes: its code and what follows

@@ -9,7 +9,7 @@
 //!
 //! Here: the connection (`Netlink`), its link table (`linktable`), the
 //! messages of changes, and route lookups. `write` sends the changes on a
-//! socket of its own, ahead of their answers. `dump` reads through
+//! socket of its own, each answer read before the next. `dump` reads through
 //! netlink-proto (rules, routes), `rawdump` on sockets of its own
 //! (`linkdump`, `addrdump`); `route` and `rule` translate between model
 //! and messages (`address` and `link`, test-only, are the full parse the

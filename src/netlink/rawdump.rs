@@ -84,6 +84,16 @@ pub(super) fn dump<T>(table: &Table<T>) -> Result<Vec<T>, NlError> {
     ))
 }
 
+/// A NETLINK_ROUTE socket of this process's own, bound and connected to
+/// the kernel (dumps here, changes in `write`).
+pub(super) fn socket() -> Result<Socket, NlError> {
+    let io = |what: &'static str| move |e: std::io::Error| NlError::io(e, what);
+    let mut socket = Socket::new(NETLINK_ROUTE).map_err(io("cannot open a netlink socket"))?;
+    socket.bind_auto().map_err(io("cannot bind a netlink socket"))?;
+    socket.connect(&SocketAddr::new(0, 0)).map_err(io("cannot connect a netlink socket"))?;
+    Ok(socket)
+}
+
 /// How one dump went.
 #[derive(Debug, PartialEq, Eq)]
 enum Attempt<T> {
@@ -97,9 +107,7 @@ enum Attempt<T> {
 /// One dump, each datagram read at once into `read_size` bytes.
 fn dump_once<T>(table: &Table<T>, read_size: usize) -> Result<Attempt<T>, NlError> {
     let io = |what: &'static str| move |e: std::io::Error| NlError::io(e, what);
-    let mut socket = Socket::new(NETLINK_ROUTE).map_err(io("cannot open a netlink socket"))?;
-    socket.bind_auto().map_err(io("cannot bind a netlink socket"))?;
-    socket.connect(&SocketAddr::new(0, 0)).map_err(io("cannot connect a netlink socket"))?;
+    let socket = socket()?;
     socket.send(&table.request, 0).map_err(io("cannot send a dump request"))?;
     let mut dump = Dump::new(table);
     let mut buf = Vec::with_capacity(read_size);

@@ -23,7 +23,7 @@ use nix::errno::Errno;
 use nix::libc;
 use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkBuffer, NetlinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+use rtnetlink::sys::Socket;
 
 use super::rawdump::NLMSG_HDRLEN;
 use super::{Netlink, NlError};
@@ -75,9 +75,7 @@ impl Writer {
     /// capped acks (an error echoes the request's header, not the request).
     pub fn open() -> Result<Writer, NlError> {
         let io = |what: &'static str| move |e: std::io::Error| NlError::io(e, what);
-        let mut socket = Socket::new(NETLINK_ROUTE).map_err(io("cannot open a netlink socket"))?;
-        socket.bind_auto().map_err(io("cannot bind a netlink socket"))?;
-        socket.connect(&SocketAddr::new(0, 0)).map_err(io("cannot connect a netlink socket"))?;
+        let socket = super::rawdump::socket()?;
         socket.set_ext_ack(true).map_err(io("NETLINK_EXT_ACK"))?;
         socket.set_cap_ack(true).map_err(io("NETLINK_CAP_ACK"))?;
         let timeout = nix::sys::time::TimeVal::new(ANSWER_TIMEOUT.as_secs() as _, 0);
