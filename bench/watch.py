@@ -483,6 +483,9 @@ class Watch:
 # process; `ip rule flush` takes two, -4 and -6, and a pass may fall between
 # them). Like `ip rule flush`: each rule dumped (RTM_GETRULE) is sent back
 # as an RTM_DELRULE; all are sent before the acks are read.
+# With `PURGE 234 readd` (READD, watch stopped: the kernel's own cost of a
+# purge's heal), 0.3 s later every rule is added back by the same process,
+# all requests before the acks: the least time any healer could take.
 PURGE = r"""
 import socket, struct, sys
 proto = int(sys.argv[1])
@@ -520,55 +523,8 @@ for seq, fam in ((1, socket.AF_INET), (2, socket.AF_INET6)):
             sys.exit(f"dump failed: {struct.unpack_from('=i', msg, 16)[0]}")
         if attrs(msg, 28).get(21, b"\0")[0] == proto:  # FRA_PROTOCOL
             doomed.append(msg)
-for i, msg in enumerate(doomed):
-    # The same message as RTM_DELRULE, NLM_F_REQUEST | NLM_F_ACK
-    s.send(struct.pack("=IHHII", len(msg), 33, 5, 100 + i, 0) + msg[16:])
-acks = 0
-for ty, seq, msg in messages() if doomed else ():
-    if ty == 2:
-        err = struct.unpack_from("=i", msg, 16)[0]
-        if err:
-            sys.exit(f"delete {seq - 100} failed: {err}")
-        acks += 1
-        if acks == len(doomed):
-            break
-import time
-print(len(doomed), time.monotonic_ns())
-"""
-
-# Runs as `ip netns exec HOST python3 -c READD 234` with watch stopped: the
-# kernel's own cost of a purge's heal. Every rule of that protocol is
-# dumped and deleted (acks read), then, 0.3 s later, added back by one
-# process with every request sent before the acks are read: the least time
-# any healer could take for the same rule adds.
-READD = r"""
-import socket, struct, sys, time
-proto = int(sys.argv[1])
-s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-s.bind((0, 0))
-
-def messages():
-    while True:
-        data = s.recv(1 << 20)
-        off = 0
-        while off + 16 <= len(data):
-            ln, ty, fl, seq, _ = struct.unpack_from("=IHHII", data, off)
-            yield ty, seq, data[off:off + ln]
-            off += (ln + 3) & ~3
-
-def protocol(msg):
-    off = 28
-    while off + 4 <= len(msg):
-        ln, ty = struct.unpack_from("=HH", msg, off)
-        if ln < 4:
-            break
-        if ty & 0x3FFF == 21:  # FRA_PROTOCOL
-            return msg[off + 4]
-        off += (ln + 3) & ~3
-    return 0
-
 def send_all(kind, flags, msgs):
+    # Every message sent as `kind` with `flags` before the acks are read.
     for i, msg in enumerate(msgs):
         s.send(struct.pack("=IHHII", len(msg), kind, flags, 100 + i, 0) + msg[16:])
     acks = 0
@@ -576,26 +532,20 @@ def send_all(kind, flags, msgs):
         if ty == 2:
             err = struct.unpack_from("=i", msg, 16)[0]
             if err:
-                sys.exit(f"request {seq - 100} of {kind} failed: {err}")
+                sys.exit(f"request {seq - 100} of type {kind} failed: {err}")
             acks += 1
             if acks == len(msgs):
                 break
 
-rules = []
-for seq, fam in ((1, socket.AF_INET), (2, socket.AF_INET6)):
-    s.send(struct.pack("=IHHII", 28, 34, 0x301, seq, 0) + struct.pack("=BBBBBBBBI", fam, 0, 0, 0, 0, 0, 0, 0, 0))
-    for ty, _, msg in messages():
-        if ty == 3:
-            break
-        if ty == 2:
-            sys.exit(f"dump failed: {struct.unpack_from('=i', msg, 16)[0]}")
-        if protocol(msg) == proto:
-            rules.append(msg)
-send_all(33, 0x5, rules)  # RTM_DELRULE, NLM_F_REQUEST | NLM_F_ACK
-time.sleep(0.3)
-send_all(32, 0x605, rules)  # RTM_NEWRULE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE
-print(len(rules))
+send_all(33, 0x5, doomed)  # RTM_DELRULE, NLM_F_REQUEST | NLM_F_ACK
+import time
+if sys.argv[2:] == ["readd"]:
+    # READD: 0.3 s later, every rule added back the same way.
+    time.sleep(0.3)
+    send_all(32, 0x605, doomed)  # RTM_NEWRULE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE
+print(len(doomed), time.monotonic_ns())
 """
+
 
 
 class Note:
@@ -1168,7 +1118,8 @@ def purge_floor(tb: WatchBed, watch: Watch, listener: Listener, rounds: int) -> 
     spans = []
     for _ in range(rounds):
         index = len(listener.notes)
-        n = int(sh("ip", "netns", "exec", tb.host, sys.executable, "-c", READD, str(PROTO)).stdout)
+        readd = sh("ip", "netns", "exec", tb.host, sys.executable, "-c", PURGE, str(PROTO), "readd")
+        n = int(readd.stdout.split()[0])
         time.sleep(0.3)
         adds = [x.t for x in listener.since(index, 0) if x.kind == "U" and x.new and int(x.f[3]) == PROTO]
         if not n or len(adds) != n:
