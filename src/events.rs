@@ -144,12 +144,19 @@ impl Subscription {
         }
     }
 
-    /// Waits for the next datagram (no CPU while idle).
+    /// Waits for the next datagram from the kernel (no CPU while idle).
     pub async fn next(&mut self) -> io::Result<Received> {
-        match self.socket.recv_from_full().await {
-            Ok((buf, _)) => Ok(Received::Events(parse(&buf))),
-            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(Received::Overflow),
-            Err(e) => Err(e),
+        loop {
+            match self.socket.recv_from_full().await {
+                // Only the kernel (port 0) tells the host's news. A process
+                // with CAP_NET_ADMIN in the namespace can send to the groups
+                // or to this socket: what it says must not reach the link
+                // table watch keeps. Dropped unread, as libnl does.
+                Ok((_, from)) if from.port_number() != 0 => continue,
+                Ok((buf, _)) => return Ok(Received::Events(parse(&buf))),
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => return Ok(Received::Overflow),
+                Err(e) => return Err(e),
+            }
         }
     }
 }

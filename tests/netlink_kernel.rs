@@ -701,6 +701,51 @@ fn the_link_table_kept_from_notifications_equals_a_read() {
     assert!(!names.contains(&"pod5") && !names.contains(&"podp6") && !names.contains(&"podp8"), "{names:?}");
 }
 
+/// Only the kernel speaks for the host: a link notification a process
+/// sends to the link group (root in the namespace may) is dropped unread,
+/// so it neither wakes watch nor enters the link table it keeps; the real
+/// notification that follows is heard.
+#[test]
+fn a_notification_not_from_the_kernel_is_not_heard() {
+    use roce_route::events::{Received, Subscription};
+    use rtnetlink::packet_core::NetlinkMessage;
+    use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+    use rtnetlink::sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+    let ns = Netns::new();
+    let name = ns.name.clone();
+    let (events, names) = ns.run(move || async move {
+        let mut sub = Subscription::open().expect("subscription");
+        let mut nl = connect().await;
+        let mut forged = LinkMessage::default();
+        forged.header.index = 4242;
+        forged.attributes.push(LinkAttribute::IfName("forged0".into()));
+        let mut msg = NetlinkMessage::from(RouteNetlinkMessage::NewLink(forged));
+        msg.finalize();
+        let mut buf = vec![0; msg.buffer_len()];
+        msg.serialize(&mut buf);
+        let mut sock = Socket::new(NETLINK_ROUTE).expect("netlink socket");
+        sock.bind_auto().expect("bind");
+        // RTMGRP_LINK: the group watch listens to for links.
+        sock.send_to(&buf, &SocketAddr::new(0, 1), 0).expect("send to the link group");
+        batch_in(&name, "-4", "link add real0 type veth peer name real1\n");
+        let (mut events, mut heard) = (Vec::new(), Vec::new());
+        while let Ok(got) = tokio::time::timeout(std::time::Duration::from_millis(300), sub.next()).await {
+            match got.expect("notifications") {
+                Received::Events(notes) => {
+                    events.extend(notes.events.iter().map(|e| format!("{e:?}")));
+                    heard.extend(notes.links);
+                }
+                Received::Overflow => panic!("the notification socket overflowed"),
+            }
+        }
+        nl.learn(&heard);
+        (events, nl.links().iter().map(|l| l.name.clone()).collect::<Vec<_>>())
+    });
+    assert!(events.iter().any(|e| e.contains("real0")), "the real notification was not heard: {events:#?}");
+    assert!(!events.iter().any(|e| e.contains("forged0") || e.contains("4242")), "{events:#?}");
+    assert!(names.contains(&"real0".to_string()) && !names.contains(&"forged0".to_string()), "{names:?}");
+}
+
 /// The addresses as roce-route reads them (its own socket and parser,
 /// `netlink::addrdump`) equal `ip -j addr`: over several datagrams (150
 /// veth pairs, each end with IPv4 and IPv6 addresses besides its
