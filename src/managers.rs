@@ -10,7 +10,8 @@ use std::path::Path;
 pub struct Environment {
     /// Process names (/proc/PID/comm).
     pub processes: Vec<String>,
-    /// networkd.conf and its drop-ins, concatenated in reading order.
+    /// networkd.conf and its drop-ins, concatenated in reading order (read
+    /// by `scan` only when systemd-networkd runs).
     pub networkd_conf: String,
 }
 
@@ -95,6 +96,7 @@ fn setting_is_on(conf: &str, key: &str) -> bool {
 /// Reads the environment of this machine.
 pub fn scan() -> Environment {
     let _p = crate::profile::phase("process scan");
+    let kernel = kernel_threads();
     let mut processes = Vec::new();
     let mut path = String::with_capacity(32);
     for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -102,6 +104,9 @@ pub fn scan() -> Environment {
         let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
             continue;
         };
+        if pid.parse().is_ok_and(|p: u32| kernel.binary_search(&p).is_ok()) {
+            continue;
+        }
         path.clear();
         path.push_str("/proc/");
         path.push_str(pid);
@@ -110,7 +115,58 @@ pub fn scan() -> Environment {
             processes.push(comm);
         }
     }
-    Environment { processes, networkd_conf: networkd_conf(Path::new("/")) }
+    // Read only for a networkd that runs: nothing else looks at it.
+    let networkd_conf = if processes.iter().any(|p| p == "systemd-network") {
+        networkd_conf(Path::new("/"))
+    } else {
+        String::new()
+    };
+    Environment { processes, networkd_conf }
+}
+
+/// The kernel's threads, which no network manager is: kthreadd (PID 2 of
+/// the host's PID namespace) and its children, sorted. Most PIDs of a node
+/// are kernel threads (several per CPU), and each costs the scan three
+/// system calls: 61 of 70 here, thousands on a large GPU node.
+///
+/// Empty, so that every process is read, unless PID 2 is the kernel's
+/// (PF_KTHREAD in /proc/2/stat, which no process can set: in a container's
+/// PID namespace PID 2 is an ordinary process, and its children are not to
+/// be skipped), or without /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN).
+/// That list may miss a thread made or gone while it is read: the thread is
+/// then read like a process, never the other way round.
+fn kernel_threads() -> Vec<u32> {
+    let is_kthreadd = fs::read_to_string("/proc/2/stat").is_ok_and(|stat| is_kernel_thread(&stat));
+    let mut pids: Vec<u32> = if is_kthreadd {
+        fs::read_to_string("/proc/2/task/2/children")
+            .unwrap_or_default()
+            .split_ascii_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .chain([2])
+            .collect()
+    } else {
+        Vec::new()
+    };
+    pids.sort_unstable();
+    pids
+}
+
+/// PF_KTHREAD, in the flags of a task's /proc/PID/stat.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Whether a /proc/PID/stat line is a kernel thread's: its flags (the 9th
+/// field; the name, the 2nd, is in parentheses and may hold spaces and
+/// parentheses of its own) carry PF_KTHREAD. Pure.
+fn is_kernel_thread(stat: &str) -> bool {
+    let Some((_, after_name)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    // state, ppid, pgrp, session, tty_nr, tpgid, flags
+    after_name
+        .split_ascii_whitespace()
+        .nth(6)
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|f| f & PF_KTHREAD != 0)
 }
 
 /// A process's name from its /proc/PID/comm (at most 15 bytes and a
@@ -222,6 +278,39 @@ mod tests {
             "{w:?}"
         );
         let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_kernel_thread_is_told_by_its_flags_not_its_name() {
+        let kthreadd =
+            "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 25 0 0 18446744073709551615";
+        assert!(is_kernel_thread(kthreadd));
+        // A process named like one, with a space and a parenthesis in its
+        // name, in a container's PID namespace (PF_FORKNOEXEC | PF_RANDOMIZE).
+        assert!(!is_kernel_thread("2 (kthreadd) x) S 1 2 2 0 -1 4194624 0 0 0 0 0 0 0 0 20 0 1 0 25"));
+        assert!(is_kernel_thread("77 (kworker/1:1-(events)) I 2 0 0 0 -1 69238880 0 0"));
+        assert!(!is_kernel_thread("2 (cut"), "no end of the name");
+        assert!(!is_kernel_thread("2 (short) S 0 0"), "no flags");
+    }
+
+    /// The scan reads every process but the kernel's threads: this test's
+    /// own process is there, none of kthreadd's children is (where this
+    /// kernel lists them and PID 2 is kthreadd).
+    #[test]
+    fn the_scan_skips_the_kernel_threads_and_reads_the_rest() {
+        let own = fs::read_to_string("/proc/self/comm").unwrap().trim().to_string();
+        let kernel = kernel_threads();
+        let comm_of =
+            |pid: &u32| fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim().to_string());
+        let scanned = scan().processes;
+        assert!(scanned.contains(&own), "{own} not in {scanned:?}");
+        if fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+            assert!(kernel.len() > 1, "kthreadd and its children: {kernel:?}");
+            assert!(!scanned.iter().any(|p| p == "kthreadd"), "{scanned:?}");
+            let threads: Vec<String> = kernel.iter().filter_map(comm_of).collect();
+            let read: Vec<&String> = threads.iter().filter(|t| scanned.contains(t)).collect();
+            assert!(read.is_empty(), "kernel threads read by the scan: {read:?}");
+        }
     }
 
     #[test]
