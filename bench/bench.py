@@ -16,7 +16,9 @@ Every case is a whole process (or processes) timed with perf_counter_ns
 around subprocess.run. Cases are interleaved: each round runs every case
 once, in turn, so that drift of the machine spreads over all cases alike.
 Any preparation (resetting the namespace to the un-applied state) is done
-untimed just before the timed run.
+untimed just before the timed run, the same way on both testbeds: the owned
+rules flushed and every route of the from-scratch dry run deleted by name
+(one `ip -force -batch` per family), checked once to undo apply.
 
     a  roce-route apply, from scratch
     b  roce-route apply, no-op (already applied)
@@ -117,6 +119,7 @@ class Testbed:
         self.workdir = workdir
         self.foreign_routes = foreign_routes
         self.reset_file = workdir / f"reset-{tag}.batch"
+        self.undo_files: dict[str, Path] = {}
         self.created: list[str] = []
 
     def __enter__(self) -> "Testbed":
@@ -179,11 +182,24 @@ class Testbed:
 
     # --- state --------------------------------------------------------------
 
+    def undo_by(self, script: "Script") -> None:
+        """From now on reset deletes what the script adds instead of flushing
+        the tables (see reset)."""
+        self.undo_files = write_undo(script, self.workdir, self.host)
+
     def reset(self) -> None:
         """Back to the un-applied state: no proto-234 rules, empty tables
-        100..107 (both families), ARP sysctls 0."""
-        for fam in ("-4", "-6"):
-            sh("ip", "-n", self.host, fam, "-batch", str(self.reset_file))
+        100..107 (both families), ARP sysctls 0. Once the script is known,
+        by deleting its routes by name: a `route flush table N` line of a
+        batch makes iproute2 dump every route (its batch mode does not ask
+        the kernel to filter by table), main's 100k foreign ones included,
+        so the loaded testbed's reset did far more work than the plain
+        one's just before the timed case. Both now do the same work."""
+        if self.undo_files:
+            undo(self.host, self.undo_files)
+        else:
+            for fam in ("-4", "-6"):
+                sh("ip", "-n", self.host, fam, "-batch", str(self.reset_file))
         zero = [f"net.ipv4.conf.rail{k}.{key}=0" for k in range(RAILS) for key in ARP_SYSCTLS]
         sh("ip", "netns", "exec", self.host, "sysctl", "-q", "-w", *zero)
 
@@ -234,12 +250,50 @@ class Script:
                 raise BenchError(f"unexpected line in the dry-run output: {line!r}")
         if not main_lines or not self.sysctls:
             raise BenchError(f"the dry-run output has no routes or no sysctls:\n{dry_run}")
+        # The reset that undoes exactly this, per family: the owned rules
+        # flushed, then every route of the script deleted by name. It reads
+        # no table, so foreign routes in main cost it nothing (a `route
+        # flush table N` line of a batch reads the whole of main: see
+        # Testbed.reset).
+        self.undo: dict[str, list[str]] = {"-4": [], "-6": []}
+        for line in dry_run.splitlines():
+            words = line.split()
+            if words[:2] == ["ip", "-n"]:
+                words = ["ip"] + words[3:]
+            if words[:4] in (["ip", "-4", "route", "add"], ["ip", "-6", "route", "add"]):
+                self.undo[words[1]].insert(0, "route del " + " ".join(words[4:]))
+        for fam in self.undo:
+            self.undo[fam].insert(0, f"rule flush protocol {PROTO}")
         self.main_file = workdir / "apply.batch"
         self.main_file.write_text("\n".join(main_lines) + "\n")
         self.v6_rules_file = workdir / "apply-v6-rules.batch" if v6_rules else None
         if self.v6_rules_file:
             self.v6_rules_file.write_text("\n".join(v6_rules) + "\n")
         self.counts = (len(main_lines), len(v6_rules), len(self.sysctls))
+
+
+# What a failed `route del` of an undo batch may say: the route is not there
+# (ESRCH) or its table is not (yet): both mean "already undone".
+UNDO_ABSENT = ("RTNETLINK answers: No such process", "Error: FIB table does not exist.")
+
+
+def write_undo(script: Script, workdir: Path, tag: str) -> dict[str, Path]:
+    files = {}
+    for fam, lines in script.undo.items():
+        files[fam] = workdir / f"undo-{tag}{fam}.batch"
+        files[fam].write_text("\n".join(lines) + "\n")
+    return files
+
+
+def undo(host: str, files: dict[str, Path]) -> None:
+    """Runs the undo batches (one `ip -force -batch` per family): a route
+    already gone is fine, any other error is not."""
+    for fam, f in files.items():
+        p = sh("ip", "-n", host, fam, "-force", "-batch", str(f), check=False)
+        other = [l for l in p.stderr.splitlines()
+                 if l.strip() and l not in UNDO_ABSENT and not l.startswith("Command failed ")]
+        if other:
+            raise BenchError(f"ip -n {host} {fam} -force -batch {f} failed:\n{p.stdout}{p.stderr}")
 
 
 def write_config(path: Path) -> None:
@@ -383,6 +437,18 @@ RATIOS = [
 # ---------------------------------------------------------------------------
 # Checks, measurement, report
 # ---------------------------------------------------------------------------
+
+
+def check_undo(bench: Bench, tb: Testbed, dry: str) -> None:
+    """The reset undoes apply: after apply and reset, the dry run is the
+    from-scratch one again (the namespace's name aside)."""
+    bench.ensure_applied(tb)
+    tb.reset()
+    again = bench.dry_run(tb).replace(tb.host, bench.plain.host)
+    if again != dry:
+        diff = difflib.unified_diff(dry.splitlines(keepends=True), again.splitlines(keepends=True),
+                                    "from scratch", f"{tb.host} after apply and reset")
+        raise BenchError("the reset does not undo apply:\n" + "".join(diff))
 
 
 def check_equivalent(bench: Bench) -> None:
@@ -541,7 +607,11 @@ def main() -> int:
                 plain.reset()
                 bench = Bench(binary, state_dir, config, plain, loaded)
                 disk = Bench(binary, disk_dir, config, plain, loaded)
-                script = bench.script = disk.script = Script(bench.dry_run(plain), work)
+                dry = bench.dry_run(plain)
+                script = bench.script = disk.script = Script(dry, work)
+                for tb in (plain, loaded):
+                    tb.undo_by(script)
+                    check_undo(bench, tb, dry)
                 check_equivalent(bench)
                 samples = measure(bench, disk, args.rounds)
                 profiles = profile(bench, args.rounds) if args.profile else None

@@ -9,7 +9,7 @@ Run as root:  sudo python3 bench/scale.py [--scenario {routes,rails,links,all}]
 
 Everything happens in throwaway network namespaces (deleted on exit, also on
 failure, Ctrl-C or SIGTERM); the host's own namespace is never touched. Each
-scenario builds two testbeds, times the same four commands on both in
+scenario builds two testbeds, times the same five commands on both in
 interleaved rounds and reports the ratio of their medians (variant/plain):
 
     plain  bench.py's testbed: rail0..rail7 (veths whose peers sit on bridge
@@ -43,14 +43,20 @@ first in every round, took 9.5 ms a run against 4.2 ms profiled later):
     b / B  roce-route apply --no-announce, no-op re-apply
     k / K  roce-route check CONFIG (state and traffic lookups; exit 0)
     s / S  roce-route show
+    c1/C1  one `ip -batch` process making the routes and IPv4 rules of the
+           from-scratch dry run, after the same reset as a / A (bench.py's
+           c1): C1/c1 is what the variant costs the kernel and a process
+           that is not roce-route, the floor A/a is held against
     v      roce-route --version (process start-up alone)
 
-"From scratch" is bench.py's reset, untimed, just before: the owned rules
-flushed (protocol 234), the rails' tables flushed (both families), the
-rails' ARP sysctls 0 (one `ip -batch` per family; on the testbed with foreign
-routes one `ip` per line instead: iproute2's batch mode does not ask the
-kernel to filter route dumps, so every `route flush table N` line of a batch
-reads the whole main table). Before timing, each testbed is checked once: apply
+"From scratch" is bench.py's reset, untimed, just before, the same on every
+testbed: the owned rules flushed (protocol 234), every route of the
+from-scratch dry run deleted by name (one `ip -force -batch` per family),
+the rails' ARP sysctls 0. It reads no table: a `route flush table N` line
+of a batch makes iproute2 dump every route, main's million included, so
+the reset before A did far more work than the one before a (16 `ip`
+processes against 3, or a 1.4 s batch); on 2026-12-05 that alone put
+A/a at 1.02-1.04 against 0.98-1.02 with the same reset on both. Before timing, each testbed is checked once: apply
 changes something, a second apply says "in sync", check exits 0, show
 names every rail (and on the testbed with foreign routes, all of them are
 still there). After the timed rounds, apply (from scratch and no-op), check
@@ -101,6 +107,8 @@ from bench import (  # noqa: E402
     sh,
     stop_on_signal,
     timed,
+    undo,
+    write_undo,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -146,7 +154,7 @@ class Bed:
         self.rails, self.addrs = rails, addrs
         self.foreign_routes, self.links = foreign_routes, links
         self.config = self.workdir / "rails.toml"
-        self.reset_file = self.workdir / "reset.batch"
+        self.undo_files: dict[str, Path] = {}
         self.created: list[str] = []
         self.tables: list[int] = []
         self.script: Script | None = None
@@ -268,33 +276,22 @@ class Bed:
     # --- state --------------------------------------------------------------
 
     def set_tables(self, dry_run: str) -> None:
-        """The rails' tables, as the from-scratch dry run names them; the
-        reset flushes exactly these."""
+        """The rails' tables, as the from-scratch dry run names them, and the
+        reset that undoes that dry run (bench.py's Script.undo)."""
         tables = sorted({int(t) for t in re.findall(r"\btable (\d+)\b", dry_run)})
         if len(tables) != self.rails:
             raise BenchError(f"{self.tag}: the dry run names {len(tables)} tables for {self.rails} rails:\n{dry_run}")
         self.tables = tables
-        lines = [f"rule flush protocol {PROTO}"] + [f"route flush table {t}" for t in tables]
-        self.reset_file.write_text("\n".join(lines) + "\n")
+        self.undo_files = write_undo(Script(dry_run, self.workdir), self.workdir, self.tag)
 
     def reset(self) -> None:
-        """Back to the un-applied state: no proto-234 rules, empty tables
-        (both families), the rails' ARP sysctls 0."""
-        if not self.tables:
+        """Back to the un-applied state: no proto-234 rules, the dry run's
+        routes deleted by name (both families; no table is read, so the
+        million routes in main cost this reset nothing, see bench.py's
+        Testbed.reset), the rails' ARP sysctls 0."""
+        if not self.undo_files:
             raise BenchError("reset before the tables are known")
-        for fam in ("-4", "-6"):
-            if self.foreign_routes:
-                # iproute2's batch mode does not ask for strict dump checking
-                # (a lone `ip` does), so each `route flush table N` line of a
-                # batch reads the whole main table: 1.4 s for 8 tables with a
-                # million routes, against 2 ms a line as separate processes.
-                # Alone, `ip` fails on a table that does not exist (yet).
-                for line in self.reset_file.read_text().splitlines():
-                    p = sh("ip", "-n", self.host, fam, *line.split(), check=False)
-                    if p.returncode != 0 and "table does not exist" not in p.stderr:
-                        raise BenchError(f"ip -n {self.host} {fam} {line} failed:\n{p.stdout}{p.stderr}")
-            else:
-                sh("ip", "-n", self.host, fam, "-batch", str(self.reset_file))
+        undo(self.host, self.undo_files)
         zero = [f"net.ipv4.conf.{r}.{key}=0" for r in self.rail_names() for key in ARP_SYSCTLS]
         sh("ip", "netns", "exec", self.host, "sysctl", "-q", "-w", *zero)
 
@@ -333,6 +330,15 @@ class Target:
 
     def noop(self) -> int:
         return self.bench.apply_noop(self.bed)
+
+    def batch(self) -> int:
+        """bench.py's c1 on this bed: after the same reset as scratch, one
+        `ip -batch` process makes the routes and IPv4 rules of the dry run.
+        Its ratio between the beds is what the kernel and a process pay for
+        the variant, with roce-route out of it."""
+        self.bed.reset()
+        ns, _ = timed("ip", "-n", self.bed.host, "-batch", str(self.bed.script.main_file))
+        return ns
 
     def check(self) -> int:
         ns, p = timed(*self.rr, "check", self.config)  # raises unless exit 0
@@ -460,6 +466,8 @@ def run_scenario(sc: Scenario, args, binary: Path, state_dir: Path, work: Path) 
             ("B", f"apply, no-op re-apply: {sc.variant_label}", v.noop),
             ("k", "check CONFIG: plain", p.check),
             ("K", f"check CONFIG: {sc.variant_label}", v.check),
+            ("c1", "one `ip -batch` (routes, IPv4 rules) after the same reset: plain", p.batch),
+            ("C1", f"the same `ip -batch`: {sc.variant_label}", v.batch),
             ("s", "show: plain", p.show),
             ("S", f"show: {sc.variant_label}", v.show),
             ("v", "roce-route --version (process start-up alone)",
@@ -518,7 +526,8 @@ def report(sc: Scenario, args, binary: Path, plain: Bed, var: Bed, cases, sample
         print(f"| {name} | {what} | {ms(m)} | {ms(p10)} | {ms(p90)} |")
     print("\n| ratio of medians | value | target | |")
     print("|---|---:|---|---|")
-    for num, den, target in (("A", "a", sc.target), ("B", "b", None), ("K", "k", None), ("S", "s", None)):
+    for num, den, target in (("A", "a", sc.target), ("C1", "c1", None), ("B", "b", None), ("K", "k", None),
+                             ("S", "s", None)):
         value = med[num] / med[den]
         if target is None:
             goal, verdict = "(info)", ""
