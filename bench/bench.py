@@ -230,6 +230,12 @@ class Script:
 
     def __init__(self, dry_run: str, workdir: Path):
         main_lines, v6_rules, self.sysctls = [], [], []
+        # The reset that undoes exactly this, per family: the owned rules
+        # flushed, then every route of the script deleted by name, last
+        # first. It reads no table, so foreign routes in main cost it
+        # nothing (a `route flush table N` line of a batch reads the whole
+        # of main: see Testbed.reset).
+        routes: dict[str, list[str]] = {"-4": [], "-6": []}
         for line in dry_run.splitlines():
             if not line.strip() or line.startswith("#"):
                 continue
@@ -246,24 +252,13 @@ class Script:
             elif words[0] == "ip" and words[1] in ("-4", "-6") and words[2] in ("route", "rule"):
                 cmd = " ".join(words[2:])
                 (v6_rules if words[1:3] == ["-6", "rule"] else main_lines).append(cmd)
+                if words[2:4] == ["route", "add"]:
+                    routes[words[1]].append("route del " + " ".join(words[4:]))
             else:
                 raise BenchError(f"unexpected line in the dry-run output: {line!r}")
         if not main_lines or not self.sysctls:
             raise BenchError(f"the dry-run output has no routes or no sysctls:\n{dry_run}")
-        # The reset that undoes exactly this, per family: the owned rules
-        # flushed, then every route of the script deleted by name. It reads
-        # no table, so foreign routes in main cost it nothing (a `route
-        # flush table N` line of a batch reads the whole of main: see
-        # Testbed.reset).
-        self.undo: dict[str, list[str]] = {"-4": [], "-6": []}
-        for line in dry_run.splitlines():
-            words = line.split()
-            if words[:2] == ["ip", "-n"]:
-                words = ["ip"] + words[3:]
-            if words[:4] in (["ip", "-4", "route", "add"], ["ip", "-6", "route", "add"]):
-                self.undo[words[1]].insert(0, "route del " + " ".join(words[4:]))
-        for fam in self.undo:
-            self.undo[fam].insert(0, f"rule flush protocol {PROTO}")
+        self.undo = {fam: [f"rule flush protocol {PROTO}"] + dels[::-1] for fam, dels in routes.items()}
         self.main_file = workdir / "apply.batch"
         self.main_file.write_text("\n".join(main_lines) + "\n")
         self.v6_rules_file = workdir / "apply-v6-rules.batch" if v6_rules else None

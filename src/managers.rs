@@ -298,10 +298,9 @@ mod tests {
     /// kernel lists them and PID 2 is kthreadd).
     #[test]
     fn the_scan_skips_the_kernel_threads_and_reads_the_rest() {
-        let own = fs::read_to_string("/proc/self/comm").unwrap().trim().to_string();
+        let own = comm("/proc/self/comm").unwrap();
         let kernel = kernel_threads();
-        let comm_of =
-            |pid: &u32| fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim().to_string());
+        let comm_of = |pid: &u32| comm(&format!("/proc/{pid}/comm"));
         let scanned = scan().processes;
         assert!(scanned.contains(&own), "{own} not in {scanned:?}");
         if fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
