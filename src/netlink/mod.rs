@@ -9,9 +9,10 @@
 //!
 //! Here: the connection (`Netlink`), its link table (`linktable`), the
 //! messages of changes, and route lookups. `write` sends the changes on a
-//! socket of its own, each answer read before the next. `dump` reads through
-//! netlink-proto (rules, routes), `rawdump` on sockets of its own
-//! (`linkdump`, `addrdump`); `route` and `rule` translate between model
+//! socket of its own, each answer read before the next. Dumps go on sockets
+//! of their own too, through `rawdump`: `dump` (rules, routes, neighbours,
+//! parsed whole by netlink-packet-route), `linkdump` and `addrdump` (parsed
+//! for what roce-route uses); `route` and `rule` translate between model
 //! and messages (`address` and `link`, test-only, are the full parse the
 //! light readers are tested against); `extack` reads the kernel's errors.
 //! `rdma` asks RDMA netlink which RDMA ports have their netdev in this
@@ -64,11 +65,11 @@ use write::Writer;
 pub struct Netlink {
     handle: Handle,
     table: LinkTable,
-    /// Held while a dump runs: the kernel runs one dump at a time per
-    /// socket and refuses a second one meanwhile with EBUSY, which two
-    /// dumps asked for at once (the rules of both families, the routes of
-    /// every table) met on a fresh connection.
-    dumping: tokio::sync::Mutex<()>,
+    /// The socket rules, routes and neighbours are dumped on (`dump`),
+    /// opened at the first dump and kept; held while a dump runs: the
+    /// kernel runs one dump at a time per socket and refuses a second one
+    /// meanwhile with EBUSY.
+    dumper: std::sync::Mutex<Option<rtnetlink::sys::Socket>>,
     /// The socket changes go on, opened at the first change (read-only
     /// commands never open it) and kept: its port is the one a trace of
     /// the changes (nlmon, `ip monitor`) shows for this process.
@@ -97,7 +98,7 @@ impl Netlink {
         let mut nl = Netlink {
             handle,
             table: LinkTable::default(),
-            dumping: tokio::sync::Mutex::new(()),
+            dumper: std::sync::Mutex::new(None),
             writer: std::sync::Mutex::new(None),
         };
         nl.refresh_links().await?;

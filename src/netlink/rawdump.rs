@@ -1,6 +1,7 @@
-//! The dump protocol on a socket of its own, for the tables read whole and
-//! parsed only for what roce-route uses: the links (`linkdump`) and the
-//! addresses (`addrdump`).
+//! The dump protocol on a socket of its own: for the tables read whole and
+//! parsed only for what roce-route uses, the links (`linkdump`) and the
+//! addresses (`addrdump`); for the rules, routes and neighbours
+//! (`dump.rs`), parsed whole, on a strict socket the connection keeps.
 //!
 //! Why not the request socket: netlink-proto parses every attribute of
 //! every object into owned values and hands each message over a channel
@@ -58,20 +59,45 @@ pub(super) fn request(kind: u16, body: &[u8]) -> Vec<u8> {
     m
 }
 
-/// Every object of the table, in the kernel's order.
+/// Every object of the table, in the kernel's order, on a socket opened
+/// for it.
 pub(super) fn dump<T>(table: &Table<T>) -> Result<Vec<T>, NlError> {
+    dump_on(&mut None, socket, table)
+}
+
+/// `dump` on the socket `kept` holds (one `open` makes when it holds
+/// none), kept there for the next dump when this one was read to its end.
+/// A dump that failed or was cut short by the read may have left
+/// datagrams of its own in the socket: that socket is closed, never used
+/// again.
+pub(super) fn dump_on<T>(
+    kept: &mut Option<Socket>,
+    open: fn() -> Result<Socket, NlError>,
+    table: &Table<T>,
+) -> Result<Vec<T>, NlError> {
     let _p = crate::profile::phase("dumps");
     let mut read_size = READ_SIZE;
     for attempt in 1..=DUMP_ATTEMPTS {
-        match dump_once(table, read_size)? {
-            Attempt::Read(rows) => return Ok(rows),
+        let socket = match kept.take() {
+            Some(s) => s,
+            None => open()?,
+        };
+        match dump_once(&socket, table, read_size)? {
+            Attempt::Read(rows) => {
+                *kept = Some(socket);
+                return Ok(rows);
+            }
             // A blocking pause: the dump itself blocks, and nothing else
             // can use these few milliseconds.
-            Attempt::Interrupted if attempt < DUMP_ATTEMPTS => std::thread::sleep(pause_after(attempt)),
-            Attempt::Interrupted => {}
+            Attempt::Interrupted => {
+                *kept = Some(socket);
+                if attempt < DUMP_ATTEMPTS {
+                    std::thread::sleep(pause_after(attempt));
+                }
+            }
             // A datagram larger than the read (a message can be: the
             // kernel makes room for the largest one): asked again with
-            // room for it.
+            // room for it, on another socket.
             Attempt::Cut(size) => read_size = size.next_multiple_of(4096),
         }
     }
@@ -94,6 +120,19 @@ pub(super) fn socket() -> Result<Socket, NlError> {
     Ok(socket)
 }
 
+/// `socket` with strict dump checking, so that the kernel filters route
+/// dumps on the header and attributes of the request (a table, a protocol,
+/// an output interface), and extended acks, so that a dump's error carries
+/// the kernel's text ("FIB table does not exist"; capped: a refusal echoes
+/// the request's header only).
+pub(super) fn strict_socket() -> Result<Socket, NlError> {
+    let socket = socket()?;
+    socket.set_ext_ack(true).map_err(|e| NlError::io(e, "NETLINK_EXT_ACK"))?;
+    socket.set_cap_ack(true).map_err(|e| NlError::io(e, "NETLINK_CAP_ACK"))?;
+    socket.set_netlink_get_strict_chk(true).map_err(|e| NlError::io(e, "NETLINK_GET_STRICT_CHK"))?;
+    Ok(socket)
+}
+
 /// How one dump went.
 #[derive(Debug, PartialEq, Eq)]
 enum Attempt<T> {
@@ -104,10 +143,10 @@ enum Attempt<T> {
     Cut(usize),
 }
 
-/// One dump, each datagram read at once into `read_size` bytes.
-fn dump_once<T>(table: &Table<T>, read_size: usize) -> Result<Attempt<T>, NlError> {
+/// One dump on `socket`, each datagram read at once into `read_size`
+/// bytes.
+fn dump_once<T>(socket: &Socket, table: &Table<T>, read_size: usize) -> Result<Attempt<T>, NlError> {
     let io = |what: &'static str| move |e: std::io::Error| NlError::io(e, what);
-    let socket = socket()?;
     socket.send(&table.request, 0).map_err(io("cannot send a dump request"))?;
     let mut dump = Dump::new(table);
     let mut buf = Vec::with_capacity(read_size);
@@ -171,11 +210,16 @@ impl<'t, T> Dump<'t, T> {
                         return Err(e);
                     }
                 }
+                // A dump refused before it started (EBUSY, EPERM, a
+                // filter the kernel does not take), with its ext-ack text.
                 NLMSG_ERROR => {
-                    return Err(NlError::local(
-                        Errno::from_raw(code().saturating_abs()),
-                        format!("the kernel refused the {} dump", self.table.what),
-                    ));
+                    let refused = NlError::of_error_code(code(), payload.get(4..).unwrap_or_default());
+                    return Err(refused.unwrap_or_else(|| {
+                        NlError::local(
+                            Errno::EPROTO,
+                            format!("the kernel acked the {} dump instead of sending it", self.table.what),
+                        )
+                    }));
                 }
                 t if t == self.table.reply => self.rows.extend((self.table.parse)(payload)?),
                 _ => {}
