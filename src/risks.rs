@@ -18,7 +18,7 @@
 //!
 //! Pure: functions of the desired state and what was observed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use serde::Serialize;
@@ -285,17 +285,30 @@ pub struct Ahead {
 /// roce-route's rule of some source, in the kernel's order: a smaller
 /// priority number, or the same one earlier in the list (a rule still to
 /// be added goes after every rule of its priority: the kernel appends).
+/// Each rule is looked up once: a host of 32 rails × 4 addresses, dual
+/// stack, has 256 rules of its own, and a scan of the live rules for each
+/// (their positions, the foreign ones among them) took 0.3 ms of each
+/// diff, twice a heal.
 pub fn rules_ahead(desired: &Desired, live: &[Live<Rule>], owns: &dyn Fn(u8) -> bool) -> Vec<Ahead> {
+    // Where each of roce-route's live rules first is; the foreign ones.
+    let mut ours: BTreeMap<&Rule, usize> = BTreeMap::new();
+    let mut foreign: Vec<(usize, &Rule)> = Vec::new();
+    for (j, r) in live.iter().enumerate() {
+        if owns(r.item.protocol) {
+            ours.entry(&r.item).or_insert(j);
+        } else {
+            foreign.push((j, &r.item));
+        }
+    }
     let mut out: Vec<Ahead> = Vec::new();
     for i in &desired.interfaces {
         for want in desired.rules.iter().filter(|r| r.table == i.table) {
             let Some(src) = want.src.map(|s| s.addr) else { continue };
-            let ours_at = live.iter().position(|r| r.item == *want && owns(r.item.protocol));
-            for (j, f) in live.iter().enumerate() {
-                let f = &f.item;
+            let ours_at = ours.get(want).copied();
+            for &(j, f) in &foreign {
                 let first = f.priority < want.priority
                     || (f.priority == want.priority && ours_at.is_none_or(|at| j < at));
-                if owns(f.protocol) || f.family != want.family || !first {
+                if f.family != want.family || !first {
                     continue;
                 }
                 let source =
