@@ -41,6 +41,10 @@ pub struct Request<'a> {
     /// The addresses, when the caller read them under the lock an instant
     /// before (watch): the first reading takes them instead of a dump.
     pub addresses: Option<&'a [crate::model::Address]>,
+    /// The record, when the caller read it under the lock an instant
+    /// before (watch): the first reading takes it instead of reading the
+    /// file again.
+    pub record: Option<&'a Record>,
 }
 
 /// The outcome: the desired state and plan of the last reading, and the
@@ -67,14 +71,15 @@ pub async fn converge(
     let cfg = req.cfg;
     let mut attempt = 1;
     loop {
-        let stored = state.record()?;
+        let stored = match req.record.filter(|_| attempt == 1) {
+            Some(record) => record.clone(),
+            None => state.record()?,
+        };
         let mut record = stored.clone();
         adjust(&mut record);
-        let reading = match req.addresses.filter(|_| attempt == 1) {
-            Some(addrs) => reconcile::reconcile_with(nl, cfg, req.adopt, &record, addrs.to_vec()).await,
-            None => reconcile::reconcile(nl, cfg, req.adopt, &record).await,
-        };
-        let (desired, plan) = match reading {
+        let addrs = req.addresses.filter(|_| attempt == 1).map(<[_]>::to_vec);
+        let reading = reconcile::reconcile_reading(nl, cfg, req.adopt, &record, addrs).await;
+        let (desired, plan, reading) = match reading {
             // The config was fine a moment ago: the host changed under us.
             Err(Error::Config(e)) if attempt > 1 => {
                 return Err(Error::HostChanged(format!("the host changed while applying: {e}")));
@@ -105,7 +110,8 @@ pub async fn converge(
         match transaction::begin(&env, &plan.ops, header).await {
             Ok(applied) => {
                 let record = state.record()?;
-                let left = reconcile::verify(env.nl, &desired, &record, req.adopt).await?;
+                let left =
+                    reconcile::verify(env.nl, &desired, &record, req.adopt, &reading, &plan.ops).await?;
                 if left.is_empty() {
                     let header = applied.commit()?;
                     return Ok(Converged { desired, plan, header: Some(header) });

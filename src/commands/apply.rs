@@ -395,6 +395,7 @@ impl Apply<'_> {
             trial: guard.map(|g| g.trial.clone()),
             notice: &|m| tell!("roce-route: {m}"),
             addresses: None,
+            record: None,
         };
         let gate = |record: &crate::state::Record, desired: &Desired, plan: &Plan| {
             plan.warnings.iter().for_each(|w| ctx.warn(with_apply_command(ctx, cfg, plan, w)));

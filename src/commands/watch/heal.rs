@@ -46,6 +46,8 @@ impl Watcher<'_> {
             notice: &|m| log(ctx, m, Event::Retry {}),
             // Read under the pass's lock just now: not read again.
             addresses: Some(&addrs),
+            // Read under the same lock by the pass.
+            record: Some(record),
         };
         let adjust = |r: &mut Record| forget_replaced(r, &addrs);
         // The gate stops at conflicts with the error that says so; only
