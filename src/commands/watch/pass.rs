@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::commands::{Ctx, Verbosity};
+use crate::config::Config;
 use crate::error::Error;
 use crate::netlink::Netlink;
 use crate::plan::NotReady;
@@ -58,6 +59,10 @@ pub(super) struct Watcher<'a> {
     pub rails: Option<BTreeSet<String>>,
     /// What `--metrics` writes, kept for the run.
     pub metrics: Metrics,
+    /// The recorded config files and what they parse to, from the last
+    /// pass: parsing is a pure function of their text, and parsing 32
+    /// rails again cost 0.15-0.3 ms of every heal.
+    parsed: Option<(Vec<(String, String)>, Config)>,
 }
 
 impl<'a> Watcher<'a> {
@@ -78,6 +83,7 @@ impl<'a> Watcher<'a> {
             links: NewLinks::default(),
             rails: None,
             metrics: Metrics::default(),
+            parsed: None,
         }
     }
 
@@ -222,7 +228,7 @@ impl<'a> Watcher<'a> {
         if self.confirmation_waits().is_some() {
             return Ok(Outcome::Deferred);
         }
-        let cfg = crate::config::parse_many(&record.config_files)?;
+        let cfg = config_of(&mut self.parsed, &record.config_files)?;
         self.rails = Some(
             cfg.interfaces
                 .iter()
@@ -296,5 +302,45 @@ impl<'a> Watcher<'a> {
             )),
             Ok(Confirmation::None | Confirmation::Orphaned(_)) | Err(_) => None,
         }
+    }
+}
+
+/// The config of `files`, parsed again only when their text changed since
+/// the one `parsed` keeps.
+fn config_of(
+    parsed: &mut Option<(Vec<(String, String)>, Config)>,
+    files: &[(String, String)],
+) -> Result<Config, Error> {
+    match parsed {
+        Some((text, cfg)) if text.as_slice() == files => Ok(cfg.clone()),
+        _ => {
+            let cfg = crate::config::parse_many(files)?;
+            *parsed = Some((files.to_vec(), cfg.clone()));
+            Ok(cfg)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The config kept between passes follows the recorded text: an apply
+    /// of another config is planned as the new one, never the kept one.
+    #[test]
+    fn the_kept_config_follows_the_recorded_text() {
+        let files = |rail: &str| vec![("c.toml".to_string(), format!("[[interface]]\nname = \"{rail}\"\n"))];
+        let mut parsed = None;
+        let names = |cfg: Config| cfg.interfaces.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(config_of(&mut parsed, &files("rail0")).unwrap()), ["rail0"]);
+        assert_eq!(names(config_of(&mut parsed, &files("rail0")).unwrap()), ["rail0"]);
+        assert_eq!(names(config_of(&mut parsed, &files("rail1")).unwrap()), ["rail1"]);
+        let mut two = files("rail1");
+        two.push(("d.toml".to_string(), "[[interface]]\nname = \"rail2\"\n".to_string()));
+        assert_eq!(names(config_of(&mut parsed, &two).unwrap()), ["rail1", "rail2"]);
+        // A text that does not parse is an error, and is not kept.
+        let bad = vec![("c.toml".to_string(), "[[interface]\n".to_string())];
+        assert!(config_of(&mut parsed, &bad).is_err());
+        assert_eq!(names(config_of(&mut parsed, &two).unwrap()), ["rail1", "rail2"]);
     }
 }
