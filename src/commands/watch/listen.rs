@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::events::{Burst, Heard, Pace, Received, Subscription};
 use crate::signals::{StopFlag, StopWait};
 
+use super::quiet::Quiet;
 use super::timers::Timer;
 
 /// What woke the loop.
@@ -27,6 +28,8 @@ pub(super) struct Listener {
     carried: Option<(Instant, io::Result<Received>)>,
     /// Quick or busy: the quiet period of the next burst.
     pace: Pace<Instant>,
+    /// Ends a burst's quiet period on time.
+    quiet: Quiet,
 }
 
 impl Listener {
@@ -38,7 +41,7 @@ impl Listener {
         let stop = stop
             .waiter()
             .map_err(|e| Error::Other(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
-        Ok(Listener { sub, stop, carried: None, pace: Pace::default() })
+        Ok(Listener { sub, stop, carried: None, pace: Pace::default(), quiet: Quiet::new() })
     }
 
     /// Idle: blocks on the socket, the stop signals and the next timer (no
@@ -87,7 +90,7 @@ impl Listener {
                     self.pace.heard(at);
                     heard.add(received(got)?);
                 }
-                () = tokio::time::sleep_until(burst.due().into()) => break,
+                () = self.quiet.until(burst.due()) => break,
                 _ = self.stop.stopped() => return Ok(Wake::Stop),
             }
         }

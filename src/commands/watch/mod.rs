@@ -19,6 +19,7 @@ mod log;
 mod metrics;
 mod outcome;
 mod pass;
+mod quiet;
 mod service;
 mod timers;
 mod trigger;
