@@ -6,7 +6,7 @@
 use nix::errno::Errno;
 use nix::libc::{RTM_NEWADDR, RTM_NEWLINK, RTM_NEWNEIGH, RTM_NEWROUTE, RTM_NEWRULE};
 use rtnetlink::packet_core::{
-    NLM_F_DUMP, NLM_F_REQUEST, NetlinkDeserializable, NetlinkHeader, NetlinkMessage,
+    NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkDeserializable, NetlinkHeader, NetlinkMessage,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::route::{
@@ -34,7 +34,22 @@ impl Netlink {
     /// second one meanwhile is refused EBUSY): the socket is held for the
     /// whole dump.
     pub async fn dump(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
-        let table = dump_table(request)?;
+        self.exchange_on_kept(table_of(request, NLM_F_DUMP)?)
+    }
+
+    /// Sends `request`, which is not a dump (a route lookup), on the
+    /// socket dumps are read on, and returns its replies, read up to its
+    /// ack. Through netlink-proto each lookup also went to the
+    /// connection's task and back; `check` asks one per address and
+    /// family.
+    pub(super) fn ask(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+        self.exchange_on_kept(table_of(request, NLM_F_ACK)?)
+    }
+
+    fn exchange_on_kept(
+        &self,
+        table: Table<RouteNetlinkMessage>,
+    ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
         let mut kept = self.dumper.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         rawdump::dump_on(&mut kept, rawdump::strict_socket, &table)
     }
@@ -127,11 +142,12 @@ impl Netlink {
     }
 }
 
-/// The dump of `request`: its bytes (NLM_F_REQUEST | NLM_F_DUMP,
-/// sequence 1: the socket is the dump's alone), and what its replies are:
-/// their name in errors, their type, their parse (netlink-packet-route's,
+/// The exchange of `request`: its bytes (NLM_F_REQUEST and `flags`:
+/// NLM_F_DUMP, or NLM_F_ACK for a request that is not a dump; sequence 1:
+/// the socket is the exchange's alone), and what its replies are: their
+/// name in errors, their type, their parse (netlink-packet-route's,
 /// whole). Pure.
-fn dump_table(request: RouteNetlinkMessage) -> Result<Table<RouteNetlinkMessage>, NlError> {
+fn table_of(request: RouteNetlinkMessage, flags: u16) -> Result<Table<RouteNetlinkMessage>, NlError> {
     type Parse = fn(&[u8]) -> Result<Option<RouteNetlinkMessage>, NlError>;
     let (what, reply, parse): (_, _, Parse) = match &request {
         RouteNetlinkMessage::GetRoute(_) => ("routes", RTM_NEWROUTE, |p| whole(RTM_NEWROUTE, "route", p)),
@@ -150,7 +166,7 @@ fn dump_table(request: RouteNetlinkMessage) -> Result<Table<RouteNetlinkMessage>
         }
     };
     let mut req = NetlinkMessage::from(request);
-    req.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.header.flags = NLM_F_REQUEST | flags;
     req.header.sequence_number = 1;
     req.finalize();
     let mut bytes = vec![0; req.buffer_len()];
@@ -249,7 +265,8 @@ mod tests {
     }
 
     fn routes() -> Table<RouteNetlinkMessage> {
-        dump_table(RouteNetlinkMessage::GetRoute(route_filter(Family::V4, Some(1000), None))).unwrap()
+        table_of(RouteNetlinkMessage::GetRoute(route_filter(Family::V4, Some(1000), None)), NLM_F_DUMP)
+            .unwrap()
     }
 
     /// The request is a dump of its kind, and its replies are parsed whole
@@ -271,14 +288,14 @@ mod tests {
         let sent = vec![route(1000, 3), route(1000, 4)];
         let read = read_whole(&table, &[datagram(sent.iter().map(|m| (m.clone(), 0)).collect(), Some(0))]);
         assert_eq!(read.unwrap(), sent);
-        let rules = dump_table(RouteNetlinkMessage::GetRule(RuleMessage::default())).unwrap();
+        let rules = table_of(RouteNetlinkMessage::GetRule(RuleMessage::default()), NLM_F_DUMP).unwrap();
         assert_eq!((rules.what, rules.reply), ("rules", RTM_NEWRULE));
         let neigh = RouteNetlinkMessage::GetNeighbour(Default::default());
-        assert_eq!(dump_table(neigh).unwrap().reply, RTM_NEWNEIGH);
+        assert_eq!(table_of(neigh, NLM_F_DUMP).unwrap().reply, RTM_NEWNEIGH);
         let link = RouteNetlinkMessage::GetLink(Default::default());
-        assert_eq!(dump_table(link).unwrap().reply, RTM_NEWLINK);
+        assert_eq!(table_of(link, NLM_F_DUMP).unwrap().reply, RTM_NEWLINK);
         let route = RouteNetlinkMessage::NewRoute(RouteMessage::default());
-        assert!(dump_table(route).is_err(), "not a dump request");
+        assert!(table_of(route, NLM_F_DUMP).is_err(), "not a request roce-route makes");
     }
 
     /// A missing table is the one error read as an empty table, and it
@@ -308,6 +325,36 @@ mod tests {
         e.header = [vec![0; 16], nla_msg(text)].concat();
         let got = read_whole(&routes(), &[framed(NetlinkPayload::Error(e))]).unwrap_err();
         assert_eq!(got, NlError { errno: Errno::EINVAL, ext_ack: Some(text.into()) });
+    }
+
+    /// A request that is not a dump (a route lookup) asks for an ack and
+    /// ends at it, with its reply; refused, it is its error with the
+    /// kernel's text. The same ack ending a dump is still an error: a dump
+    /// ends at NLMSG_DONE.
+    #[test]
+    fn a_lookup_ends_at_its_ack_and_a_dump_does_not() {
+        let mut lookup = RouteMessage::default();
+        lookup.header.address_family = af(Family::V4);
+        let ask = table_of(RouteNetlinkMessage::GetRoute(lookup), NLM_F_ACK).unwrap();
+        let req = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&ask.request).unwrap();
+        assert_eq!(req.header.flags, NLM_F_REQUEST | NLM_F_ACK, "no NLM_F_DUMP: a lookup, not every route");
+        let reply = route(1000, 3);
+        let ack = framed(NetlinkPayload::Error(ErrorMessage::default()));
+        let mut answer = datagram(vec![(reply.clone(), 0)], None);
+        answer.extend(&ack);
+        assert_eq!(read_whole(&ask, &[answer]).unwrap(), std::slice::from_ref(&reply));
+
+        let text = "Network is unreachable";
+        let mut e = ErrorMessage::default();
+        e.code = NonZeroI32::new(-(Errno::ENETUNREACH as i32));
+        e.header = [vec![0; 16], nla_msg(text)].concat();
+        let refused = read_whole(&ask, &[framed(NetlinkPayload::Error(e))]).unwrap_err();
+        assert_eq!(refused, NlError { errno: Errno::ENETUNREACH, ext_ack: Some(text.into()) });
+
+        let mut dumped = datagram(vec![(reply, 0)], None);
+        dumped.extend(&ack);
+        let e = rawdump::tests::read_whole(&routes(), &[dumped]).unwrap_err();
+        assert!(e.to_string().contains("acked the routes dump"), "{e}");
     }
 
     /// A reply the parser refuses fails the dump: a table read without it

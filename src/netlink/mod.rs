@@ -172,7 +172,7 @@ impl Netlink {
         };
         msg.attributes.push(RouteAttribute::Destination(RouteAddress::from(dst)));
         msg.attributes.push(RouteAttribute::Source(RouteAddress::from(src)));
-        let answer = self.request(RouteNetlinkMessage::GetRoute(msg), 0).await?;
+        let answer = self.ask(RouteNetlinkMessage::GetRoute(msg))?;
         answer
             .iter()
             .find_map(|m| match m {

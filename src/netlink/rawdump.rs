@@ -13,6 +13,8 @@
 //! The protocol is the one `dump` follows: a result only when it ends in
 //! NLMSG_DONE without an error; asked again when the kernel marks a
 //! message as interrupted (NLM_F_DUMP_INTR), `DUMP_ATTEMPTS` times at most.
+//! A request that is not a dump (a route lookup: no NLM_F_DUMP, NLM_F_ACK
+//! set) is read the same way on the same socket, up to its ack.
 
 use nix::errno::Errno;
 use nix::libc;
@@ -36,13 +38,23 @@ const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
 const READ_SIZE: usize = 64 * 1024;
 
 /// What is dumped: its name in errors ("links"), the request (header
-/// first, NLM_F_DUMP set), the type of its reply messages, and how one
-/// reads (None: a reply that is not wanted).
+/// first, NLM_F_DUMP set; or NLM_F_ACK for a request that is not a dump),
+/// the type of its reply messages, and how one reads (None: a reply that
+/// is not wanted).
 pub(super) struct Table<T> {
     pub what: &'static str,
     pub request: Vec<u8>,
     pub reply: u16,
     pub parse: fn(&[u8]) -> Result<Option<T>, NlError>,
+}
+
+impl<T> Table<T> {
+    /// Whether the request is a dump (NLM_F_DUMP in its header), not a
+    /// request answered by one reply and an ack.
+    fn is_dump(&self) -> bool {
+        let flags = self.request.get(6..8).map_or(0, |f| u16::from_ne_bytes(f.try_into().unwrap()));
+        flags & libc::NLM_F_DUMP as u16 == libc::NLM_F_DUMP as u16
+    }
 }
 
 /// A dump request of `kind` (NLM_F_REQUEST | NLM_F_DUMP, sequence 1: the
@@ -211,16 +223,18 @@ impl<'t, T> Dump<'t, T> {
                     }
                 }
                 // A dump refused before it started (EBUSY, EPERM, a
-                // filter the kernel does not take), with its ext-ack text.
-                NLMSG_ERROR => {
-                    let refused = NlError::of_error_code(code(), payload.get(4..).unwrap_or_default());
-                    return Err(refused.unwrap_or_else(|| {
-                        NlError::local(
+                // filter the kernel does not take), with its ext-ack text;
+                // the ack that ends a request that is not a dump.
+                NLMSG_ERROR => match NlError::of_error_code(code(), payload.get(4..).unwrap_or_default()) {
+                    Some(refused) => return Err(refused),
+                    None if !self.table.is_dump() => self.done = true,
+                    None => {
+                        return Err(NlError::local(
                             Errno::EPROTO,
                             format!("the kernel acked the {} dump instead of sending it", self.table.what),
-                        )
-                    }));
-                }
+                        ));
+                    }
+                },
                 t if t == self.table.reply => self.rows.extend((self.table.parse)(payload)?),
                 _ => {}
             }

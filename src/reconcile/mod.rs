@@ -243,6 +243,7 @@ impl Touched {
 
 /// Asks the kernel where each probe's traffic goes and judges the answers.
 pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate::behaviour::Verdict> {
+    let _p = crate::profile::phase("route lookups");
     let mut verdicts = Vec::with_capacity(probes.len());
     for probe in probes {
         let answer = nl.route_get(probe.from, probe.to).await.map_err(|e| e.to_string());
