@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::{
     Background, GATEWAY_V4, GATEWAY_V6, Nobody, PEER_V4, PEER_V6, Run, SUBNET_V4, Testbed, assert_dump_eq,
     canonical_lines, describe_output, describe_with_config, field_after, in_netns, journal_files, path_str,
-    poll_until, script_without_netns, toml_str,
+    poll_until, profile_count, script_without_netns, toml_str,
 };
 
 /// The protocol number roce-route marks its routes and rules with.
@@ -222,6 +222,27 @@ fn apply_fixes_routing_arp_and_replies_on_every_rail() {
     }
 
     tb.apply_ok(&tb.standard_config());
+    assert_fixed(&tb);
+}
+
+/// An apply from scratch dumps each rail's table before it exists (the
+/// kernel ends those dumps with "FIB table does not exist"): the dump
+/// socket is kept through the kernel's errors, not opened again for each
+/// table. It was: 23 sockets for 8 rails, 8 system calls each.
+#[test]
+fn apply_from_scratch_keeps_its_dump_socket_through_missing_tables() {
+    let tb = Testbed::builder().rails(8).ipv6(true).build();
+    let mut cmd = tb.rr_cmd(&["apply", path_str(&tb.standard_config())]);
+    cmd.env("ROCE_ROUTE_PROFILE", "1");
+    let run = Run::of(cmd).expect_code(0);
+    let routes = profile_count(&run.stderr(), "routes_read");
+    assert!(routes > 0, "the tables were read: {}", run.stderr());
+    let sockets = profile_count(&run.stderr(), "netlink_sockets");
+    assert!(
+        (1..8).contains(&sockets),
+        "{sockets} netlink sockets for 16 tables (8 rails, both families): one per missing table?\n{}",
+        run.stderr()
+    );
     assert_fixed(&tb);
 }
 

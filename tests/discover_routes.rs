@@ -12,16 +12,6 @@ use common::*;
 /// tell a filtered dump (a few messages per rail) from an unfiltered one.
 const UPLINK_ROUTES: usize = 4000;
 
-/// `routes_read` from the `ROCE_ROUTE_PROFILE=1` line on stderr.
-fn routes_read(stderr: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("roce-route profile: "))
-        .unwrap_or_else(|| panic!("no profile line in:\n{stderr}"));
-    let v: serde_json::Value = serde_json::from_str(line).unwrap();
-    v["counts"]["routes_read"].as_u64().unwrap_or_else(|| panic!("no counts.routes_read in {line}"))
-}
-
 #[test]
 fn discover_reads_the_rails_routes_only_and_takes_the_gateway_out_of_each_rail() {
     let tb = Testbed::builder().rails(2).ipv6(true).build();
@@ -57,7 +47,8 @@ fn discover_reads_the_rails_routes_only_and_takes_the_gateway_out_of_each_rail()
         assert_eq!(r["gateway"].as_str(), Some(gw), "the peer, not the uplink's onlink gateway:\n{config}");
     }
 
-    let read = routes_read(&run.stderr());
+    let read = profile_count(&run.stderr(), "routes_read");
+    assert!(read > 0, "discover read no route: {}", run.stderr());
     let uplink = tb.ip_host("-6 route show dev uplink").lines().count();
     assert!(uplink >= UPLINK_ROUTES, "the uplink holds {uplink} routes");
     assert!(read < 100, "discover read {read} route messages; the uplink's {uplink} must not be dumped");

@@ -78,10 +78,11 @@ pub(super) fn dump<T>(table: &Table<T>) -> Result<Vec<T>, NlError> {
 }
 
 /// `dump` on the socket `kept` holds (one `open` makes when it holds
-/// none), kept there for the next dump when this one was read to its end.
-/// A dump that failed or was cut short by the read may have left
-/// datagrams of its own in the socket: that socket is closed, never used
-/// again.
+/// none), kept there for the next dump when this one was read to its end,
+/// also when that end is the kernel's error. A dump that failed before
+/// its end (a message that cannot be read, a socket error) or was cut
+/// short by the read may have left datagrams of its own in the socket:
+/// that socket is closed, never used again.
 pub(super) fn dump_on<T>(
     kept: &mut Option<Socket>,
     open: fn() -> Result<Socket, NlError>,
@@ -101,6 +102,13 @@ pub(super) fn dump_on<T>(
             }
             // A blocking pause: the dump itself blocks, and nothing else
             // can use these few milliseconds.
+            // The kernel's own answer ended it (a missing table, a
+            // refused filter, a lookup without a route): nothing of it is
+            // left to read, so the socket is kept.
+            Attempt::Refused(e) => {
+                *kept = Some(socket);
+                return Err(e);
+            }
             Attempt::Interrupted => {
                 *kept = Some(socket);
                 if attempt < DUMP_ATTEMPTS {
@@ -126,6 +134,10 @@ pub(super) fn dump_on<T>(
 /// the kernel (dumps here, changes in `write`).
 pub(super) fn socket() -> Result<Socket, NlError> {
     let io = |what: &'static str| move |e: std::io::Error| NlError::io(e, what);
+    // Counted for the profile (ROCE_ROUTE_PROFILE=1): each socket costs
+    // 7-8 system calls, and an apply that opened one per table went
+    // unseen (tests/apply.rs holds the count).
+    crate::profile::count("netlink_sockets", 1);
     let mut socket = Socket::new(NETLINK_ROUTE).map_err(io("cannot open a netlink socket"))?;
     socket.bind_auto().map_err(io("cannot bind a netlink socket"))?;
     socket.connect(&SocketAddr::new(0, 0)).map_err(io("cannot connect a netlink socket"))?;
@@ -153,6 +165,8 @@ enum Attempt<T> {
     Interrupted,
     /// A datagram of this size did not fit in the read.
     Cut(usize),
+    /// The kernel ended it with this error (NLMSG_DONE or NLMSG_ERROR).
+    Refused(NlError),
 }
 
 /// One dump on `socket`, each datagram read at once into `read_size`
@@ -177,20 +191,22 @@ struct Dump<'t, T> {
     rows: Vec<T>,
     interrupted: bool,
     cut: Option<usize>,
+    refused: Option<NlError>,
     done: bool,
 }
 
 impl<'t, T> Dump<'t, T> {
     fn new(table: &'t Table<T>) -> Self {
-        Dump { table, rows: Vec::new(), interrupted: false, cut: None, done: false }
+        Dump { table, rows: Vec::new(), interrupted: false, cut: None, refused: None, done: false }
     }
 
     /// The result of a finished dump.
     fn attempt(self) -> Attempt<T> {
-        match (self.cut, self.interrupted) {
-            (Some(size), _) => Attempt::Cut(size),
-            (None, true) => Attempt::Interrupted,
-            (None, false) => Attempt::Read(self.rows),
+        match (self.cut, self.refused, self.interrupted) {
+            (Some(size), _, _) => Attempt::Cut(size),
+            (None, Some(e), _) => Attempt::Refused(e),
+            (None, None, true) => Attempt::Interrupted,
+            (None, None, false) => Attempt::Read(self.rows),
         }
     }
 
@@ -218,15 +234,13 @@ impl<'t, T> Dump<'t, T> {
             match msg.message_type() {
                 NLMSG_DONE => {
                     self.done = true;
-                    if let Some(e) = NlError::of_done(code(), payload.get(4..).unwrap_or_default()) {
-                        return Err(e);
-                    }
+                    self.refused = NlError::of_done(code(), payload.get(4..).unwrap_or_default());
                 }
                 // A dump refused before it started (EBUSY, EPERM, a
                 // filter the kernel does not take), with its ext-ack text;
                 // the ack that ends a request that is not a dump.
                 NLMSG_ERROR => match NlError::of_error_code(code(), payload.get(4..).unwrap_or_default()) {
-                    Some(refused) => return Err(refused),
+                    Some(refused) => (self.done, self.refused) = (true, Some(refused)),
                     None if !self.table.is_dump() => self.done = true,
                     None => {
                         return Err(NlError::local(
@@ -284,6 +298,7 @@ pub(super) mod tests {
         assert!(dump.done, "the dump did not end");
         match dump.attempt() {
             Attempt::Read(rows) => Ok(rows),
+            Attempt::Refused(e) => Err(e),
             other => panic!("not read: {}", matches!(other, Attempt::Interrupted)),
         }
     }
@@ -320,8 +335,13 @@ pub(super) mod tests {
         assert_eq!(dump.attempt(), Attempt::Read(vec![1, 2]));
 
         let failed = datagram(one(1, 0), Some(-libc::EBUSY));
-        let e = Dump::new(&t).read(&failed, failed.len()).unwrap_err();
-        assert!(e.is(Errno::EBUSY), "{e:?}");
+        let mut refused = Dump::new(&t);
+        refused.read(&failed, failed.len()).unwrap();
+        assert!(refused.done, "the kernel's error ends the dump: nothing of it is left to read");
+        match refused.attempt() {
+            Attempt::Refused(e) => assert!(e.is(Errno::EBUSY), "{e:?}"),
+            other => panic!("not refused: {:?}", matches!(other, Attempt::Read(_))),
+        }
 
         let marked = datagram(one(1, NLM_F_DUMP_INTR), Some(0));
         let mut intr = Dump::new(&t);

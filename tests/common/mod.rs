@@ -1463,6 +1463,17 @@ pub fn promtool(text: &str) -> (bool, String) {
     (out.status.success(), said)
 }
 
+/// The count `name` from the `ROCE_ROUTE_PROFILE=1` line on stderr (0
+/// when the run counted none).
+pub fn profile_count(stderr: &str, name: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("roce-route profile: "))
+        .unwrap_or_else(|| panic!("no profile line in:\n{stderr}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    v["counts"][name].as_u64().unwrap_or(0)
+}
+
 /// `command` (`ip ...` or `sysctl ...`) as roce-route prints it under
 /// `--netns ns`: `ip -n NS ...`, `ip netns exec NS sysctl ...`.
 pub fn in_netns(ns: &str, command: &str) -> String {
