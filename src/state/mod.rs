@@ -233,11 +233,16 @@ impl StateDir {
         files::write_json(&self.dir, RECORD_FILE, record)
     }
 
-    /// Reads, changes and writes the record.
+    /// Reads, changes and writes the record; not written when the change
+    /// leaves it as it was (compared with the one read, not read again).
     pub fn update_record(&self, change: impl FnOnce(&mut Record)) -> Result<(), StateError> {
-        let mut record = self.record()?;
+        let before = self.record()?;
+        let mut record = before.clone();
         change(&mut record);
-        self.write_record(&record)
+        if record == before {
+            return Ok(());
+        }
+        files::write_json(&self.dir, RECORD_FILE, &record)
     }
 
     // -- confirmation -----------------------------------------------------
