@@ -102,9 +102,9 @@ pub(super) fn dump_on<T>(
             }
             // A blocking pause: the dump itself blocks, and nothing else
             // can use these few milliseconds.
-            // The kernel's own answer ended it (a missing table, a
-            // refused filter, a lookup without a route): nothing of it is
-            // left to read, so the socket is kept.
+            // The kernel's own last answer ended it (a missing table, a
+            // lookup without a route): nothing of it is left to read, so
+            // the socket is kept.
             Attempt::Refused(e) => {
                 *kept = Some(socket);
                 return Err(e);
@@ -165,7 +165,8 @@ enum Attempt<T> {
     Interrupted,
     /// A datagram of this size did not fit in the read.
     Cut(usize),
-    /// The kernel ended it with this error (NLMSG_DONE or NLMSG_ERROR).
+    /// The kernel ended it with this error: NLMSG_DONE's for a dump,
+    /// NLMSG_ERROR's for a request that is not one.
     Refused(NlError),
 }
 
@@ -173,8 +174,13 @@ enum Attempt<T> {
 /// bytes.
 fn dump_once<T>(socket: &Socket, table: &Table<T>, read_size: usize) -> Result<Attempt<T>, NlError> {
     let io = |what: &'static str| move |e: std::io::Error| NlError::io(e, what);
-    socket.send(&table.request, 0).map_err(io("cannot send a dump request"))?;
-    let mut dump = Dump::new(table);
+    let seq = next_sequence();
+    let mut request = table.request.clone();
+    if let Some(field) = request.get_mut(8..12) {
+        field.copy_from_slice(&seq.to_ne_bytes());
+    }
+    socket.send(&request, 0).map_err(io("cannot send a dump request"))?;
+    let mut dump = Dump::new(table, seq);
     let mut buf = Vec::with_capacity(read_size);
     while !dump.done {
         buf.clear();
@@ -185,9 +191,19 @@ fn dump_once<T>(socket: &Socket, table: &Table<T>, read_size: usize) -> Result<A
     Ok(dump.attempt())
 }
 
+/// A sequence number of this process's own for each request, so that a
+/// reply is read as the answer to the request that carried it and to no
+/// other (from 2: the tables' requests carry 1 until sent).
+fn next_sequence() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(2);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed).max(2)
+}
+
 /// A dump as its datagrams are read. Pure.
 struct Dump<'t, T> {
     table: &'t Table<T>,
+    /// The request's sequence number: every reply carries it.
+    seq: u32,
     rows: Vec<T>,
     interrupted: bool,
     cut: Option<usize>,
@@ -196,8 +212,8 @@ struct Dump<'t, T> {
 }
 
 impl<'t, T> Dump<'t, T> {
-    fn new(table: &'t Table<T>) -> Self {
-        Dump { table, rows: Vec::new(), interrupted: false, cut: None, refused: None, done: false }
+    fn new(table: &'t Table<T>, seq: u32) -> Self {
+        Dump { table, seq, rows: Vec::new(), interrupted: false, cut: None, refused: None, done: false }
     }
 
     /// The result of a finished dump.
@@ -226,6 +242,19 @@ impl<'t, T> Dump<'t, T> {
                     format!("cannot read the {}: a message length is outside its datagram", self.table.what),
                 )
             })?;
+            // A reply to another request: one left behind in the socket.
+            // Never read as this one's answer; the socket is not kept.
+            if msg.sequence_number() != self.seq {
+                return Err(NlError::local(
+                    Errno::EPROTO,
+                    format!(
+                        "cannot read the {}: the kernel answered request {} where {} was due",
+                        self.table.what,
+                        msg.sequence_number(),
+                        self.seq
+                    ),
+                ));
+            }
             if msg.flags() & NLM_F_DUMP_INTR != 0 {
                 self.interrupted = true;
             }
@@ -236,13 +265,20 @@ impl<'t, T> Dump<'t, T> {
                     self.done = true;
                     self.refused = NlError::of_done(code(), payload.get(4..).unwrap_or_default());
                 }
-                // A dump refused before it started (EBUSY, EPERM, a
-                // filter the kernel does not take), with its ext-ack text;
-                // the ack that ends a request that is not a dump.
-                NLMSG_ERROR => match NlError::of_error_code(code(), payload.get(4..).unwrap_or_default()) {
-                    Some(refused) => (self.done, self.refused) = (true, Some(refused)),
-                    None if !self.table.is_dump() => self.done = true,
-                    None => {
+                // A dump refused (EBUSY, EPERM, ENOBUFS), with its ext-ack
+                // text: an error, and its socket is not kept, since the
+                // kernel may still run a dump on it (EBUSY: one runs
+                // already; ENOBUFS for its first datagram leaves it
+                // running). The answer that ends a request that is not a
+                // dump: its error, or the ack.
+                NLMSG_ERROR => match (
+                    NlError::of_error_code(code(), payload.get(4..).unwrap_or_default()),
+                    self.table.is_dump(),
+                ) {
+                    (Some(refused), true) => return Err(refused),
+                    (Some(refused), false) => (self.done, self.refused) = (true, Some(refused)),
+                    (None, false) => self.done = true,
+                    (None, true) => {
                         return Err(NlError::local(
                             Errno::EPROTO,
                             format!("the kernel acked the {} dump instead of sending it", self.table.what),
@@ -289,9 +325,10 @@ pub(super) mod tests {
         out
     }
 
-    /// Reads the rows of `table` from whole datagrams, as a dump would.
+    /// Reads the rows of `table` from whole datagrams, as a dump would
+    /// (their messages carry sequence 0, as these helpers frame them).
     pub fn read_whole<T>(table: &Table<T>, datagrams: &[Vec<u8>]) -> Result<Vec<T>, NlError> {
-        let mut dump = Dump::new(table);
+        let mut dump = Dump::new(table, 0);
         for d in datagrams {
             dump.read(d, d.len())?;
         }
@@ -307,7 +344,7 @@ pub(super) mod tests {
     fn indexes() -> Table<u32> {
         Table {
             what: "links",
-            request: Vec::new(),
+            request: request(libc::RTM_GETLINK, &[0; 16]),
             reply: libc::RTM_NEWLINK,
             parse: |p| Ok(p.get(4..8).map(|i| u32::from_ne_bytes(i.try_into().unwrap()))),
         }
@@ -325,7 +362,7 @@ pub(super) mod tests {
     #[test]
     fn a_dump_ends_at_done_fails_on_its_error_and_notes_an_interruption() {
         let t = indexes();
-        let mut dump = Dump::new(&t);
+        let mut dump = Dump::new(&t, 0);
         let first = datagram(one(1, 0), None);
         dump.read(&first, first.len()).unwrap();
         assert!(!dump.done);
@@ -335,7 +372,7 @@ pub(super) mod tests {
         assert_eq!(dump.attempt(), Attempt::Read(vec![1, 2]));
 
         let failed = datagram(one(1, 0), Some(-libc::EBUSY));
-        let mut refused = Dump::new(&t);
+        let mut refused = Dump::new(&t, 0);
         refused.read(&failed, failed.len()).unwrap();
         assert!(refused.done, "the kernel's error ends the dump: nothing of it is left to read");
         match refused.attempt() {
@@ -344,10 +381,46 @@ pub(super) mod tests {
         }
 
         let marked = datagram(one(1, NLM_F_DUMP_INTR), Some(0));
-        let mut intr = Dump::new(&t);
+        let mut intr = Dump::new(&t, 0);
         intr.read(&marked, marked.len()).unwrap();
         assert!(intr.done);
         assert_eq!(intr.attempt(), Attempt::Interrupted);
+    }
+
+    /// A dump refused with NLMSG_ERROR is an error, not an end: the
+    /// kernel may still run it on the socket (EBUSY; ENOBUFS for its first
+    /// datagram), so the socket is not kept. The same error answering a
+    /// request that is not a dump is its end.
+    #[test]
+    fn a_refused_dump_fails_where_a_refused_request_ends() {
+        let mut e = rtnetlink::packet_core::ErrorMessage::default();
+        e.code = std::num::NonZeroI32::new(-libc::ENOBUFS);
+        let mut header = NetlinkHeader::default();
+        header.flags = 0;
+        let mut m = NetlinkMessage::<RouteNetlinkMessage>::new(header, NetlinkPayload::Error(e));
+        m.finalize();
+        let mut error = vec![0; m.buffer_len()];
+        m.serialize(&mut error);
+
+        let dump = indexes();
+        let e = Dump::new(&dump, 0).read(&error, error.len()).unwrap_err();
+        assert!(e.is(Errno::ENOBUFS), "{e:?}");
+
+        let lookup = Table { request: Vec::new(), ..indexes() };
+        let mut answer = Dump::new(&lookup, 0);
+        answer.read(&error, error.len()).unwrap();
+        assert!(answer.done);
+        assert!(matches!(answer.attempt(), Attempt::Refused(e) if e.is(Errno::ENOBUFS)));
+    }
+
+    /// A reply carrying another request's sequence number (one left in
+    /// the socket) is never read as this request's answer.
+    #[test]
+    fn a_reply_to_another_request_is_not_this_ones() {
+        let t = indexes();
+        let stale = datagram(one(1, 0), Some(0));
+        let e = Dump::new(&t, 7).read(&stale, stale.len()).unwrap_err();
+        assert!(e.to_string().contains("answered request 0 where 7 was due"), "{e}");
     }
 
     /// A datagram larger than the read ends the dump as cut, with the
@@ -356,7 +429,7 @@ pub(super) mod tests {
     fn a_datagram_cut_by_the_read_asks_for_room_not_a_result() {
         let t = indexes();
         let bytes = datagram(one(1, 0), Some(0));
-        let mut cut = Dump::new(&t);
+        let mut cut = Dump::new(&t, 0);
         cut.read(&bytes[..bytes.len() - 20], bytes.len()).unwrap();
         assert!(cut.done);
         assert_eq!(cut.attempt(), Attempt::Cut(bytes.len()));
@@ -368,6 +441,6 @@ pub(super) mod tests {
         let t = indexes();
         let mut bytes = datagram(one(1, 0), None);
         bytes[0] = 0xff;
-        assert!(Dump::new(&t).read(&bytes, bytes.len()).is_err());
+        assert!(Dump::new(&t, 0).read(&bytes, bytes.len()).is_err());
     }
 }
