@@ -62,8 +62,8 @@ names every rail (and on the testbed with foreign routes, all of them are
 still there). After the timed rounds, apply (from scratch and no-op), check
 and show run --profile-rounds more times on both testbeds with
 ROCE_ROUTE_PROFILE=1, and the report gives the median of each phase and of
-the route messages the kernel sent (these runs are not in the timed
-medians).
+each count (the route messages the kernel sent, the netlink sockets opened;
+these runs are not in the timed medians).
 
 With --scenario all, the scenarios run one after the other (rails, links,
 routes: the namespace with a million routes is the last one, so that the
@@ -544,9 +544,12 @@ def report(sc: Scenario, args, binary: Path, plain: Bed, var: Bed, cases, sample
         print("\n| count (median of the profiled runs) | " + " | ".join(cols) + " |")
         print("|---|" + "---:|" * len(cols))
         keys = sorted({k for runs in profiles.values() for r in runs for k in r.get("counts", {})})
+        meaning = {"routes_read": "route messages the kernel sent",
+                   "netlink_sockets": "netlink sockets opened for dumps, lookups and changes"}
         for k in keys:
             vals = [statistics.median([r.get("counts", {}).get(k, 0) for r in profiles[c]]) for c in cols]
-            print(f"| {k} (route messages the kernel sent) | " + " | ".join(f"{x:.0f}" for x in vals) + " |")
+            label = f"{k} ({meaning[k]})" if k in meaning else k
+            print(f"| {label} | " + " | ".join(f"{x:.0f}" for x in vals) + " |")
         vals = [statistics.median([r["phases"].get("dumps", {}).get("n", 0) for r in profiles[c]]) for c in cols]
         print("| `dumps` phases timed (dumps run at once count once) | "
               + " | ".join(f"{x:.0f}" for x in vals) + " |")
