@@ -35,7 +35,8 @@ fn main() -> ExitCode {
     match result {
         Ok(_) if text_only => {}
         Ok(done) if json => {
-            print_envelope(name, code, done.changed, warnings, serde_json::Value::Null, done.doc)
+            let changed = done.changed;
+            print_envelope(name, code, changed, warnings, serde_json::Value::Null, done.doc())
         }
         Ok(_) => {}
         Err(e) => {

@@ -371,9 +371,8 @@ impl Apply<'_> {
         }
         let dropped = dropped_with_file(&record, self.cfg, &desired, &plan.ops);
         warn_dropped(ctx, &dropped);
-        let mut done = report_dry_run(ctx, args, &self.cfg.files, &plan, &desired)?;
-        done.doc["dropped_with_file"] = serde_json::to_value(&dropped).unwrap_or_default();
-        Ok(done)
+        let done = report_dry_run(ctx, args, &self.cfg.files, &plan, &desired)?;
+        Ok(done.with("dropped_with_file", dropped))
     }
 
     /// The change as one verified transaction (see `converge`), after the

@@ -91,12 +91,31 @@ pub enum Verbosity {
 pub struct Done {
     pub code: i32,
     pub changed: bool,
-    pub doc: serde_json::Value,
+    /// The JSON fields, made only when they are printed (`--json`):
+    /// making and dropping `show`'s of 32 rails cost 1.3 ms of a run that
+    /// printed text.
+    doc: Box<dyn FnOnce() -> serde_json::Value>,
 }
 
 impl Done {
-    pub fn new(code: i32, changed: bool, doc: impl Serialize) -> Done {
-        Done { code, changed, doc: serde_json::to_value(doc).unwrap_or_default() }
+    pub fn new(code: i32, changed: bool, doc: impl Serialize + 'static) -> Done {
+        Done { code, changed, doc: Box::new(move || serde_json::to_value(doc).unwrap_or_default()) }
+    }
+
+    /// The same, with the field `key` of the JSON fields set to `value`.
+    pub fn with(self, key: &'static str, value: impl Serialize + 'static) -> Done {
+        let doc = self.doc;
+        let doc = move || {
+            let mut doc = doc();
+            doc[key] = serde_json::to_value(value).unwrap_or_default();
+            doc
+        };
+        Done { doc: Box::new(doc), ..self }
+    }
+
+    /// The JSON fields.
+    pub fn doc(self) -> serde_json::Value {
+        (self.doc)()
     }
 }
 
