@@ -228,7 +228,7 @@ fn apply_fixes_routing_arp_and_replies_on_every_rail() {
 /// An apply from scratch dumps each rail's table before it exists (the
 /// kernel ends those dumps with "FIB table does not exist"): the dump
 /// socket is kept through the kernel's errors, not opened again for each
-/// table. It was: 23 sockets for 8 rails, 8 system calls each.
+/// table. It was: 22 sockets for 8 rails, 7-8 system calls each.
 #[test]
 fn apply_from_scratch_keeps_its_dump_socket_through_missing_tables() {
     let tb = Testbed::builder().rails(8).ipv6(true).build();

@@ -143,8 +143,8 @@ impl Netlink {
 }
 
 /// The exchange of `request`: its bytes (NLM_F_REQUEST and `flags`:
-/// NLM_F_DUMP, or NLM_F_ACK for a request that is not a dump; sequence 1:
-/// the socket is the exchange's alone), and what its replies are: their
+/// NLM_F_DUMP, or NLM_F_ACK for a request that is not a dump; sequence 1
+/// until it is sent with one of its own), and what its replies are: their
 /// name in errors, their type, their parse (netlink-packet-route's,
 /// whole). Pure.
 fn table_of(request: RouteNetlinkMessage, flags: u16) -> Result<Table<RouteNetlinkMessage>, NlError> {
@@ -238,23 +238,12 @@ fn empty_if_missing_table(
 mod tests {
     use std::num::NonZeroI32;
 
-    use rtnetlink::packet_core::{DoneMessage, ErrorMessage, NLM_F_MULTIPART, NetlinkPayload};
+    use rtnetlink::packet_core::{DoneMessage, ErrorMessage, NetlinkPayload};
     use rtnetlink::packet_route::route::RouteMessage;
 
     use super::*;
     use crate::netlink::extack::nla_msg;
-    use crate::netlink::rawdump::tests::{datagram, read_whole};
-
-    /// A message as the kernel frames it in a dump.
-    fn framed(payload: NetlinkPayload<RouteNetlinkMessage>) -> Vec<u8> {
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_MULTIPART;
-        let mut m = NetlinkMessage::new(header, payload);
-        m.finalize();
-        let mut bytes = vec![0; m.buffer_len()];
-        m.serialize(&mut bytes);
-        bytes
-    }
+    use crate::netlink::rawdump::tests::{datagram, framed, read_whole};
 
     fn route(table: u32, oif: u32) -> RouteNetlinkMessage {
         let mut m = route_filter(Family::V4, Some(table), Some(234));
@@ -306,7 +295,7 @@ mod tests {
         let mut done = DoneMessage::default();
         done.code = -(Errno::ENOENT as i32);
         done.extended_ack = nla_msg(text);
-        let missing = read_whole(&routes(), &[framed(NetlinkPayload::Done(done))]).unwrap_err();
+        let missing = read_whole(&routes(), &[framed(NetlinkPayload::Done(done), 0)]).unwrap_err();
         assert_eq!(missing, NlError { errno: FIB_TABLE_DOES_NOT_EXIST, ext_ack: Some(text.into()) });
         assert_eq!(empty_if_missing_table(Err(missing)), Ok(Vec::new()));
         let other = NlError { errno: Errno::EINVAL, ext_ack: None };
@@ -323,7 +312,7 @@ mod tests {
         let mut e = ErrorMessage::default();
         e.code = NonZeroI32::new(-(Errno::EINVAL as i32));
         e.header = [vec![0; 16], nla_msg(text)].concat();
-        let got = read_whole(&routes(), &[framed(NetlinkPayload::Error(e))]).unwrap_err();
+        let got = read_whole(&routes(), &[framed(NetlinkPayload::Error(e), 0)]).unwrap_err();
         assert_eq!(got, NlError { errno: Errno::EINVAL, ext_ack: Some(text.into()) });
     }
 
@@ -339,7 +328,7 @@ mod tests {
         let req = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&ask.request).unwrap();
         assert_eq!(req.header.flags, NLM_F_REQUEST | NLM_F_ACK, "no NLM_F_DUMP: a lookup, not every route");
         let reply = route(1000, 3);
-        let ack = framed(NetlinkPayload::Error(ErrorMessage::default()));
+        let ack = framed(NetlinkPayload::Error(ErrorMessage::default()), 0);
         let mut answer = datagram(vec![(reply.clone(), 0)], None);
         answer.extend(&ack);
         assert_eq!(read_whole(&ask, &[answer]).unwrap(), std::slice::from_ref(&reply));
@@ -348,7 +337,7 @@ mod tests {
         let mut e = ErrorMessage::default();
         e.code = NonZeroI32::new(-(Errno::ENETUNREACH as i32));
         e.header = [vec![0; 16], nla_msg(text)].concat();
-        let refused = read_whole(&ask, &[framed(NetlinkPayload::Error(e))]).unwrap_err();
+        let refused = read_whole(&ask, &[framed(NetlinkPayload::Error(e), 0)]).unwrap_err();
         assert_eq!(refused, NlError { errno: Errno::ENETUNREACH, ext_ack: Some(text.into()) });
 
         let mut dumped = datagram(vec![(reply, 0)], None);

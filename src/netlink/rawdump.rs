@@ -57,8 +57,8 @@ impl<T> Table<T> {
     }
 }
 
-/// A dump request of `kind` (NLM_F_REQUEST | NLM_F_DUMP, sequence 1: the
-/// socket is the dump's alone) with `body` after the header.
+/// A dump request of `kind` (NLM_F_REQUEST | NLM_F_DUMP; sequence 1 until
+/// it is sent with one of its own) with `body` after the header.
 pub(super) fn request(kind: u16, body: &[u8]) -> Vec<u8> {
     let len = NLMSG_HDRLEN + body.len();
     let mut m = Vec::with_capacity(len);
@@ -100,8 +100,6 @@ pub(super) fn dump_on<T>(
                 *kept = Some(socket);
                 return Ok(rows);
             }
-            // A blocking pause: the dump itself blocks, and nothing else
-            // can use these few milliseconds.
             // The kernel's own last answer ended it (a missing table, a
             // lookup without a route): nothing of it is left to read, so
             // the socket is kept.
@@ -109,6 +107,8 @@ pub(super) fn dump_on<T>(
                 *kept = Some(socket);
                 return Err(e);
             }
+            // A blocking pause: the dump itself blocks, and nothing else
+            // can use these few milliseconds.
             Attempt::Interrupted => {
                 *kept = Some(socket);
                 if attempt < DUMP_ATTEMPTS {
@@ -305,24 +305,27 @@ pub(super) mod tests {
     /// A datagram of `msgs` as the kernel frames them.
     pub fn datagram(msgs: Vec<(RouteNetlinkMessage, u16)>, done: Option<i32>) -> Vec<u8> {
         let mut out = Vec::new();
-        let mut push = |payload: NetlinkPayload<RouteNetlinkMessage>, flags: u16| {
-            let mut header = NetlinkHeader::default();
-            header.flags = flags | NLM_F_MULTIPART;
-            let mut m = NetlinkMessage::new(header, payload);
-            m.finalize();
-            let mut bytes = vec![0; m.buffer_len()];
-            m.serialize(&mut bytes);
-            out.extend(bytes);
-        };
         for (m, flags) in msgs {
-            push(NetlinkPayload::InnerMessage(m), flags);
+            out.extend(framed(NetlinkPayload::InnerMessage(m), flags));
         }
         if let Some(code) = done {
             let mut d = rtnetlink::packet_core::DoneMessage::default();
             d.code = code;
-            push(NetlinkPayload::Done(d), 0);
+            out.extend(framed(NetlinkPayload::Done(d), 0));
         }
         out
+    }
+
+    /// One message as the kernel frames it in a dump (NLM_F_MULTI and
+    /// `flags`; sequence 0).
+    pub fn framed(payload: NetlinkPayload<RouteNetlinkMessage>, flags: u16) -> Vec<u8> {
+        let mut header = NetlinkHeader::default();
+        header.flags = flags | NLM_F_MULTIPART;
+        let mut m = NetlinkMessage::new(header, payload);
+        m.finalize();
+        let mut bytes = vec![0; m.buffer_len()];
+        m.serialize(&mut bytes);
+        bytes
     }
 
     /// Reads the rows of `table` from whole datagrams, as a dump would
@@ -395,12 +398,7 @@ pub(super) mod tests {
     fn a_refused_dump_fails_where_a_refused_request_ends() {
         let mut e = rtnetlink::packet_core::ErrorMessage::default();
         e.code = std::num::NonZeroI32::new(-libc::ENOBUFS);
-        let mut header = NetlinkHeader::default();
-        header.flags = 0;
-        let mut m = NetlinkMessage::<RouteNetlinkMessage>::new(header, NetlinkPayload::Error(e));
-        m.finalize();
-        let mut error = vec![0; m.buffer_len()];
-        m.serialize(&mut error);
+        let error = framed(NetlinkPayload::Error(e), 0);
 
         let dump = indexes();
         let e = Dump::new(&dump, 0).read(&error, error.len()).unwrap_err();
