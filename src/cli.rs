@@ -87,23 +87,23 @@ pub enum Command {
     /// link layer, rate and state; the netdev of a port that is not ACTIVE
     /// is written commented out, and what is not taken is listed with the
     /// reason. Writes no file: redirect it, review it, then install it.
-    Discover(DiscoverArgs),
+    Discover(Deferred<DiscoverArgs>),
     /// Make the host's tables, rules and ARP sysctls match CONFIG.
     ///
     /// The difference is applied over rtnetlink as one transaction, rolled
     /// back on any failure, with an undo journal for `rollback`.
-    Apply(ApplyArgs),
+    Apply(Deferred<ApplyArgs>),
     /// Undo the most recent apply (or remove) exactly.
-    Rollback(RollbackArgs),
+    Rollback(Deferred<RollbackArgs>),
     /// Take out every route and rule roce-route owns; restore the sysctls.
     ///
     /// Every route and rule with roce-route's protocol goes, and the
     /// sysctls it changed get their original values back.
-    Remove(RemoveArgs),
+    Remove(Deferred<RemoveArgs>),
     /// Exit 0 when the host is as CONFIG asks (state and traffic), 3 when not.
-    Check(CheckArgs),
+    Check(Deferred<CheckArgs>),
     /// Show what roce-route owns now, by interface, and where traffic goes.
-    Show(ShowArgs),
+    Show(Deferred<ShowArgs>),
     /// Keep the change of a waiting `apply --confirm`.
     Confirm,
     /// Announce every address of CONFIG to the peers now, each from its own rail.
@@ -111,21 +111,21 @@ pub enum Command {
     /// Gratuitous ARP and unsolicited IPv6 neighbour advertisements for
     /// every address CONFIG lists (or finds), e.g. after a switch was
     /// replaced. Changes nothing on the host.
-    Announce(AnnounceArgs),
+    Announce(Deferred<AnnounceArgs>),
     /// Keep the host as the latest apply left it: heal what others take away.
     ///
     /// Heals what the kernel or a daemon takes away (a rail down/up, a rail
     /// re-created, flushed rules, a replaced address), in the foreground,
     /// until SIGTERM. Follows apply, rollback and remove; never heals while
     /// an `apply --confirm` waits.
-    Watch(WatchArgs),
+    Watch(Deferred<WatchArgs>),
     /// Print NCCL's settings for the rails of CONFIG (or of the latest apply).
     ///
     /// NCCL_IB_HCA and NCCL_SOCKET_IFNAME with exact matching, and the GID
     /// selection (NCCL_IB_GID_INDEX when one index fits every RoCE device,
     /// else NCCL_IB_ADDR_FAMILY and NCCL_IB_ADDR_RANGE).
     #[command(name = "nccl-env")]
-    NcclEnv(NcclEnvArgs),
+    NcclEnv(Deferred<NcclEnvArgs>),
     /// Probe the rails on the wire against their peers; a verdict per pair.
     ///
     /// From every rail of CONFIG (or of the latest apply) to every peer
@@ -134,18 +134,74 @@ pub enum Command {
     /// With --rdma, also the RDMA layer per pair (connect, WRITE, READ)
     /// against `probe --listen` on the peer. Changes nothing; needs
     /// CAP_NET_RAW. Exit 0: every pair right; 1: problems found.
-    Probe(ProbeArgs),
+    Probe(Deferred<ProbeArgs>),
     /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
     ///
     /// Generated from this command line, so it completes every command and
     /// option this binary has.
-    Completions(CompletionsArgs),
+    Completions(Deferred<CompletionsArgs>),
     /// Print a manual page (roff) on stdout: `roce-route man | man -l -`.
-    Man(ManArgs),
+    Man(Deferred<ManArgs>),
     /// (internal) The guard `apply --confirm` starts: reverts the change
     /// at the deadline unless it is confirmed.
     #[command(hide = true)]
-    ConfirmGuard(GuardArgs),
+    ConfirmGuard(Deferred<GuardArgs>),
+}
+
+/// A command's options, added to its `clap::Command` only when that
+/// command is built: when it is the one parsed, or for help, man and
+/// completions, which build them all. Building every command's options
+/// was most of what a cold parse cost (and of `--version`). The global
+/// options are added to a command before its own, so they come first in
+/// the completion scripts.
+#[derive(Debug)]
+pub struct Deferred<T>(pub T);
+
+impl<T> std::ops::Deref for Deferred<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(matches).map(Deferred)
+    }
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches_mut(matches).map(Deferred)
+    }
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+}
+
+impl<T: clap::Args> clap::Args for Deferred<T> {
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.defer(keep_about::<T>)
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        T::augment_args_for_update(cmd)
+    }
+}
+
+/// `T::augment_args`, keeping the command's own texts: a flattened struct
+/// sets its doc comment as `about`, which the command's doc comment,
+/// set before the deferred options are added, must still win over.
+fn keep_about<T: clap::Args>(cmd: clap::Command) -> clap::Command {
+    let (about, long) = (cmd.get_about().cloned(), cmd.get_long_about().cloned());
+    let cmd = T::augment_args(cmd);
+    let cmd = match about {
+        Some(text) => cmd.about(text),
+        None => cmd.about(None::<&str>),
+    };
+    match long {
+        Some(text) => cmd.long_about(text),
+        None => cmd.long_about(None::<&str>),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -461,7 +517,7 @@ mod tests {
     fn probe(args: &[&str]) -> ProbeArgs {
         let cli = Cli::try_parse_from(["roce-route", "probe"].iter().chain(args)).unwrap();
         match cli.command {
-            Command::Probe(p) => p,
+            Command::Probe(p) => p.0,
             other => panic!("{other:?}"),
         }
     }
@@ -476,6 +532,45 @@ mod tests {
         let p = probe(&["rails.toml", "--peer", "198.51.100.1,2001:db8::1", "--peer", "203.0.113.1"]);
         let peers: Vec<String> = p.peer.iter().map(ToString::to_string).collect();
         assert_eq!(peers, ["198.51.100.1", "2001:db8::1", "203.0.113.1"]);
+    }
+
+    /// Parsing builds the options of the command given and of no other:
+    /// building every command's options was most of what a cold parse
+    /// cost (`Deferred`).
+    #[test]
+    fn parsing_builds_only_the_command_given() {
+        let own = |c: &clap::Command, name: &str| {
+            c.find_subcommand(name).expect(name).get_arguments().filter(|a| !a.is_global_set()).count()
+        };
+        let mut cmd = Cli::command();
+        cmd.try_get_matches_from_mut(os(&["apply", "--dry-run", "rails.toml"])).unwrap();
+        assert!(own(&cmd, "apply") > 5, "apply's options are there");
+        for other in ["check", "show", "probe", "watch", "discover", "nccl-env"] {
+            assert_eq!(own(&cmd, other), 0, "{other} is not built");
+        }
+        let mut full = command();
+        full.build();
+        assert!(own(&full, "probe") > 5, "help and the docs get every command's options");
+    }
+
+    /// Each command keeps its own text when its options are added later:
+    /// the doc comment of a struct it flattens (`SysfsArg`) took its place.
+    #[test]
+    fn every_command_keeps_its_own_about() {
+        let mut cmd = command();
+        cmd.build();
+        let mut seen = std::collections::BTreeMap::new();
+        for c in cmd.get_subcommands() {
+            let about = c.get_about().map(ToString::to_string).unwrap_or_default();
+            let long = c.get_long_about().map(ToString::to_string);
+            assert!(!about.is_empty(), "{}", c.get_name());
+            assert!(long.is_none_or(|l| l.starts_with(&about)), "{}: {about:?}", c.get_name());
+            if let Some(before) = seen.insert(about.clone(), c.get_name().to_string()) {
+                panic!("{before} and {} share {about:?}", c.get_name());
+            }
+        }
+        let apply = cmd.find_subcommand("apply").unwrap().get_about().unwrap().to_string();
+        assert_eq!(apply, "Make the host's tables, rules and ARP sysctls match CONFIG");
     }
 
     fn os(args: &[&str]) -> Vec<std::ffi::OsString> {

@@ -165,12 +165,24 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__apply)
-            opts="-v -q -h --dry-run --adopt --confirm --install --strict --not-ready-ok --settle --no-announce --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --dry-run --adopt --confirm --install --strict --not-ready-ok --settle --no-announce --sysfs-root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --netns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --confirm)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -187,18 +199,6 @@ _roce__route() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --netns)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --state-dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --lock-timeout)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -207,20 +207,12 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__check)
-            opts="-v -q -h --format --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --format --sysfs-root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --format)
-                    COMPREPLY=($(compgen -W "text prometheus" -- "${cur}"))
-                    return 0
-                    ;;
-                --sysfs-root)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --netns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -230,6 +222,14 @@ _roce__route() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "text prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --sysfs-root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -293,12 +293,24 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__confirm__subcmd__guard)
-            opts="-v -q -h --seconds --after --trial --apply-pid --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --seconds --after --trial --apply-pid --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --netns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --seconds)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -315,18 +327,6 @@ _roce__route() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --netns)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --state-dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --lock-timeout)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -335,20 +335,12 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__discover)
-            opts="-v -q -h --interfaces --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --interfaces --sysfs-root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --interfaces)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --sysfs-root)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --netns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -358,6 +350,14 @@ _roce__route() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interfaces)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysfs-root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -619,20 +619,12 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__nccl__subcmd__env)
-            opts="-v -q -h --format --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --format --sysfs-root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --format)
-                    COMPREPLY=($(compgen -W "shell nccl-conf" -- "${cur}"))
-                    return 0
-                    ;;
-                --sysfs-root)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --netns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -645,6 +637,14 @@ _roce__route() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --format)
+                    COMPREPLY=($(compgen -W "shell nccl-conf" -- "${cur}"))
+                    return 0
+                    ;;
+                --sysfs-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -653,12 +653,24 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__probe)
-            opts="-v -q -h --peer --peers --self --timeout --same-rail --rdma --listen --rdma-port --rdma-timeout --idle --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --peer --peers --self --timeout --same-rail --rdma --listen --rdma-port --rdma-timeout --idle --sysfs-root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --netns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --peer)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -687,18 +699,6 @@ _roce__route() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --netns)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --state-dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --lock-timeout)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -707,16 +707,12 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__remove)
-            opts="-v -q -h --protocol --dry-run --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --protocol --dry-run --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --protocol)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --netns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -726,6 +722,10 @@ _roce__route() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --protocol)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -737,7 +737,7 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__rollback)
-            opts="-v -q -h --dry-run --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --dry-run --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -763,20 +763,12 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__show)
-            opts="-v -q -h --protocol --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --protocol --sysfs-root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --protocol)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --sysfs-root)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --netns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -786,6 +778,14 @@ _roce__route() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --protocol)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysfs-root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -797,24 +797,12 @@ _roce__route() {
             return 0
             ;;
         roce__route__subcmd__watch)
-            opts="-v -q -h --resync --metrics --sysfs-root --netns --state-dir --lock-timeout --json --verbose --quiet --help"
+            opts="-v -q -h --netns --state-dir --lock-timeout --json --verbose --quiet --resync --metrics --sysfs-root --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --resync)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --metrics)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --sysfs-root)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --netns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -824,6 +812,18 @@ _roce__route() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --resync)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sysfs-root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
