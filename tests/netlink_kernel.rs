@@ -315,6 +315,40 @@ fn each_change_gets_its_own_answer() {
 }
 
 // ---------------------------------------------------------------------------
+// Neighbours
+
+/// `probe --rdma` removes the neighbour entries its RDMA CM left: the
+/// entries read, one deleted (the one request still on netlink-proto's
+/// connection, opened at that first use), a second delete of it refused
+/// with the kernel's ENOENT, and the other entry and the permanent one
+/// still there.
+#[test]
+fn a_neighbour_entry_is_read_and_deleted() {
+    let ns = Netns::new();
+    ns.ip("link add rr0 type veth peer name rr0p");
+    ns.ip("link set rr0 up");
+    ns.ip("addr add 198.51.100.10/24 dev rr0");
+    ns.ip("neigh add 198.51.100.20 lladdr 02:00:00:00:00:20 dev rr0 nud reachable");
+    ns.ip("neigh add 198.51.100.21 lladdr 02:00:00:00:00:21 dev rr0 nud reachable");
+    ns.ip("neigh add 198.51.100.22 lladdr 02:00:00:00:00:22 dev rr0 nud permanent");
+    let (deleted, again) = ns.run(|| async {
+        let nl = connect().await;
+        let found = nl.neighbours().await.expect("neighbours");
+        let entry = |dest: &str| {
+            found.iter().find(|n| n.dest == dest.parse::<IpAddr>().unwrap()).cloned().expect(dest)
+        };
+        assert!(!entry("198.51.100.20").fixed && entry("198.51.100.22").fixed, "{found:?}");
+        let target = entry("198.51.100.20");
+        (nl.delete_neighbour(&target).await, nl.delete_neighbour(&target).await.map_err(|e| e.errno))
+    });
+    deleted.expect("the delete");
+    assert_eq!(again, Err(Errno::ENOENT));
+    let left = ns.ip("neigh show dev rr0");
+    assert!(!left.contains("198.51.100.20 "), "{left}");
+    assert!(left.contains("198.51.100.21 ") && left.contains("198.51.100.22 "), "{left}");
+}
+
+// ---------------------------------------------------------------------------
 // Addresses
 
 /// Reads the addresses inside `ns` until `ready` holds for them (10 s at

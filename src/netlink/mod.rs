@@ -63,7 +63,11 @@ use write::Writer;
 /// A connection to the kernel's routing subsystem in the current network
 /// namespace, with a cache of the links (name <-> index).
 pub struct Netlink {
-    handle: Handle,
+    /// netlink-proto's connection, for the requests that still go through
+    /// it (neighbour deletes): opened at the first one. apply, check and
+    /// show never open it; its socket, options and task were about 5% of a
+    /// no-op apply.
+    handle: std::sync::Mutex<Option<Handle>>,
     table: LinkTable,
     /// The socket rules, routes and neighbours are dumped on (`dump`),
     /// opened at the first dump and kept; held while a dump runs: the
@@ -77,26 +81,13 @@ pub struct Netlink {
 }
 
 impl Netlink {
-    /// Opens a socket with extended acks (kernel error strings), capped acks
-    /// and strict dump checking (kernel-side filtering of route dumps), and
-    /// reads the link table. Must run inside a tokio runtime.
+    /// Reads the link table. Each socket is opened at its first use: dumps
+    /// and lookups, changes, and netlink-proto's for what is left (all with
+    /// extended acks, the kernel's error strings). Must run inside a tokio
+    /// runtime.
     pub async fn connect() -> Result<Netlink, NlError> {
-        let (mut conn, handle, _) =
-            rtnetlink::new_connection().map_err(|e| NlError::io(e, "cannot open a netlink socket"))?;
-        // netlink-proto swallows NLMSG_DONE unless told otherwise, and a
-        // dump's error travels in NLMSG_DONE: without this, a failed dump
-        // reads as an empty one. (Header flags, NLM_F_DUMP_INTR included,
-        // always reach the request stream: it yields whole messages.)
-        conn.set_forward_done(true);
-        {
-            let sock = conn.socket_mut().socket_mut();
-            sock.set_ext_ack(true).map_err(|e| NlError::io(e, "NETLINK_EXT_ACK"))?;
-            sock.set_cap_ack(true).map_err(|e| NlError::io(e, "NETLINK_CAP_ACK"))?;
-            sock.set_netlink_get_strict_chk(true).map_err(|e| NlError::io(e, "NETLINK_GET_STRICT_CHK"))?;
-        }
-        tokio::spawn(conn);
         let mut nl = Netlink {
-            handle,
+            handle: std::sync::Mutex::new(None),
             table: LinkTable::default(),
             dumper: std::sync::Mutex::new(None),
             writer: std::sync::Mutex::new(None),
@@ -258,6 +249,32 @@ impl Netlink {
         Ok(out)
     }
 
+    /// netlink-proto's connection, opened at the first call: a socket with
+    /// extended and capped acks and strict checking, served by a task of
+    /// the runtime this runs in.
+    fn handle(&self) -> Result<Handle, NlError> {
+        let mut kept = self.handle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(handle) = &*kept {
+            return Ok(handle.clone());
+        }
+        let (mut conn, handle, _) =
+            rtnetlink::new_connection().map_err(|e| NlError::io(e, "cannot open a netlink socket"))?;
+        // netlink-proto swallows NLMSG_DONE unless told otherwise, and a
+        // dump's error travels in NLMSG_DONE: without this, a failed dump
+        // reads as an empty one. (Header flags, NLM_F_DUMP_INTR included,
+        // always reach the request stream: it yields whole messages.)
+        conn.set_forward_done(true);
+        {
+            let sock = conn.socket_mut().socket_mut();
+            sock.set_ext_ack(true).map_err(|e| NlError::io(e, "NETLINK_EXT_ACK"))?;
+            sock.set_cap_ack(true).map_err(|e| NlError::io(e, "NETLINK_CAP_ACK"))?;
+            sock.set_netlink_get_strict_chk(true).map_err(|e| NlError::io(e, "NETLINK_GET_STRICT_CHK"))?;
+        }
+        crate::profile::count("netlink_sockets", 1);
+        tokio::spawn(conn);
+        Ok(kept.insert(handle).clone())
+    }
+
     /// Sends one message and returns every reply to it, headers included,
     /// up to the one that ends the exchange (ack, error or NLMSG_DONE).
     async fn exchange(
@@ -267,7 +284,7 @@ impl Netlink {
     ) -> Result<Vec<NetlinkMessage<RouteNetlinkMessage>>, NlError> {
         let mut req = NetlinkMessage::from(msg);
         req.header.flags = NLM_F_REQUEST | flags;
-        let mut handle = self.handle.clone();
+        let mut handle = self.handle()?;
         let stream = handle
             .request(req)
             .map_err(|e| NlError::local(Errno::EIO, format!("netlink request failed: {e}")))?;
