@@ -1,4 +1,4 @@
-//! The addresses, read on a socket of its own (`rawdump`) and parsed only
+//! The addresses, read on the connection's dump socket (`rawdump`) and parsed only
 //! for what `model::Address` holds: the header (family, prefix length,
 //! flags, scope, index), IFA_LOCAL, IFA_ADDRESS and IFA_FLAGS.
 //!
@@ -27,9 +27,11 @@ const AF_INET: u8 = libc::AF_INET as u8;
 const AF_INET6: u8 = libc::AF_INET6 as u8;
 
 /// Every address of every interface, with the index of its interface
-/// (the caller names it; `ifname` is left empty).
-pub(super) fn dump() -> Result<Vec<(u32, Address)>, NlError> {
-    rawdump::dump(&Table { what: "addresses", request: request(), reply: RTM_NEWADDR, parse: row })
+/// (the caller names it; `ifname` is left empty), on the socket `kept`
+/// holds (`rawdump::dump_on`).
+pub(super) fn dump(kept: &mut Option<rtnetlink::sys::Socket>) -> Result<Vec<(u32, Address)>, NlError> {
+    let table = Table { what: "addresses", request: request(), reply: RTM_NEWADDR, parse: row };
+    rawdump::dump_on(kept, rawdump::strict_socket, &table)
 }
 
 /// RTM_GETADDR, NLM_F_DUMP, both families.

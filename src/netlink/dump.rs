@@ -54,10 +54,10 @@ impl Netlink {
         rawdump::dump_on(&mut kept, rawdump::strict_socket, &table)
     }
 
-    /// Every address of every interface (`addrdump`, on a socket of its
-    /// own).
+    /// Every address of every interface (`addrdump`, with a light parser
+    /// of its own).
     pub async fn addresses(&self) -> Result<Vec<Address>, NlError> {
-        let rows = super::addrdump::dump()?;
+        let rows = super::addrdump::dump(&mut self.dumper.lock().unwrap_or_else(|p| p.into_inner()))?;
         Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
     }
 

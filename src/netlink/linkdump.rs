@@ -1,4 +1,4 @@
-//! The link table, read on a socket of its own (`rawdump`) and parsed
+//! The link table, read on the connection's dump socket (`rawdump`) and parsed
 //! only for what roce-route uses: the header (index, flags, type),
 //! IFLA_IFNAME, IFLA_ADDRESS, IFLA_BROADCAST and IFLA_MTU. The kernel also
 //! leaves the statistics out (RTEXT_FILTER_SKIP_STATS), and a link costs a
@@ -71,13 +71,9 @@ pub fn news(message: &[u8]) -> Option<LinkNews> {
 }
 
 /// Every link of this network namespace, in the kernel's order.
-pub(super) fn dump() -> Result<Vec<LinkRow>, NlError> {
-    rawdump::dump(&Table {
-        what: "links",
-        request: request(),
-        reply: RTM_NEWLINK,
-        parse: |p| row(p).map(Some),
-    })
+pub(super) fn dump(kept: &mut Option<rtnetlink::sys::Socket>) -> Result<Vec<LinkRow>, NlError> {
+    let table = Table { what: "links", request: request(), reply: RTM_NEWLINK, parse: |p| row(p).map(Some) };
+    rawdump::dump_on(kept, rawdump::strict_socket, &table)
 }
 
 /// RTM_GETLINK, NLM_F_DUMP, every family, statistics left out.

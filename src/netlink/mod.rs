@@ -9,10 +9,10 @@
 //!
 //! Here: the connection (`Netlink`), its link table (`linktable`), the
 //! messages of changes, and route lookups. `write` sends the changes on a
-//! socket of its own, each answer read before the next. Dumps go on sockets
-//! of their own too, through `rawdump`: `dump` (rules, routes, neighbours,
-//! parsed whole by netlink-packet-route), `linkdump` and `addrdump` (parsed
-//! for what roce-route uses); `route` and `rule` translate between model
+//! socket of its own, each answer read before the next. Dumps go on one
+//! kept socket of their own, through `rawdump`: `dump` (rules, routes,
+//! neighbours, parsed whole by netlink-packet-route), `linkdump` and
+//! `addrdump` (parsed for what roce-route uses); `route` and `rule` translate between model
 //! and messages (`address` and `link`, test-only, are the full parse the
 //! light readers are tested against); `extack` reads the kernel's errors.
 //! `rdma` asks RDMA netlink which RDMA ports have their netdev in this
@@ -98,7 +98,8 @@ impl Netlink {
 
     /// Re-reads the link table.
     pub async fn refresh_links(&mut self) -> Result<(), NlError> {
-        self.table = LinkTable::read(linkdump::dump()?);
+        let rows = linkdump::dump(&mut self.dumper.lock().unwrap_or_else(|p| p.into_inner()))?;
+        self.table = LinkTable::read(rows);
         Ok(())
     }
 
