@@ -153,7 +153,8 @@ pub enum Command {
 /// completions, which build them all. Building every command's options
 /// was most of what a cold parse cost (and of `--version`). The global
 /// options are added to a command before its own, so they come first in
-/// the completion scripts.
+/// the completion scripts; and no command's own option may take a global
+/// one's id (clap skipped the global one then; now the two would clash).
 #[derive(Debug)]
 pub struct Deferred<T>(pub T);
 

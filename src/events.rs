@@ -4,7 +4,8 @@
 //! watch loop drives).
 //!
 //! Why a socket of its own rather than the unsolicited-message receiver
-//! `rtnetlink::new_connection()` returns (which `Netlink::connect` drops):
+//! `rtnetlink::new_connection()` returns (which `Netlink` drops, when it
+//! opens that connection at all):
 //! - The request socket carries the acks of a heal's steps. A burst of
 //!   notifications that fills its receive buffer (ENOBUFS: the kernel drops
 //!   whatever does not fit) would drop acks and dump parts too, and

@@ -327,6 +327,10 @@ fn a_neighbour_entry_is_read_and_deleted() {
     let ns = Netns::new();
     ns.ip("link add rr0 type veth peer name rr0p");
     ns.ip("link set rr0 up");
+    // With carrier: a late carrier-off event of a link that is up flushes
+    // its entries (arp_evict_nocarrier), and the kernel may handle it only
+    // after they were added.
+    ns.ip("link set rr0p up");
     ns.ip("addr add 198.51.100.10/24 dev rr0");
     ns.ip("neigh add 198.51.100.20 lladdr 02:00:00:00:00:20 dev rr0 nud reachable");
     ns.ip("neigh add 198.51.100.21 lladdr 02:00:00:00:00:21 dev rr0 nud reachable");

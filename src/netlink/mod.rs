@@ -69,8 +69,9 @@ pub struct Netlink {
     /// no-op apply.
     handle: std::sync::Mutex<Option<Handle>>,
     table: LinkTable,
-    /// The socket rules, routes and neighbours are dumped on (`dump`),
-    /// opened at the first dump and kept; held while a dump runs: the
+    /// The socket links, addresses, rules, routes and neighbours are dumped
+    /// on (`dump`, `linkdump`, `addrdump`) and routes looked up on, opened
+    /// at the first dump and kept; held while a dump runs: the
     /// kernel runs one dump at a time per socket and refuses a second one
     /// meanwhile with EBUSY.
     dumper: std::sync::Mutex<Option<rtnetlink::sys::Socket>>,
@@ -83,8 +84,8 @@ pub struct Netlink {
 impl Netlink {
     /// Reads the link table. Each socket is opened at its first use: dumps
     /// and lookups, changes, and netlink-proto's for what is left (all with
-    /// extended acks, the kernel's error strings). Must run inside a tokio
-    /// runtime.
+    /// extended acks, the kernel's error strings). netlink-proto's, only
+    /// inside a tokio runtime.
     pub async fn connect() -> Result<Netlink, NlError> {
         let mut nl = Netlink {
             handle: std::sync::Mutex::new(None),
