@@ -87,6 +87,7 @@ pub fn dotted_name(iface: &str, key: SysctlKey) -> String {
 /// read that confirms the end (what `read_to_string` adds) are left out;
 /// an apply reads some fifty of these.
 pub fn read(iface: &str, key: SysctlKey) -> io::Result<u32> {
+    crate::profile::count("sysctl_reads", 1);
     let p = path(iface, key)?;
     let mut buf = [0u8; 32];
     let n = fs::File::open(&p).and_then(|mut f| f.read(&mut buf)).map_err(|e| with_path(e, &p))?;

@@ -208,18 +208,45 @@ pub async fn verify(
         before.observed.rules.clone()
     };
     let untouched = before.untouched(&touched);
-    let sysctls = (!touched.sysctls).then_some(&before.observed);
-    let (observed, _) = observe(nl, desired, record, Vec::new(), rules, untouched, sysctls).await?;
+    let (mut observed, _) =
+        observe(nl, desired, record, Vec::new(), rules, untouched, Some(&before.observed)).await?;
+    read_again(&mut observed, desired, &touched.sysctls)?;
     Ok(diff::diff(desired, &observed, adopt).ops)
 }
 
+/// The sysctls a run set, read again into `observed` (the others are as
+/// read before the run; `conf/all` too, which no run sets). As in
+/// `observe`, a sysctl the plan wants must be readable; another one (the
+/// value given back to an interface since gone) is dropped.
+fn read_again(observed: &mut Observed, desired: &Desired, set: &BTreeSet<(String, SysctlKey)>) -> Result<()> {
+    if set.is_empty() {
+        return Ok(());
+    }
+    let _p = crate::profile::phase("sysctl reads");
+    for (iface, key) in set {
+        let at = (iface.clone(), *key);
+        match sysctl::read(iface, *key) {
+            Ok(value) => {
+                observed.sysctls.insert(at, value);
+            }
+            Err(e) if desired.sysctls.iter().any(|s| s.iface == *iface && s.key == *key) => {
+                return Err(e).with_context(|| format!("cannot read {}", sysctl::dotted_name(iface, *key)));
+            }
+            Err(_) => {
+                observed.sysctls.remove(&at);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What a run's operations change: the tables of their routes, the rules,
-/// the sysctls. Pure.
+/// the sysctls (interface and key). Pure.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Touched {
     pub tables: BTreeSet<u32>,
     pub rules: bool,
-    pub sysctls: bool,
+    pub sysctls: BTreeSet<(String, SysctlKey)>,
 }
 
 impl Touched {
@@ -234,7 +261,9 @@ impl Touched {
                 Op::ReplaceRoute { old, new } => t.tables.extend([old.item.table, new.table]),
                 Op::RestoreRoute { current, old } => t.tables.extend([current.table, old.item.table]),
                 Op::AddRule { .. } | Op::DelRule { .. } => t.rules = true,
-                Op::SetSysctl { .. } => t.sysctls = true,
+                Op::SetSysctl { iface, key, .. } => {
+                    t.sysctls.insert((iface.clone(), *key));
+                }
             }
         }
         t
@@ -350,14 +379,21 @@ mod tests {
         ];
         let t = Touched::of(&ops);
         assert_eq!(t.tables, BTreeSet::from([101, 102, 103, 104]));
-        assert!(!t.rules && !t.sysctls);
+        assert!(!t.rules && t.sysctls.is_empty());
         let t = Touched::of(&[Op::AddRule { rule: rule.clone(), raw: None }]);
-        assert_eq!(t, Touched { tables: BTreeSet::new(), rules: true, sysctls: false });
+        assert_eq!(t, Touched { tables: BTreeSet::new(), rules: true, sysctls: BTreeSet::new() });
+        let set = |iface: &str, key| Op::SetSysctl { iface: iface.into(), key, old: 0, new: 1 };
         let t = Touched::of(&[
             Op::DelRule { rule, raw: None },
-            Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 0, new: 1 },
+            set("rail0", SysctlKey::ArpIgnore),
+            set("rail1", SysctlKey::ArpAnnounce),
+            set("rail0", SysctlKey::ArpIgnore),
         ]);
-        assert_eq!(t, Touched { tables: BTreeSet::new(), rules: true, sysctls: true });
+        let sysctls = BTreeSet::from([
+            ("rail0".into(), SysctlKey::ArpIgnore),
+            ("rail1".into(), SysctlKey::ArpAnnounce),
+        ]);
+        assert_eq!(t, Touched { tables: BTreeSet::new(), rules: true, sysctls });
         assert_eq!(Touched::of(&[]), Touched::default());
     }
 
