@@ -1,6 +1,6 @@
-//! The addresses, read on the connection's dump socket (`rawdump`) and parsed only
-//! for what `model::Address` holds: the header (family, prefix length,
-//! flags, scope, index), IFA_LOCAL, IFA_ADDRESS and IFA_FLAGS.
+//! The addresses, read on the connection's dump socket (`rawdump`) and
+//! parsed only for what `model::Address` holds: the header (family, prefix
+//! length, flags, scope, index), IFA_LOCAL, IFA_ADDRESS and IFA_FLAGS.
 //!
 //! netlink-proto took 1.5-2 ms of a heal to hand over and parse the
 //! thousand IPv6 link-local addresses of a node's pod veths, of which the

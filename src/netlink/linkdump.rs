@@ -1,5 +1,5 @@
-//! The link table, read on the connection's dump socket (`rawdump`) and parsed
-//! only for what roce-route uses: the header (index, flags, type),
+//! The link table, read on the connection's dump socket (`rawdump`) and
+//! parsed only for what roce-route uses: the header (index, flags, type),
 //! IFLA_IFNAME, IFLA_ADDRESS, IFLA_BROADCAST and IFLA_MTU. The kernel also
 //! leaves the statistics out (RTEXT_FILTER_SKIP_STATS), and a link costs a
 //! walk over its attributes. Link notifications read the same way

@@ -12,9 +12,10 @@
 //! socket of its own, each answer read before the next. Dumps go on one
 //! kept socket of their own, through `rawdump`: `dump` (rules, routes,
 //! neighbours, parsed whole by netlink-packet-route), `linkdump` and
-//! `addrdump` (parsed for what roce-route uses); `route` and `rule` translate between model
-//! and messages (`address` and `link`, test-only, are the full parse the
-//! light readers are tested against); `extack` reads the kernel's errors.
+//! `addrdump` (parsed for what roce-route uses); `route` and `rule`
+//! translate between model and messages (`address` and `link`, test-only,
+//! are the full parse the light readers are tested against); `extack`
+//! reads the kernel's errors.
 //! `rdma` asks RDMA netlink which RDMA ports have their netdev in this
 //! namespace.
 
