@@ -26,12 +26,10 @@ const IFA_FLAGS: u16 = libc::IFA_FLAGS;
 const AF_INET: u8 = libc::AF_INET as u8;
 const AF_INET6: u8 = libc::AF_INET6 as u8;
 
-/// Every address of every interface, with the index of its interface
-/// (the caller names it; `ifname` is left empty), on the socket `kept`
-/// holds (`rawdump::dump_on`).
-pub(super) fn dump(kept: &mut Option<rtnetlink::sys::Socket>) -> Result<Vec<(u32, Address)>, NlError> {
-    let table = Table { what: "addresses", request: request(), reply: RTM_NEWADDR, parse: row };
-    rawdump::dump_on(kept, rawdump::strict_socket, &table)
+/// The dump of every address of every interface, each with the index of
+/// its interface (the caller names it; `ifname` is left empty).
+pub(super) fn table() -> Table<(u32, Address)> {
+    Table { what: "addresses", request: request(), reply: RTM_NEWADDR, parse: row }
 }
 
 /// RTM_GETADDR, NLM_F_DUMP, both families.

@@ -34,7 +34,7 @@ impl Netlink {
     /// second one meanwhile is refused EBUSY): the socket is held for the
     /// whole dump.
     pub async fn dump(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
-        self.exchange_on_kept(table_of(request, NLM_F_DUMP)?)
+        self.read_kept(&table_of(request, NLM_F_DUMP)?)
     }
 
     /// Sends `request`, which is not a dump (a route lookup), on the
@@ -43,21 +43,21 @@ impl Netlink {
     /// connection's task and back; `check` asks one per address and
     /// family.
     pub(super) fn ask(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
-        self.exchange_on_kept(table_of(request, NLM_F_ACK)?)
+        self.read_kept(&table_of(request, NLM_F_ACK)?)
     }
 
-    fn exchange_on_kept(
-        &self,
-        table: Table<RouteNetlinkMessage>,
-    ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+    /// `table`'s exchange on the kept strict socket (opened at the first
+    /// one), every table's: links, addresses, rules, routes, neighbours,
+    /// lookups.
+    pub(super) fn read_kept<T>(&self, table: &Table<T>) -> Result<Vec<T>, NlError> {
         let mut kept = self.dumper.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        rawdump::dump_on(&mut kept, rawdump::strict_socket, &table)
+        rawdump::dump_on(&mut kept, rawdump::strict_socket, table)
     }
 
     /// Every address of every interface (`addrdump`, with a light parser
     /// of its own).
     pub async fn addresses(&self) -> Result<Vec<Address>, NlError> {
-        let rows = super::addrdump::dump(&mut self.dumper.lock().unwrap_or_else(|p| p.into_inner()))?;
+        let rows = self.read_kept(&super::addrdump::table())?;
         Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
     }
 

@@ -70,10 +70,9 @@ pub fn news(message: &[u8]) -> Option<LinkNews> {
     })
 }
 
-/// Every link of this network namespace, in the kernel's order.
-pub(super) fn dump(kept: &mut Option<rtnetlink::sys::Socket>) -> Result<Vec<LinkRow>, NlError> {
-    let table = Table { what: "links", request: request(), reply: RTM_NEWLINK, parse: |p| row(p).map(Some) };
-    rawdump::dump_on(kept, rawdump::strict_socket, &table)
+/// The dump of every link of this network namespace, in the kernel's order.
+pub(super) fn table() -> Table<LinkRow> {
+    Table { what: "links", request: request(), reply: RTM_NEWLINK, parse: |p| row(p).map(Some) }
 }
 
 /// RTM_GETLINK, NLM_F_DUMP, every family, statistics left out.

@@ -100,8 +100,7 @@ impl Netlink {
 
     /// Re-reads the link table.
     pub async fn refresh_links(&mut self) -> Result<(), NlError> {
-        let rows = linkdump::dump(&mut self.dumper.lock().unwrap_or_else(|p| p.into_inner()))?;
-        self.table = LinkTable::read(rows);
+        self.table = LinkTable::read(self.read_kept(&linkdump::table())?);
         Ok(())
     }
 
