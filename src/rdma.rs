@@ -431,12 +431,19 @@ fn scan_with(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Rd
     if devices.is_empty() {
         return Ok(Rdma::default());
     }
-    let ipoib = match ipoib_netdevs(fs, links, problem) {
-        Ok(ipoib) => ipoib,
-        Err(e) => {
-            problem(unreadable(None, e, "no netdev is matched to an InfiniBand port"))?;
-            Vec::new()
+    // Only an InfiniBand port is matched to netdevs by hardware address: on
+    // a RoCE host the netdevs (`class/net`, a pod veth each on a Kubernetes
+    // node) and the links are not read.
+    let ipoib = if infiniband_port(fs, &devices) {
+        match ipoib_netdevs(fs, links, problem) {
+            Ok(ipoib) => ipoib,
+            Err(e) => {
+                problem(unreadable(None, e, "no netdev is matched to an InfiniBand port"))?;
+                Vec::new()
+            }
         }
+    } else {
+        Vec::new()
     };
     let mut ports = Vec::new();
     for dev in devices {
@@ -448,6 +455,30 @@ fn scan_with(fs: &dyn Sysfs, links: &[Link], problem: &mut Problem) -> Result<Rd
         }
     }
     Ok(Rdma { ports })
+}
+
+/// Whether the scan needs the namespace's links (`scan`'s `links`): only
+/// when a port is InfiniBand (`infiniband_port`).
+pub fn needs_links(fs: &dyn Sysfs) -> bool {
+    let devices = fs.list("class/infiniband").ok().flatten().unwrap_or_default();
+    infiniband_port(fs, &devices)
+}
+
+/// Whether a port of `devices` has a link layer other than Ethernet, as
+/// `device` reads it: those ports are matched to IPoIB netdevs. A port
+/// whose link layer (or a device whose ports) cannot be read counts, and
+/// its error is reported where `device` reads it.
+fn infiniband_port(fs: &dyn Sysfs, devices: &[String]) -> bool {
+    devices.iter().any(|dev| {
+        let base = format!("class/infiniband/{dev}/ports");
+        match fs.list(&base) {
+            Ok(ports) => ports.unwrap_or_default().iter().any(|p| {
+                read_link_layer(fs, &format!("{base}/{p}/link_layer"))
+                    .map_or(true, |l| l != LinkLayer::Ethernet)
+            }),
+            Err(_) => true,
+        }
+    })
 }
 
 /// The ports of one device.
@@ -967,15 +998,14 @@ mod tests {
         roce_port(&mut m, "mlx5_0", "ens1f0np0");
         roce_port(&mut m, "mlx5_1", "ens2f0np0");
         m.failing("class/infiniband/mlx5_0/ports/1/rate", libc::EACCES);
-        m.failing("class/net/ib0/address", libc::EIO);
         let (rdma, unreadable) = scan_lenient(&m, &[]);
         assert_eq!(rdma.ports.len(), 1, "mlx5_1 is read");
         let parts: Vec<Option<&str>> = unreadable.iter().map(|u| u.part.as_deref()).collect();
-        assert_eq!(parts, [Some("netdev ib0"), Some("RDMA device mlx5_0")]);
-        assert_eq!(unreadable[1].left_out, "its ports and GIDs are not read");
-        assert!(matches!(unreadable[1].error, RdmaError::Read(_)));
+        assert_eq!(parts, [Some("RDMA device mlx5_0")]);
+        assert_eq!(unreadable[0].left_out, "its ports and GIDs are not read");
+        assert!(matches!(unreadable[0].error, RdmaError::Read(_)));
         assert_eq!(
-            unreadable[1].to_string(),
+            unreadable[0].to_string(),
             format!(
                 "RDMA device mlx5_0: cannot read /sys/class/infiniband/mlx5_0/ports/1/rate: {}; its ports and GIDs \
                  are not read",
@@ -985,24 +1015,35 @@ mod tests {
         assert!(scan(&m, &[]).is_err(), "the strict scan stops at the first");
     }
 
-    /// No RDMA device, no netdev read: a node with a thousand pod veths
+    /// Netdevs are read only to match an InfiniBand port: without a
+    /// device, or with RoCE ports only, a node with a thousand pod veths
     /// pays nothing for them on every apply (a read would report this
-    /// failing one).
+    /// failing one), and `needs_links` says the links are not needed.
     #[test]
-    fn without_a_device_no_netdev_is_read() {
+    fn only_an_infiniband_port_reads_the_netdevs() {
         let mut m = Memory::default();
         m.failing("class/net/ib0/address", libc::EIO);
         m.file("class/net/cali0123456789a/address", "02:00:00:00:00:01");
-        let (rdma, unreadable) = scan_lenient(&m, &[]);
-        assert!(rdma.ports.is_empty());
-        assert!(
-            unreadable.is_empty(),
-            "{:?}",
-            unreadable.iter().map(ToString::to_string).collect::<Vec<_>>()
-        );
+        let parts = |m: &Memory| {
+            let (_, unreadable) = scan_lenient(m, &[]);
+            unreadable.iter().map(|u| u.part.clone()).collect::<Vec<_>>()
+        };
+        assert!(scan_lenient(&m, &[]).0.ports.is_empty());
+        assert_eq!(parts(&m), [] as [Option<String>; 0], "no device");
+        assert!(!needs_links(&m));
         roce_port(&mut m, "mlx5_0", "ens1f0np0");
-        let (_, unreadable) = scan_lenient(&m, &[]);
-        assert_eq!(unreadable.iter().map(|u| u.part.as_deref()).collect::<Vec<_>>(), [Some("netdev ib0")]);
+        assert_eq!(parts(&m), [] as [Option<String>; 0], "a RoCE port");
+        assert!(!needs_links(&m));
+        m.file("class/infiniband/mlx5_1/ports/1/link_layer", "InfiniBand")
+            .file("class/infiniband/mlx5_1/ports/1/state", "4: ACTIVE");
+        assert!(needs_links(&m));
+        assert_eq!(parts(&m).first().cloned().flatten().as_deref(), Some("netdev ib0"), "an InfiniBand port");
+        m.file("class/infiniband/mlx5_1/ports/1/link_layer", "Ethernet");
+        assert!(!needs_links(&m));
+        m.remove("class/infiniband/mlx5_1/ports/1/link_layer");
+        assert!(needs_links(&m), "no link_layer file is InfiniBand");
+        m.failing("class/infiniband/mlx5_1/ports/1/link_layer", libc::EIO);
+        assert!(needs_links(&m), "an unreadable one may be");
     }
 
     /// A link layer the kernel does not write is a damaged copy; no file

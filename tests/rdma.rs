@@ -394,6 +394,33 @@ fn copy_tree(case: &str, into: &Path) -> PathBuf {
     to
 }
 
+/// Every command that reads RDMA, on the sysfs copy `root` damaged as
+/// `what` says: discover and nccl-env fail naming the file (`says`) and the
+/// copy; check reports it as drift; show and apply warn and go on.
+fn each_command_names(host: &FixtureHost, config: &str, root: &str, what: &str, says: &str) {
+    // discover and nccl-env would print something wrong: they fail.
+    for args in [vec!["discover", "--sysfs-root", root], vec!["nccl-env", "--sysfs-root", root, config]] {
+        let run = host.rr(&args).context(what).expect_code(EXIT_FAILED);
+        assert!(run.stderr().contains(says), "{what}: {}", run.report());
+        assert!(run.stderr().contains(root), "{what}: the path is named: {}", run.report());
+    }
+    // check still checks the routing and reports the device as drift;
+    // show shows the rest and warns.
+    let doc = json_doc(
+        &host.rr(&["--json", "check", "--sysfs-root", root, config]).context(what).expect_code(EXIT_DRIFT),
+    );
+    let unreadable = differences(&doc, "rdma_unreadable");
+    assert_eq!(unreadable.len(), 1, "{what}: {doc:#}");
+    let text = unreadable[0]["description"].as_str().unwrap();
+    assert!(text.contains(says) && text.contains(root), "{what}: {text}");
+    let run = host.rr(&["show", "--sysfs-root", root]).context(what).expect_code(EXIT_OK);
+    assert!(run.stderr().contains(says) && run.stderr().contains(root), "{what}: {}", run.report());
+    // apply (a dry run here) warns and goes on.
+    let run =
+        host.rr(&["apply", "--dry-run", "--sysfs-root", root, config]).context(what).expect_code(EXIT_OK);
+    assert!(run.stderr().contains(says), "{what}: {}", run.report());
+}
+
 /// Every command that reads RDMA answers bad input with a message naming
 /// the path and the documented exit code (2: the argument is wrong; 1:
 /// the host, or its sysfs copy, does not have what is needed), never a
@@ -422,7 +449,7 @@ fn bad_sysfs_roots_and_contents_are_named() {
         }
     }
     // Damaged contents: each names the file.
-    let damage: [Damage; 5] = [
+    let damage: [Damage; 4] = [
         (
             "a GID that is not 8 groups of 4 hex digits",
             &|s: &Path| {
@@ -450,15 +477,6 @@ fn bad_sysfs_roots_and_contents_are_named() {
             "gid_attrs/types/3: \"RoCE v3\" is neither",
         ),
         (
-            "an unreadable netdev file (class/net)",
-            &|s: &Path| {
-                let address = s.join("class/net/ens3f1np1/address");
-                fs::remove_file(&address).unwrap();
-                fs::create_dir(&address).unwrap();
-            },
-            "class/net/ens3f1np1/address",
-        ),
-        (
             "an unreadable file",
             &|s: &Path| {
                 let rate = s.join("class/infiniband/rocep193s0f0/ports/1/rate");
@@ -473,37 +491,27 @@ fn bad_sysfs_roots_and_contents_are_named() {
         fs::create_dir_all(&dir).unwrap();
         let root = copy_tree("gid-moved", &dir);
         damage(&root);
-        let root = root.to_string_lossy().into_owned();
-        // discover and nccl-env would print something wrong: they fail.
-        for args in [
-            vec!["discover", "--sysfs-root", &root],
-            vec!["nccl-env", "--sysfs-root", &root, config.as_str()],
-        ] {
-            let run = host.rr(&args).context(what).expect_code(EXIT_FAILED);
-            assert!(run.stderr().contains(says), "{what}: {}", run.report());
-            assert!(run.stderr().contains(&root), "{what}: the path is named: {}", run.report());
-        }
-        // check still checks the routing and reports the device as drift;
-        // show shows the rest and warns.
-        let doc = json_doc(
-            &host
-                .rr(&["--json", "check", "--sysfs-root", &root, &config])
-                .context(what)
-                .expect_code(EXIT_DRIFT),
-        );
-        let unreadable = differences(&doc, "rdma_unreadable");
-        assert_eq!(unreadable.len(), 1, "{what}: {doc:#}");
-        let text = unreadable[0]["description"].as_str().unwrap();
-        assert!(text.contains(says) && text.contains(&root), "{what}: {text}");
-        let run = host.rr(&["show", "--sysfs-root", &root]).context(what).expect_code(EXIT_OK);
-        assert!(run.stderr().contains(says) && run.stderr().contains(&root), "{what}: {}", run.report());
-        // apply (a dry run here) warns and goes on.
-        let run = host
-            .rr(&["apply", "--dry-run", "--sysfs-root", &root, &config])
-            .context(what)
-            .expect_code(EXIT_OK);
-        assert!(run.stderr().contains(says), "{what}: {}", run.report());
+        each_command_names(&host, &config, &root.to_string_lossy(), what, says);
     }
+    // A netdev's files are read only to match it to an InfiniBand port
+    // (by hardware address): damaged on an IPoIB host, each command names
+    // the file; on a RoCE host they are not read at all.
+    let unreadable_address = |root: &Path, netdev: &str| {
+        let address = root.join(format!("class/net/{netdev}/address"));
+        fs::remove_file(&address).unwrap();
+        fs::create_dir(&address).unwrap();
+    };
+    let ib = FixtureHost::new("ipoib-pkey");
+    let ib_config = ib.write("c.toml", "[[interface]]\nname = \"ib0.8001\"\n");
+    fs::create_dir_all(tmp.path().join("ib")).unwrap();
+    let root = copy_tree("ipoib-pkey", &tmp.path().join("ib"));
+    unreadable_address(&root, "ib1");
+    let what = "an unreadable netdev file (class/net)";
+    each_command_names(&ib, &ib_config, &root.to_string_lossy(), what, "class/net/ib1/address");
+    fs::create_dir_all(tmp.path().join("roce")).unwrap();
+    let root = copy_tree("gid-moved", &tmp.path().join("roce"));
+    unreadable_address(&root, "ens3f1np1");
+    host.rr(&["discover", "--sysfs-root", &root.to_string_lossy()]).expect_code(EXIT_OK);
     // No RDMA device at all: exit 1, pointing at --interfaces.
     let no_rdma = tmp.path().join("no-rdma");
     fs::create_dir_all(no_rdma.join("class/net")).unwrap();
