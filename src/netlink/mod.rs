@@ -7,8 +7,9 @@
 //! is added or filter dumps to nothing on a strict socket (see
 //! shared/netlink-notes.md), so this module builds its messages by hand.
 //!
-//! Here: the connection (`Netlink`), its link table (`linktable`), the
-//! messages of changes, and route lookups. `write` sends the changes on a
+//! Here: the connection (`Netlink`), its link table (`linktable`: every
+//! link, or a config's only, with the others named one at a time by
+//! `ifname`), the messages of changes, and route lookups. `write` sends the changes on a
 //! socket of its own, each answer read before the next. Dumps go on one
 //! kept socket of their own, through `rawdump`: `dump` (rules, routes,
 //! neighbours, parsed whole by netlink-packet-route), `linkdump` and
@@ -43,6 +44,7 @@ mod dump;
 mod extack;
 #[cfg(test)]
 mod fixture;
+mod ifname;
 #[cfg(test)]
 mod link;
 mod linkdump;
@@ -70,6 +72,15 @@ pub struct Netlink {
     /// no-op apply.
     handle: std::sync::Mutex<Option<Handle>>,
     table: LinkTable,
+    /// The links the table is read for (`connect_for`), or None: every
+    /// link of the namespace.
+    only: Option<Vec<String>>,
+    /// Whether the table holds only the links of `only` (they all exist);
+    /// a link outside it is named and found by `ifname`, one at a time.
+    partial: bool,
+    /// The names of links outside a partial table, as `ifname` found them
+    /// (None: no such link), until the table is read again.
+    outside: std::sync::Mutex<std::collections::HashMap<u32, Option<String>>>,
     /// The socket links, addresses, rules, routes and neighbours are dumped
     /// on (`dump`, `linkdump`, `addrdump`) and routes looked up on, opened
     /// at the first dump and kept; held while a dump runs: the
@@ -88,20 +99,89 @@ impl Netlink {
     /// extended acks, the kernel's error strings). netlink-proto's, only
     /// inside a tokio runtime.
     pub async fn connect() -> Result<Netlink, NlError> {
+        Netlink::connect_with(None)
+    }
+
+    /// `connect`, with a table of the links named `names` only (a
+    /// config's interfaces), each asked by name: a command that works on
+    /// them alone (apply, check) then pays nothing for a node's thousand
+    /// pod veths, whose messages are 9 ms of a full read. When one of them
+    /// does not exist, the table is read whole, as `connect`'s, so that
+    /// what is said of the missing one can name the links there are. A
+    /// link outside the table is still named (`ifname`) and found
+    /// (`ifindex`) on demand, and `complete_links` reads the rest.
+    pub async fn connect_for(names: &[&str]) -> Result<Netlink, NlError> {
+        let mut names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        names.sort();
+        names.dedup();
+        Netlink::connect_with(Some(names))
+    }
+
+    fn connect_with(only: Option<Vec<String>>) -> Result<Netlink, NlError> {
         let mut nl = Netlink {
             handle: std::sync::Mutex::new(None),
             table: LinkTable::default(),
+            only,
+            partial: false,
+            outside: Default::default(),
             dumper: std::sync::Mutex::new(None),
             writer: std::sync::Mutex::new(None),
         };
-        nl.refresh_links().await?;
+        nl.read_links()?;
         Ok(nl)
     }
 
-    /// Re-reads the link table.
+    /// Re-reads the link table (as `connect` or `connect_for` read it).
     pub async fn refresh_links(&mut self) -> Result<(), NlError> {
-        self.table = LinkTable::read(self.read_kept(&linkdump::table())?);
+        self.read_links()
+    }
+
+    /// Reads the link table whole, when it holds only some links: for what
+    /// needs every link (matching IPoIB netdevs to InfiniBand ports).
+    pub fn complete_links(&mut self) -> Result<(), NlError> {
+        if self.partial {
+            self.read_whole()?;
+        }
         Ok(())
+    }
+
+    /// Whether the table holds only the links `connect_for` named.
+    pub fn is_partial(&self) -> bool {
+        self.partial
+    }
+
+    fn read_links(&mut self) -> Result<(), NlError> {
+        let Some(names) = &self.only else {
+            return self.read_whole();
+        };
+        let mut rows = Vec::with_capacity(names.len());
+        for name in names {
+            match self.read_kept(&linkdump::named(name)) {
+                Ok(r) => rows.extend(r),
+                Err(e) if e.is(Errno::ENODEV) => return self.read_whole(),
+                Err(e) => return Err(e),
+            }
+        }
+        // The kernel's order, as a dump gives it.
+        rows.sort_by_key(|r| r.link.index);
+        crate::profile::count("links_read", rows.len());
+        self.table = LinkTable::read(rows);
+        self.partial = true;
+        self.outside_names().clear();
+        Ok(())
+    }
+
+    fn read_whole(&mut self) -> Result<(), NlError> {
+        let rows = self.read_kept(&linkdump::table())?;
+        crate::profile::count("links_read", rows.len());
+        self.table = LinkTable::read(rows);
+        self.partial = false;
+        self.outside_names().clear();
+        Ok(())
+    }
+
+    fn outside_names(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u32, Option<String>>> {
+        self.outside.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Takes link notifications into the link table, in the order they
@@ -130,17 +210,61 @@ impl Netlink {
         self.table.mtu(index)
     }
 
+    /// The name of link `index`: from the table, or, outside a partial
+    /// one, from the kernel (once per index); `if{index}` for a link that
+    /// is not there. Never called while the dump socket is held.
     fn ifname(&self, index: u32) -> String {
-        self.table.name(index).cloned().unwrap_or_else(|| format!("if{index}"))
+        if let Some(name) = self.table.name(index) {
+            return name.clone();
+        }
+        let outside = if self.partial { self.outside_name(index) } else { None };
+        outside.unwrap_or_else(|| format!("if{index}"))
     }
 
+    fn outside_name(&self, index: u32) -> Option<String> {
+        if let Some(known) = self.outside_names().get(&index) {
+            return known.clone();
+        }
+        crate::profile::count("links_named", 1);
+        // A lookup that fails (no socket can be opened) names nothing,
+        // and is asked again next time.
+        let name = self.on_dump_socket(|fd| ifname::name_of(fd, index)).ok()?.ok()?;
+        self.outside_names().insert(index, name.clone());
+        name
+    }
+
+    /// The index of link `name`: from the table, or, outside a partial
+    /// one, from the kernel.
     fn ifindex(&self, name: &str) -> Result<u32, NlError> {
-        self.table.index(name).ok_or_else(|| {
+        let missing = || {
             NlError::local(
                 Errno::ENODEV,
                 format!("interface {name:?} does not exist in this network namespace"),
             )
-        })
+        };
+        if let Some(index) = self.table.index(name) {
+            return Ok(index);
+        }
+        if !self.partial {
+            return Err(missing());
+        }
+        match self.on_dump_socket(|fd| ifname::index_of(fd, name))? {
+            Ok(Some(index)) => Ok(index),
+            Ok(None) => Err(missing()),
+            Err(e) => Err(NlError::local(e, format!("cannot find interface {name:?}: {e}"))),
+        }
+    }
+
+    /// `f` on the dump socket (opened if it is not yet): a socket of this
+    /// namespace to ask ioctls on.
+    fn on_dump_socket<R>(&self, f: impl FnOnce(std::os::fd::RawFd) -> R) -> Result<R, NlError> {
+        use std::os::fd::AsRawFd;
+        let mut kept = self.dumper.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let socket = match &mut *kept {
+            Some(s) => s,
+            None => kept.insert(rawdump::strict_socket()?),
+        };
+        Ok(f(socket.as_raw_fd()))
     }
 
     /// Asks the kernel which way a packet from `src` to `dst` goes, the way
