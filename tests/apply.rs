@@ -17,9 +17,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    Background, GATEWAY_V4, GATEWAY_V6, Nobody, PEER_V4, PEER_V6, Run, SUBNET_V4, Testbed, assert_dump_eq,
-    canonical_lines, describe_output, describe_with_config, field_after, in_netns, journal_files, path_str,
-    poll_until, profile_count, script_without_netns, toml_str,
+    Background, EXIT_DRIFT, EXIT_FAILED, EXIT_OK, FIRST_TABLE, GATEWAY_V4, GATEWAY_V6, Nobody, PEER_V4,
+    PEER_V6, Run, SUBNET_V4, Testbed, assert_dump_eq, canonical_lines, describe_output, describe_with_config,
+    field_after, in_netns, journal_files, path_str, poll_until, profile_count, script_without_netns,
+    toml_str,
 };
 
 /// The protocol number roce-route marks its routes and rules with.
@@ -248,6 +249,63 @@ fn apply_from_scratch_keeps_its_dump_socket_through_missing_tables() {
         run.stderr()
     );
     assert_fixed(&tb);
+}
+
+/// `cmd` with the profile on: its run, expecting exit `code`, and how many
+/// links it read (`links_read`).
+fn links_read(tb: &Testbed, args: &[&str], code: i32) -> (Run, u64) {
+    let mut cmd = tb.rr_cmd(args);
+    cmd.env("ROCE_ROUTE_PROFILE", "1");
+    let run = Run::of(cmd).expect_code(code);
+    let links = profile_count(&run.stderr(), "links_read");
+    (run, links)
+}
+
+/// A Kubernetes node carries a veth per pod: apply and check ask the
+/// kernel for the config's links by name, not for every link (a read of a
+/// thousand is 9 ms, the kernel filling their messages), and still name a
+/// link outside the config where they meet it: a route of someone else's
+/// on a pod veth in a rail's table is deleted by that name, and ARP flux
+/// from an interface outside the config is the business of
+/// tests/rdma_risks.rs. A configured interface that is missing makes them
+/// read every link, so that what is said of it names the closest one.
+#[test]
+fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
+    let tb = Testbed::builder().rails(4).build();
+    tb.sh_host(
+        "for i in $(seq 0 19); do ip link add cali$i type veth peer name calp$i; done; \
+         ip link set cali7 up; ip link set calp7 up",
+    );
+    let all = canonical_lines(&tb.ip_host("-o link show")).len() as u64;
+    assert!(all >= 44, "lo, the rails and 40 veths: {all}");
+    let table = FIRST_TABLE;
+    tb.ip_host(&format!("route add 203.0.113.0/24 dev cali7 table {table}"));
+    let config = tb.standard_config();
+    let config = path_str(&config);
+
+    let (refused, links) = links_read(&tb, &["apply", "--dry-run", config], EXIT_FAILED);
+    assert_eq!(links, 4, "the 4 rails, asked by name, not the {all} links:\n{}", refused.stderr());
+    refused.expect_stderr(&[&format!("203.0.113.0/24 dev cali7 table {table}"), "--adopt"]);
+    let (dry, links) = links_read(&tb, &["apply", "--adopt", "--dry-run", config], EXIT_OK);
+    assert_eq!(links, 4);
+    assert!(
+        dry.stdout().contains(&format!("203.0.113.0/24 dev cali7 table {table}")),
+        "the route on the pod veth is named by its link's name:\n{}",
+        dry.stdout()
+    );
+    let (_, links) = links_read(&tb, &["apply", "--adopt", config], EXIT_OK);
+    assert_eq!(links, 4);
+    assert_eq!(table_routes(&tb, table).iter().filter(|r| r.contains("cali7")).count(), 0, "deleted");
+    let (_, links) = links_read(&tb, &["check", config], EXIT_OK);
+    assert_eq!(links, 4);
+
+    let missing = tb.write_config(&format!(
+        "{}\n[[interface]]\nname = \"cali7x\"\n",
+        std::fs::read_to_string(config).unwrap()
+    ));
+    let (run, links) = links_read(&tb, &["check", path_str(&missing)], EXIT_DRIFT);
+    assert!(links >= all, "every link, for the suggestion: {links} of {all}");
+    run.expect_stdout(&["cali7x", "did you mean cali7?"]);
 }
 
 // ---------------------------------------------------------------------------

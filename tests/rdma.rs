@@ -120,20 +120,29 @@ impl FixtureHost {
 /// Every case: discover prints the reviewed config; apply takes it as it
 /// is (exit 0) and check then finds the host in sync, RDMA included;
 /// nccl-env for that config and show after the apply print the reviewed
-/// outputs.
-fn whole_case(case: &str) {
+/// outputs. check reads the config's links only, asked by name, unless a
+/// port is InfiniBand (`infiniband`): IPoIB netdevs are matched to ports
+/// among every link of the namespace.
+fn whole_case(case: &str, infiniband: bool) {
     let host = FixtureHost::new(case);
     let discovered = host.rr_sysfs("discover", &[]).expect_code(EXIT_OK).stdout();
     host.golden("discover.toml", &discovered);
     let config = host.write("discovered.toml", &discovered);
     host.rr(&["apply", &config]).expect_code(EXIT_OK);
-    let check = host.rr_sysfs("check", &[&config]);
+    let mut cmd = host.cmd(&["check", "--sysfs-root", &host.sysfs.to_string_lossy(), &config]);
+    cmd.env("ROCE_ROUTE_PROFILE", "1");
+    let check = Run::of(cmd);
     assert_eq!(
         check.code(),
         Some(EXIT_OK),
         "check after applying the discovered config:\n{}",
         check.report()
     );
+    let named = discovered.lines().filter(|l| ["[[interface]]", "[[arp_only]]"].contains(&l.trim())).count();
+    let all = host.ns.ip("-o link show").lines().count();
+    assert!(all > named, "links outside the config: {all} links, {named} in it");
+    let read = profile_count(&check.stderr(), "links_read");
+    assert_eq!(read, if infiniband { all } else { named } as u64, "links read by check:\n{}", check.report());
     let env = host.rr_sysfs("nccl-env", &[&config]).expect_code(EXIT_OK);
     host.golden("nccl-env.sh", &env.stdout());
     let conf = host.rr_sysfs("nccl-env", &["--format", "nccl-conf", &config]).expect_code(EXIT_OK);
@@ -147,32 +156,32 @@ fn whole_case(case: &str) {
 
 #[test]
 fn ib_8hca_with_two_roce_storage_ports() {
-    whole_case("ib-8hca");
+    whole_case("ib-8hca", true);
 }
 
 #[test]
 fn roce_8rail_dual_stack() {
-    whole_case("roce-8rail");
+    whole_case("roce-8rail", false);
 }
 
 #[test]
 fn ipoib_pkey_children() {
-    whole_case("ipoib-pkey");
+    whole_case("ipoib-pkey", true);
 }
 
 #[test]
 fn gid_index_moved_by_a_second_link_local() {
-    whole_case("gid-moved");
+    whole_case("gid-moved", false);
 }
 
 #[test]
 fn mlx5_1_beside_mlx5_10() {
-    whole_case("mlx5-1-10");
+    whole_case("mlx5-1-10", false);
 }
 
 #[test]
 fn down_port_unmappable_device_and_management_nic() {
-    whole_case("mixed");
+    whole_case("mixed", false);
 }
 
 /// The differences of `kind` in a `check --json` document.
@@ -548,7 +557,7 @@ fn bad_sysfs_roots_and_contents_are_named() {
 
 #[test]
 fn rails_sharing_a_port_and_an_ipv6_only_rail() {
-    whole_case("shared-port");
+    whole_case("shared-port", true);
 }
 
 /// apply cannot change a port or the GID table, but says so (a warning,

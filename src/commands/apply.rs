@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{
-    Change, Ctx, Done, Verbosity, connect,
+    Change, Ctx, Done, Verbosity, connect_for,
     tell::{Announced, announced_lines, announced_summary, tell_peers},
 };
 use crate::announce;
@@ -201,11 +201,12 @@ pub async fn run(
     cfg: Config,
     config_files: Vec<(String, String)>,
 ) -> Result<Done, Error> {
-    let mut nl = connect().await?;
+    // The config's links only: see `connect_for`.
+    let mut nl = connect_for(&cfg, &args.sysfs).await?;
     // What breaks RDMA that apply cannot change (a port that is down, an
     // address without its RoCE v2 GID): read first, so a bad --sysfs-root
     // is refused before anything changes; warned about once planned.
-    let rdma = rdma_read::read_lenient(&args.sysfs, nl.links())?;
+    let rdma = rdma_read::read_lenient(&args.sysfs, &mut nl)?;
     let run = Apply { ctx, args, cfg: &cfg, rdma: &rdma };
     let settled = reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
     if args.dry_run {

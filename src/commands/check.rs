@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use std::collections::BTreeMap;
 
-use super::{Ctx, Done, NoteKind, connect, print_text, run_notes};
+use super::{Ctx, Done, NoteKind, connect_for, print_text, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::cli::{CheckArgs, CheckFormat};
 use crate::config::{Config, ConfigError};
@@ -80,8 +80,9 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
         None => Record::default(),
     };
     let notes = run_notes(ctx, state.as_ref())?;
-    let nl = connect().await?;
-    let rdma = rdma_read::read_lenient(sysfs, nl.links())?;
+    // The config's links only: see `connect_for`.
+    let mut nl = connect_for(&cfg, sysfs).await?;
+    let rdma = rdma_read::read_lenient(sysfs, &mut nl)?;
     super::probe::mtu_warnings(&nl, &cfg, &rdma, sysfs).await.into_iter().for_each(|w| ctx.warn(w));
     let fix_all = ctx.suggest(&super::apply::apply_args(&cfg.files, &[]));
     for w in managers::warnings(&managers::scan()) {

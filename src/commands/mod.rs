@@ -301,6 +301,27 @@ pub async fn connect() -> Result<Netlink, Error> {
     Ok(Netlink::connect().await.context("cannot talk to the kernel over rtnetlink")?)
 }
 
+/// `connect`, with a link table of `cfg`'s interfaces only
+/// (`Netlink::connect_for`): for a command that works on them alone and
+/// names the others only where it meets them (apply, check). With an
+/// InfiniBand port in `sysfs`, every link, which IPoIB netdevs are
+/// matched among (`rdma::needs_links`), read once.
+pub async fn connect_for(
+    cfg: &crate::config::Config,
+    sysfs: &crate::cli::SysfsArg,
+) -> Result<Netlink, Error> {
+    if crate::rdma::needs_links(&crate::rdma_read::sysfs_dir(sysfs)?) {
+        return connect().await;
+    }
+    let names: Vec<&str> = cfg
+        .interfaces
+        .iter()
+        .map(|i| i.name.as_str())
+        .chain(cfg.arp_only.iter().map(|a| a.name.as_str()))
+        .collect();
+    Ok(Netlink::connect_for(&names).await.context("cannot talk to the kernel over rtnetlink")?)
+}
+
 /// Identifies the current network namespace for the state directory, so
 /// that runs in different namespaces keep their journals apart:
 /// `net-<netns cookie>.boot-<boot id>`. The cookie (SO_NETNS_COOKIE, Linux

@@ -182,8 +182,8 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);
     let notes = run_notes(ctx, state.as_ref())?.into_iter().map(|n| n.text).collect();
-    let nl = connect().await?;
-    let observed = rdma_read::read_lenient(sysfs, nl.links())?;
+    let mut nl = connect().await?;
+    let observed = rdma_read::read_lenient(sysfs, &mut nl)?;
     observed.unreadable.iter().for_each(|u| ctx.warn(u.to_string()));
     let rdma = observed.rdma;
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
