@@ -38,8 +38,9 @@ pub struct Request<'a> {
     /// Says a notice of the run (a retry after the host changed) as the
     /// command prints its lines: apply on stderr, watch as a log line.
     pub notice: &'a dyn Fn(&str),
-    /// The addresses, when the caller read them under the lock an instant
-    /// before (watch): the first reading takes them instead of a dump.
+    /// The addresses, when the caller read them an instant before, under
+    /// the lock (watch) or just before it took the lock at once (apply):
+    /// the first reading takes them instead of a dump.
     pub addresses: Option<&'a [crate::model::Address]>,
     /// The record, when the caller read it under the lock an instant
     /// before (watch): the first reading takes it instead of reading the

@@ -208,12 +208,16 @@ pub async fn run(
     // is refused before anything changes; warned about once planned.
     let rdma = rdma_read::read_lenient(&args.sysfs, &mut nl)?;
     let run = Apply { ctx, args, cfg: &cfg, rdma: &rdma };
-    let settled = reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
+    let (settled, addrs) =
+        reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
     if args.dry_run {
-        return run.dry_run(&nl).await;
+        return run.dry_run(&nl, addrs).await;
     }
     let state = ctx.state()?;
-    let lock = run.lock(&state, &mut nl, settled).await?;
+    let (lock, read_again) = run.lock(&state, &mut nl, settled).await?;
+    // The addresses settle_dad read are planned with, as the links are,
+    // unless the host was read again after a wait.
+    let addrs = (!read_again).then_some(addrs);
     // --confirm: the guard owns the deadline before the first netlink
     // message, so that a kill of this process at any instant of the change
     // (or after it) still ends with the host as before.
@@ -222,7 +226,8 @@ pub async fn run(
         Some(seconds) => Some(Guard::arm(ctx, &state, &cfg, seconds, install.as_ref())?),
         None => None,
     };
-    let (converged, dropped) = run.converge(&state, &mut nl, &config_files, guard.as_ref()).await;
+    let (converged, dropped) =
+        run.converge(&state, &mut nl, &config_files, guard.as_ref(), addrs.as_deref()).await;
     let converged = match converged {
         Ok(c) => c,
         Err(e) => {
@@ -330,24 +335,26 @@ impl Apply<'_> {
     /// it: refuses while an `apply --confirm` waits, and reverts the trial
     /// of one whose guard died (it is not kept by building on it). A wait
     /// for --settle (`settled`) or for the lock may have seen rails come
-    /// and go: the plan is made on the links as they are now.
+    /// and go: the plan is made on the links as they are now, and the
+    /// addresses are read again (returned true).
     async fn lock(
         &self,
         state: &StateDir,
         nl: &mut crate::netlink::Netlink,
         settled: bool,
-    ) -> Result<crate::state::NetnsLock, Error> {
+    ) -> Result<(crate::state::NetnsLock, bool), Error> {
         let asked = std::time::Instant::now();
         let lock = self.ctx.lock()?;
         if let Some(what) = self.ctx.settle_confirmation("this apply", state, nl).await? {
             self.ctx.warn(what);
         }
-        if settled || asked.elapsed() > Duration::from_millis(20) {
+        let read_again = settled || asked.elapsed() > Duration::from_millis(20);
+        if read_again {
             nl.refresh_links()
                 .await
                 .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
         }
-        Ok(lock)
+        Ok((lock, read_again))
     }
 
     fn warn_rdma(&self, desired: &Desired) {
@@ -357,10 +364,15 @@ impl Apply<'_> {
     }
 
     /// `--dry-run`: the plan as a script, nothing changed.
-    async fn dry_run(&self, nl: &crate::netlink::Netlink) -> Result<Done, Error> {
+    async fn dry_run(
+        &self,
+        nl: &crate::netlink::Netlink,
+        addrs: Vec<crate::model::Address>,
+    ) -> Result<Done, Error> {
         let (ctx, args) = (self.ctx, self.args);
         let record = ctx.readable_record()?;
-        let (desired, mut plan) = reconcile::reconcile(nl, self.cfg, args.adopt, &record).await?;
+        let (desired, mut plan, _) =
+            reconcile::reconcile_reading(nl, self.cfg, args.adopt, &record, Some(addrs)).await?;
         plan.warnings = plan.warnings.iter().map(|w| with_apply_command(ctx, self.cfg, &plan, w)).collect();
         self.warn_rdma(&desired);
         strict_check(args, &desired.not_ready)?;
@@ -384,6 +396,7 @@ impl Apply<'_> {
         nl: &mut crate::netlink::Netlink,
         config_files: &[(String, String)],
         guard: Option<&Guard>,
+        addresses: Option<&[crate::model::Address]>,
     ) -> (Result<Converged, Error>, Vec<DroppedWithFile>) {
         let (ctx, args, cfg) = (self.ctx, self.args, self.cfg);
         let mut dropped = Vec::new();
@@ -394,7 +407,7 @@ impl Apply<'_> {
             kind: RunKind::Apply,
             trial: guard.map(|g| g.trial.clone()),
             notice: &|m| tell!("roce-route: {m}"),
-            addresses: None,
+            addresses,
             record: None,
         };
         let gate = |record: &crate::state::Record, desired: &Desired, plan: &Plan| {

@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Ctx, Done, NoteKind, connect_for, print_text, run_notes};
 use crate::behaviour::{self, Verdict};
@@ -88,10 +88,11 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
     for w in managers::warnings(&managers::scan()) {
         ctx.warn(w);
     }
-    let (mut report, desired) = match reconcile::reconcile(&nl, &cfg, false, &record).await {
-        Ok((desired, plan)) => {
+    let (mut report, desired) = match reconcile::reconcile_reading(&nl, &cfg, false, &record, None).await {
+        Ok((desired, plan, reading)) => {
             plan.warnings.iter().filter(|w| !plan.is_a_difference(w)).for_each(|w| ctx.warn(w.clone()));
-            let (traffic, not_verified) = probe_all(&nl, &desired).await?;
+            let (traffic, not_verified) =
+                probe_all(&nl, &desired, reconcile::addresses_of(reading.addresses())).await?;
             not_verified.into_iter().for_each(|n| ctx.warn(n));
             let mut report = build_report(&desired, &plan, traffic, &fix_all, &cfg.file);
             report.add_rdma(rdma.drift(&desired.interfaces));
@@ -331,10 +332,15 @@ fn op_rail(op: &Op, desired: &Desired) -> Option<String> {
     }
 }
 
-/// Asks the kernel, for every configured address, which way its traffic goes.
-/// Also returns, as "not verified: ..." lines, the probes that could not be made.
-async fn probe_all(nl: &Netlink, desired: &Desired) -> Result<(Vec<Verdict>, Vec<String>), Error> {
-    let local = reconcile::local_addresses(nl).await?;
+/// Asks the kernel, for every configured address, which way its traffic
+/// goes, keeping the probes off `local` (the host's addresses, as the
+/// reconcile read them). Also returns, as "not verified: ..." lines, the
+/// probes that could not be made.
+async fn probe_all(
+    nl: &Netlink,
+    desired: &Desired,
+    local: BTreeSet<std::net::IpAddr>,
+) -> Result<(Vec<Verdict>, Vec<String>), Error> {
     let set = behaviour::probes_for_desired(desired, &local);
     Ok((
         reconcile::ask(nl, &set.probes).await,

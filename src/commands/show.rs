@@ -207,7 +207,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
         .filter(|r| protocols.contains(&r.protocol))
         .collect();
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
-    let local = reconcile::local_addresses(&nl).await?;
+    let local = reconcile::addresses_of(&addresses);
     for iface in &mut interfaces {
         iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);
         iface.sysctls = read_sysctls(&iface.name);

@@ -58,6 +58,9 @@ impl Netlink {
     /// of its own).
     pub async fn addresses(&self) -> Result<Vec<Address>, NlError> {
         let rows = self.read_kept(&super::addrdump::table())?;
+        // Counted for the profile: a command that dumped them twice went
+        // unseen (tests/apply.rs holds the count).
+        crate::profile::count("addresses_read", rows.len());
         Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
     }
 

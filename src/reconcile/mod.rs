@@ -42,6 +42,11 @@ pub struct Reading {
 }
 
 impl Reading {
+    /// Every address of the host, as read.
+    pub fn addresses(&self) -> &[crate::model::Address] {
+        &self.observed.addresses
+    }
+
     /// The tables read that `touched` leaves alone, with their routes as
     /// read. Pure.
     fn untouched(&self, touched: &Touched) -> tables::TablesRead {
@@ -174,10 +179,10 @@ fn all_sysctls() -> BTreeMap<SysctlKey, u32> {
     SysctlKey::ALL.into_iter().filter_map(|key| Some((key, sysctl::read("all", key).ok()?))).collect()
 }
 
-/// Every address configured on this host (to keep probes off them).
-pub async fn local_addresses(nl: &Netlink) -> Result<BTreeSet<IpAddr>, Error> {
-    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
-    Ok(addrs.iter().map(|a| a.addr.addr).collect())
+/// The addresses of `addrs` (the host's, to keep probes off them),
+/// without their prefixes and interfaces.
+pub fn addresses_of(addrs: &[crate::model::Address]) -> BTreeSet<IpAddr> {
+    addrs.iter().map(|a| a.addr.addr).collect()
 }
 
 /// After a transaction: the host read back and diffed again against the
@@ -286,13 +291,15 @@ pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate:
 /// interfaces, or their global ones where they list none; never a
 /// link-local address (an IPv4-only rail just brought up does not wait for
 /// its fe80 DAD). It wakes on address notifications, not on a poll; a stop
-/// request ends the wait. Returns whether it waited.
+/// request ends the wait. Returns whether it waited, and the addresses it
+/// read last: a caller that goes on at once plans with them rather than
+/// dumping them again (a thousand pod veths' are about 0.7 ms a dump).
 pub async fn settle_dad(
     nl: &Netlink,
     cfg: &Config,
     settle: std::time::Duration,
     stop: &crate::signals::StopFlag,
-) -> Result<bool, Error> {
+) -> Result<(bool, Vec<crate::model::Address>), Error> {
     use std::time::{Duration, Instant};
     let deadline = Instant::now() + settle;
     // Subscribed only once there is something to wait for (a socket and
@@ -307,7 +314,7 @@ pub async fn settle_dad(
         let waiting = addrs.iter().any(|a| a.tentative && !a.dad_failed && plan_uses(cfg, a));
         let now = Instant::now();
         if !waiting || now >= deadline || stop.requested().is_some() {
-            return Ok(waited);
+            return Ok((waited, addrs));
         }
         waited = true;
         let Some(sub) = sub.as_mut() else {
