@@ -262,7 +262,8 @@ fn links_read(tb: &Testbed, args: &[&str], code: i32) -> (Run, u64) {
 }
 
 /// A Kubernetes node carries a veth per pod: apply and check ask the
-/// kernel for the config's links by name, not for every link (a read of a
+/// kernel for the config's links by name (show for those its owned routes
+/// name), not for every link (a read of a
 /// thousand is 9 ms, the kernel filling their messages), and still name a
 /// link outside the config where they meet it: a route of someone else's
 /// on a pod veth in a rail's table is deleted by that name, and ARP flux
@@ -310,6 +311,13 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
     let (run, links) = links_read(&tb, &["check", config], EXIT_OK);
     assert_eq!(links, 4);
     once(&run);
+    // show asks for the links its owned routes name, once it has read them.
+    let (run, links) = links_read(&tb, &["show"], EXIT_OK);
+    assert_eq!(links, 4, "{}", run.stdout());
+    once(&run);
+    let out = run.stdout();
+    let states: Vec<&str> = out.lines().filter(|l| l.starts_with("  link: ")).collect();
+    assert_eq!(states, ["  link: up, carrier"; 4], "each rail's link, read:\n{out}");
 
     let missing = tb.write_config(&format!(
         "{}\n[[interface]]\nname = \"cali7x\"\n",

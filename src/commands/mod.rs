@@ -303,23 +303,29 @@ pub async fn connect() -> Result<Netlink, Error> {
 
 /// `connect`, with a link table of `cfg`'s interfaces only
 /// (`Netlink::connect_for`): for a command that works on them alone and
-/// names the others only where it meets them (apply, check). With an
-/// InfiniBand port in `sysfs`, every link, which IPoIB netdevs are
-/// matched among (`rdma::needs_links`), read once.
+/// names the others only where it meets them (apply, check).
 pub async fn connect_for(
     cfg: &crate::config::Config,
     sysfs: &crate::cli::SysfsArg,
 ) -> Result<Netlink, Error> {
-    if crate::rdma::needs_links(&crate::rdma_read::sysfs_dir(sysfs)?) {
-        return connect().await;
-    }
     let names: Vec<&str> = cfg
         .interfaces
         .iter()
         .map(|i| i.name.as_str())
         .chain(cfg.arp_only.iter().map(|a| a.name.as_str()))
         .collect();
-    Ok(Netlink::connect_for(&names).await.context("cannot talk to the kernel over rtnetlink")?)
+    connect_named(&names, sysfs).await
+}
+
+/// `connect`, with a link table of the links named `names` only
+/// (`Netlink::connect_for`). With an InfiniBand port in `sysfs`, every
+/// link, which IPoIB netdevs are matched among (`rdma::needs_links`),
+/// read once.
+pub async fn connect_named(names: &[&str], sysfs: &crate::cli::SysfsArg) -> Result<Netlink, Error> {
+    if crate::rdma::needs_links(&crate::rdma_read::sysfs_dir(sysfs)?) {
+        return connect().await;
+    }
+    Ok(Netlink::connect_for(names).await.context("cannot talk to the kernel over rtnetlink")?)
 }
 
 /// Identifies the current network namespace for the state directory, so

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{Ctx, Done, connect, run_notes};
+use super::{Ctx, Done, run_notes};
 use crate::behaviour::{self, Verdict};
 use crate::cli::SysfsArg;
 use crate::config::DEFAULT_PROTOCOL;
@@ -182,7 +182,9 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);
     let notes = run_notes(ctx, state.as_ref())?.into_iter().map(|n| n.text).collect();
-    let mut nl = connect().await?;
+    // No link yet: those shown are asked by name once the owned routes
+    // say which (a node's thousand pod veths are 9 ms of a full read).
+    let mut nl = super::connect_named(&[], sysfs).await?;
     let observed = rdma_read::read_lenient(sysfs, &mut nl)?;
     observed.unreadable.iter().for_each(|u| ctx.warn(u.to_string()));
     let rdma = observed.rdma;
@@ -208,6 +210,8 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
         .collect();
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
     let local = reconcile::addresses_of(&addresses);
+    let shown: Vec<&str> = interfaces.iter().map(|i| i.name.as_str()).collect();
+    nl.add_links(&shown).context("cannot read the links")?;
     for iface in &mut interfaces {
         iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);
         iface.sysctls = read_sysctls(&iface.name);

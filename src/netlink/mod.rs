@@ -145,6 +145,32 @@ impl Netlink {
         Ok(())
     }
 
+    /// Adds the links named `names` to a partial table, each asked by name;
+    /// one that does not exist is left out (a full table has every link
+    /// already): for a command that learns as it reads which links it
+    /// shows (show).
+    pub fn add_links(&mut self, names: &[&str]) -> Result<(), NlError> {
+        if !self.partial {
+            return Ok(());
+        }
+        for name in names {
+            if self.table.index(name).is_some() {
+                continue;
+            }
+            match self.read_kept(&linkdump::named(name)) {
+                Ok(rows) => {
+                    crate::profile::count("links_read", rows.len());
+                    self.table.learn(&rows.into_iter().map(LinkNews::Now).collect::<Vec<_>>());
+                    self.only.get_or_insert_with(Vec::new).push(name.to_string());
+                }
+                // No such link, or a name no link can have.
+                Err(e) if e.is(Errno::ENODEV) || e.is(Errno::EINVAL) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the table holds only the links `connect_for` named.
     pub fn is_partial(&self) -> bool {
         self.partial
