@@ -326,6 +326,16 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
     let (run, links) = links_read(&tb, &["check", path_str(&missing)], EXIT_DRIFT);
     assert!(links >= all, "every link, for the suggestion: {links} of {all}");
     run.expect_stdout(&["cali7x", "did you mean cali7?"]);
+    // The kernel finds a link by an alternative name too, which no link
+    // table holds: not ready, as a missing one is.
+    tb.ip_host("link property add dev cali5 altname railx");
+    let alt = tb.write_config(&format!(
+        "{}\n[[interface]]\nname = \"railx\"\n",
+        std::fs::read_to_string(config).unwrap()
+    ));
+    let (run, links) = links_read(&tb, &["check", path_str(&alt)], EXIT_DRIFT);
+    assert!(links >= all, "every link, as for a missing one: {links} of {all}");
+    run.expect_stdout(&["railx: does not exist on this host (it has: lo, rail0"]);
 }
 
 // ---------------------------------------------------------------------------

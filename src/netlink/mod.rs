@@ -158,6 +158,8 @@ impl Netlink {
                 continue;
             }
             match self.read_kept(&linkdump::named(name)) {
+                // Found by an alternative name: not a link of that name.
+                Ok(rows) if rows.iter().any(|r| r.link.name != *name) => {}
                 Ok(rows) => {
                     crate::profile::count("links_read", rows.len());
                     self.table.learn(&rows.into_iter().map(LinkNews::Now).collect::<Vec<_>>());
@@ -183,6 +185,10 @@ impl Netlink {
         let mut rows = Vec::with_capacity(names.len());
         for name in names {
             match self.read_kept(&linkdump::named(name)) {
+                // The kernel also finds a link by an alternative name
+                // (`ip link property add altname`), which a table holds
+                // under its name: read whole, as for a missing one.
+                Ok(r) if r.iter().any(|r| r.link.name != *name) => return self.read_whole(),
                 Ok(r) => rows.extend(r),
                 Err(e) if e.is(Errno::ENODEV) => return self.read_whole(),
                 Err(e) => return Err(e),
