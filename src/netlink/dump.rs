@@ -61,6 +61,7 @@ impl Netlink {
         // Counted for the profile: a command that dumped them twice went
         // unseen (tests/apply.rs holds the count).
         crate::profile::count("addresses_read", rows.len());
+        let _p = crate::profile::phase("link names");
         Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
     }
 
