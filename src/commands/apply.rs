@@ -350,6 +350,7 @@ impl Apply<'_> {
         }
         let read_again = settled || asked.elapsed() > Duration::from_millis(20);
         if read_again {
+            crate::profile::count("read_again", 1);
             nl.refresh_links()
                 .await
                 .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
