@@ -154,7 +154,12 @@ impl Netlink {
             return Ok(());
         }
         for name in names {
-            if self.table.index(name).is_some() {
+            // Already there, or a name no link can have (the kernel's
+            // dev_valid_name; a longer one is ERANGE, not ENODEV).
+            let valid = name.len() < nix::libc::IFNAMSIZ
+                && !["", ".", ".."].contains(name)
+                && !name.contains(|c: char| c == '/' || c == ':' || c.is_whitespace());
+            if !valid || self.table.index(name).is_some() {
                 continue;
             }
             match self.read_kept(&linkdump::named(name)) {
@@ -165,8 +170,7 @@ impl Netlink {
                     self.table.learn(&rows.into_iter().map(LinkNews::Now).collect::<Vec<_>>());
                     self.only.get_or_insert_with(Vec::new).push(name.to_string());
                 }
-                // No such link, or a name no link can have.
-                Err(e) if e.is(Errno::ENODEV) || e.is(Errno::EINVAL) => {}
+                Err(e) if e.is(Errno::ENODEV) => {}
                 Err(e) => return Err(e),
             }
         }
