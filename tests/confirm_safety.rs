@@ -186,6 +186,36 @@ fn an_orphaned_trial_is_reverted_by_the_next_apply() {
     assert_eq!(doc["undid"], "apply", "{doc}");
 }
 
+/// The same with a trial that added a rail the next apply's config does
+/// not name: that apply knows only its own links (it asks for them by
+/// name), so the revert's steps on the third rail find its index by name
+/// on their own. (Red when they could not: a missing index reads as
+/// "already undone", the revert skipped rail2's route, and the apply had
+/// to delete it.)
+#[test]
+fn an_orphaned_trial_on_a_rail_outside_the_next_config_is_reverted() {
+    let tb = Testbed::builder().rails(3).build();
+    let two = tb.config_for(2, &[]);
+    tb.apply(std::path::Path::new(&two), &["--no-announce"]).expect_code(EXIT_OK);
+    let applied = tb.dump();
+    let all = tb.standard_config();
+    let mut apply = Background::spawn(
+        tb.rr_cmd(&["apply", "--no-announce", "--confirm", "60", path_str(&all)]),
+        "apply --confirm 60 of three rails",
+    );
+    poll_until("the trial", Duration::from_secs(10), || confirmation_pending(&tb.state_base()));
+    let guard = pending_doc(&tb)["guard_pid"].as_u64().unwrap();
+    apply.kill();
+    kill9(guard);
+    assert!(tb.owned_entries().iter().any(|e| e.contains("rail2")), "the trial is in place:\n{}", tb.dump());
+    let run = tb.apply(std::path::Path::new(&two), &["--no-announce"]).expect_code(EXIT_OK);
+    run.expect_stderr(&["reverted its unconfirmed change"]);
+    // The revert did it all: the apply after it has nothing left to do
+    // (it deleted rail2's route itself when the revert had skipped it).
+    run.expect_stdout(&["in sync, nothing changed"]);
+    assert_dump_eq(&applied, &tb.dump(), "the two rails, the third's trial reverted");
+}
+
 /// An `apply --confirm` that finds the host in sync ends at once, its guard
 /// with it: the next apply is not refused for a trial that changed nothing.
 #[test]
