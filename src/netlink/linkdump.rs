@@ -150,7 +150,8 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
 mod tests {
     use rtnetlink::packet_route::RouteNetlinkMessage;
     use rtnetlink::packet_route::link::{
-        AfSpecInet6, AfSpecUnspec, LinkAttribute, LinkFlags, LinkLayerType, LinkMessage, State, Stats64,
+        AfSpecInet6, AfSpecUnspec, LinkAttribute, LinkExtentMask, LinkFlags, LinkLayerType, LinkMessage,
+        State, Stats64,
     };
 
     use super::super::rawdump::NLMSG_HDRLEN;
@@ -164,6 +165,30 @@ mod tests {
         m.header.link_layer_type = LinkLayerType::Ether;
         m.attributes = attributes;
         m
+    }
+
+    /// A link asked by name: RTM_GETLINK with the name and the statistics
+    /// left out, acked and not a dump (a dump would send every link), its
+    /// length the message's, as netlink-packet-route reads it.
+    #[test]
+    fn a_link_asked_by_name_is_one_getlink_of_that_name() {
+        use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload};
+        for name in ["rail0", "ens1f0np0", "a", "abcdefghijklmno"] {
+            let t = named(name);
+            let req = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&t.request).unwrap();
+            assert_eq!(req.header.length as usize, t.request.len(), "{name}");
+            assert_eq!(req.header.flags, NLM_F_REQUEST | NLM_F_ACK, "{name}");
+            assert_eq!(req.header.message_type, RTM_GETLINK);
+            let NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetLink(m)) = req.payload else {
+                panic!("not a GetLink: {:?}", req.payload);
+            };
+            assert_eq!(m.header, LinkMessage::default().header, "{name}: a zero header (strict checking)");
+            assert_eq!(
+                m.attributes,
+                [LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]), LinkAttribute::IfName(name.into())],
+                "{name}"
+            );
+        }
     }
 
     /// The fields read here equal what `link::link_from` and
