@@ -35,20 +35,15 @@ pub fn own(fs: &dyn crate::sysfs::Sysfs, rdma: &mut crate::rdma::Rdma) -> Result
     owners.map(drop).map_err(|e| crate::rdma::RdmaError::Netlink(e.to_string()))
 }
 
-/// `read` for check, show, apply and probe: a part that cannot be read is
-/// returned as why (naming the file) rather than ending the command. A
-/// partial link table (`Netlink::connect_for`) is read whole first when an
-/// InfiniBand port is there to be matched to its netdev (`rdma::needs_links`).
+/// `read` for check, show and apply: a part that cannot be read is
+/// returned as why (naming the file) rather than ending the command.
 pub fn read_lenient(
     arg: &crate::cli::SysfsArg,
-    nl: &mut crate::netlink::Netlink,
+    links: &[crate::model::Link],
 ) -> Result<crate::rdma_check::Observed, Error> {
     let _p = crate::profile::phase("sysfs (RDMA)");
     let dir = sysfs_dir(arg)?;
-    if nl.is_partial() && crate::rdma::needs_links(&dir) {
-        nl.complete_links().map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
-    }
-    let (mut rdma, mut unreadable) = crate::rdma::scan_lenient(&dir, nl.links());
+    let (mut rdma, mut unreadable) = crate::rdma::scan_lenient(&dir, links);
     if let Err(error) = own(&dir, &mut rdma) {
         unreadable.push(crate::rdma::Unreadable {
             part: None,

@@ -206,7 +206,7 @@ pub async fn run(
     // What breaks RDMA that apply cannot change (a port that is down, an
     // address without its RoCE v2 GID): read first, so a bad --sysfs-root
     // is refused before anything changes; warned about once planned.
-    let rdma = rdma_read::read_lenient(&args.sysfs, &mut nl)?;
+    let rdma = rdma_read::read_lenient(&args.sysfs, nl.links())?;
     let run = Apply { ctx, args, cfg: &cfg, rdma: &rdma };
     let (settled, addrs) =
         reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;

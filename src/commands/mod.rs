@@ -308,12 +308,7 @@ pub async fn connect_for(
     cfg: &crate::config::Config,
     sysfs: &crate::cli::SysfsArg,
 ) -> Result<Netlink, Error> {
-    let names: Vec<&str> = cfg
-        .interfaces
-        .iter()
-        .map(|i| i.name.as_str())
-        .chain(cfg.arp_only.iter().map(|a| a.name.as_str()))
-        .collect();
+    let names: Vec<&str> = cfg.names().collect();
     connect_named(&names, sysfs).await
 }
 

@@ -61,9 +61,9 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         Some(cfg) => cfg,
         None => super::latest_config(ctx, "probe", &["probe", "/etc/roce-route/", "--peer", "ADDRESS"])?,
     };
-    let mut nl = connect().await?;
+    let nl = connect().await?;
     let live = nl.addresses().await.context("cannot read the interface addresses")?;
-    let rails = local_rails(ctx, args, &cfg, &mut nl, &live).await?;
+    let rails = local_rails(ctx, args, &cfg, &nl, &live).await?;
     if args.self_ {
         return Ok(describe_self(ctx, &rails));
     }
@@ -242,10 +242,10 @@ async fn local_rails(
     ctx: &Ctx,
     args: &ProbeArgs,
     cfg: &Config,
-    nl: &mut Netlink,
+    nl: &Netlink,
     live: &[crate::model::Address],
 ) -> Result<Vec<ProbeRail>, Error> {
-    let rdma = rdma_read::read_lenient(&args.sysfs, nl)?;
+    let rdma = rdma_read::read_lenient(&args.sysfs, nl.links())?;
     rdma.unreadable.iter().for_each(|w| ctx.warn(w.to_string()));
     let sysfs = crate::sysfs::Dir::new(&args.sysfs.sysfs_root);
     let mut rails = Vec::new();

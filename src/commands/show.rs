@@ -185,7 +185,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     // No link yet: those shown are asked by name once the owned routes
     // say which (a node's thousand pod veths are 9 ms of a full read).
     let mut nl = super::connect_named(&[], sysfs).await?;
-    let observed = rdma_read::read_lenient(sysfs, &mut nl)?;
+    let observed = rdma_read::read_lenient(sysfs, nl.links())?;
     observed.unreadable.iter().for_each(|u| ctx.warn(u.to_string()));
     let rdma = observed.rdma;
     let addresses = nl.addresses().await.context("cannot read the interface addresses")?;

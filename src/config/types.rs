@@ -31,6 +31,14 @@ pub struct Config {
     pub arp_only: Vec<ArpOnly>,
 }
 
+impl Config {
+    /// The interfaces it names: `[[interface]]`s, then `[[arp_only]]`s, in
+    /// the config's order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.interfaces.iter().map(|i| i.name.as_str()).chain(self.arp_only.iter().map(|a| a.name.as_str()))
+    }
+}
+
 /// The ARP sysctls an `[[arp_only]]` interface may set (rp_filter is not
 /// an ARP setting, and a management NIC's reverse path is not ours to
 /// judge).

@@ -26,10 +26,10 @@ pub(super) fn name_of(fd: RawFd, index: u32) -> Result<Option<String>, Errno> {
 }
 
 /// The index of link `name`; None when there is no such link (ENODEV, or
-/// a name no link can have).
+/// a name no link can have: SIOCGIFINDEX would take "rail0:1" for rail0).
 pub(super) fn index_of(fd: RawFd, name: &str) -> Result<Option<u32>, Errno> {
     let mut req = blank();
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.as_bytes().contains(&0) {
+    if crate::sysctl::ifname_problem(name).is_some() {
         return Ok(None);
     }
     for (to, from) in req.ifr_name.iter_mut().zip(name.as_bytes()) {

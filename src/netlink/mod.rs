@@ -109,7 +109,7 @@ impl Netlink {
     /// does not exist, the table is read whole, as `connect`'s, so that
     /// what is said of the missing one can name the links there are. A
     /// link outside the table is still named (`ifname`) and found
-    /// (`ifindex`) on demand, and `complete_links` reads the rest.
+    /// (`ifindex`) on demand.
     pub async fn connect_for(names: &[&str]) -> Result<Netlink, NlError> {
         let mut names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         names.sort();
@@ -136,15 +136,6 @@ impl Netlink {
         self.read_links()
     }
 
-    /// Reads the link table whole, when it holds only some links: for what
-    /// needs every link (matching IPoIB netdevs to InfiniBand ports).
-    pub fn complete_links(&mut self) -> Result<(), NlError> {
-        if self.partial {
-            self.read_whole()?;
-        }
-        Ok(())
-    }
-
     /// Adds the links named `names` to a partial table, each asked by name;
     /// one that does not exist is left out (a full table has every link
     /// already): for a command that learns as it reads which links it
@@ -154,32 +145,18 @@ impl Netlink {
             return Ok(());
         }
         for name in names {
-            // Already there, or a name no link can have (the kernel's
-            // dev_valid_name; a longer one is ERANGE, not ENODEV).
-            let valid = name.len() < nix::libc::IFNAMSIZ
-                && !["", ".", ".."].contains(name)
-                && !name.contains(|c: char| c == '/' || c == ':' || c.is_whitespace());
-            if !valid || self.table.index(name).is_some() {
+            // Already there, or a name no link can have (the kernel
+            // answers one of 16 bytes or more with ERANGE, not ENODEV).
+            if crate::sysctl::ifname_problem(name).is_some() || self.table.index(name).is_some() {
                 continue;
             }
-            match self.read_kept(&linkdump::named(name)) {
-                // Found by an alternative name: not a link of that name.
-                Ok(rows) if rows.iter().any(|r| r.link.name != *name) => {}
-                Ok(rows) => {
-                    crate::profile::count("links_read", rows.len());
-                    self.table.learn(&rows.into_iter().map(LinkNews::Now).collect::<Vec<_>>());
-                    self.only.get_or_insert_with(Vec::new).push(name.to_string());
-                }
-                Err(e) if e.is(Errno::ENODEV) => {}
-                Err(e) => return Err(e),
+            if let Some(row) = self.ask_named(name)? {
+                crate::profile::count("links_read", 1);
+                self.table.learn(&[LinkNews::Now(row)]);
+                self.only.get_or_insert_with(Vec::new).push(name.to_string());
             }
         }
         Ok(())
-    }
-
-    /// Whether the table holds only the links `connect_for` named.
-    pub fn is_partial(&self) -> bool {
-        self.partial
     }
 
     fn read_links(&mut self) -> Result<(), NlError> {
@@ -188,14 +165,10 @@ impl Netlink {
         };
         let mut rows = Vec::with_capacity(names.len());
         for name in names {
-            match self.read_kept(&linkdump::named(name)) {
-                // The kernel also finds a link by an alternative name
-                // (`ip link property add altname`), which a table holds
-                // under its name: read whole, as for a missing one.
-                Ok(r) if r.iter().any(|r| r.link.name != *name) => return self.read_whole(),
-                Ok(r) => rows.extend(r),
-                Err(e) if e.is(Errno::ENODEV) => return self.read_whole(),
-                Err(e) => return Err(e),
+            match self.ask_named(name)? {
+                Some(row) => rows.push(row),
+                // What is said of a missing link names the links there are.
+                None => return self.read_whole(),
             }
         }
         // The kernel's order, as a dump gives it.
@@ -205,6 +178,18 @@ impl Netlink {
         self.partial = true;
         self.outside_names().clear();
         Ok(())
+    }
+
+    /// The link named `name`, asked by name; None when there is none. The
+    /// kernel also finds a link by an alternative name (`ip link property
+    /// add altname`) and answers with its name, which a table holds: that
+    /// is no link of this name either.
+    fn ask_named(&self, name: &str) -> Result<Option<linkdump::LinkRow>, NlError> {
+        match self.read_kept(&linkdump::named(name)) {
+            Ok(rows) => Ok(rows.into_iter().next().filter(|r| r.link.name == name)),
+            Err(e) if e.is(Errno::ENODEV) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn read_whole(&mut self) -> Result<(), NlError> {

@@ -189,12 +189,7 @@ pub fn plan_with(
     }
     plan_arp_only(&mut d, cfg, links);
     // In the order of the config, whichever pass found them.
-    let order: Vec<&str> = cfg
-        .interfaces
-        .iter()
-        .map(|i| i.name.as_str())
-        .chain(cfg.arp_only.iter().map(|a| a.name.as_str()))
-        .collect();
+    let order: Vec<&str> = cfg.names().collect();
     d.not_ready.sort_by_key(|n| order.iter().position(|o| *o == n.interface));
     Ok(d)
 }

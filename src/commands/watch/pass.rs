@@ -229,13 +229,7 @@ impl<'a> Watcher<'a> {
             return Ok(Outcome::Deferred);
         }
         let cfg = config_of(&mut self.parsed, &record.config_files)?;
-        self.rails = Some(
-            cfg.interfaces
-                .iter()
-                .map(|i| i.name.clone())
-                .chain(cfg.arp_only.iter().map(|a| a.name.clone()))
-                .collect(),
-        );
+        self.rails = Some(cfg.names().map(String::from).collect());
         if !links_fresh {
             self.refresh_links(nl).await?;
         }
