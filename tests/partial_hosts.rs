@@ -186,3 +186,32 @@ fn a_discovered_address_that_vanished_is_reported() {
     tb.rr(&["apply", cfg]).expect_code(EXIT_OK);
     tb.rr(&["check", cfg]).expect_code(EXIT_OK);
 }
+
+/// A link-local address is unique on its link only: a rail's gateway
+/// fe80::1 is applied while another link (a container bridge, say) has
+/// fe80::1 itself, as the kernel takes it; it was refused as "this host's
+/// own address (on lxdbr0)". On the rail's own link it is one, not ready
+/// (the kernel refuses it: "Gateway can not be a local address"), and the
+/// other rail stays applied.
+#[test]
+fn a_link_local_gateway_that_another_link_has_is_applied() {
+    let tb = Testbed::builder().rails(2).ipv6(true).build();
+    tb.sh_host(
+        "ip link add lxdbr0 type veth peer name lxdp0; ip link set lxdbr0 up; ip link set lxdp0 up; \
+         ip addr add fe80::1/64 dev lxdbr0 nodad",
+    );
+    let cfg = tb.write_config(&tb.render_config(|_| vec![format!("gateway = {}", toml_str("fe80::1"))]));
+    let cfg = path_str(&cfg);
+    tb.rr(&["apply", cfg]).expect_code(EXIT_OK);
+    for k in 0..2 {
+        let r = tb.rail(k);
+        let routes = tb.ip_host(&format!("-6 route show table {}", r.table));
+        assert!(routes.contains(&format!("default via fe80::1 dev {} ", r.name)), "{routes}");
+    }
+    tb.ip_host("addr add fe80::1/64 dev rail1 nodad");
+    let run = tb.rr(&["apply", cfg]).expect_code(EXIT_NOT_READY);
+    run.expect_stderr(&["gateway fe80::1 on rail1: is this host's own address (on rail1)"]);
+    let r0 = tb.rail(0);
+    let routes = tb.ip_host(&format!("-6 route show table {}", r0.table));
+    assert!(routes.contains("default via fe80::1 dev rail0 "), "{routes}");
+}

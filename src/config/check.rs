@@ -493,6 +493,11 @@ impl FileChecker<'_> {
         for iface in ifaces {
             for gw in &iface.gateways {
                 if let Some((owner, spec)) = owners.get(&gw.addr) {
+                    // A link-local address is unique on its link only: the
+                    // kernel takes another link's as this link's gateway.
+                    if model::is_v6_link_local(gw.addr) && *owner != iface.name {
+                        continue;
+                    }
                     let whose = if *owner == iface.name {
                         "one of its own addresses".to_string()
                     } else {

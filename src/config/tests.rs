@@ -547,6 +547,18 @@ fn gateway_is_a_local_address() {
         11,
         &["interface \"a\": gateway 10.0.0.6 is an address of interface \"b\" (at 6:14)"],
     );
+    // A link-local address is unique on its link only: b's fe80::1 is no
+    // address of a's link, and the kernel takes it as a's gateway; a's own
+    // fe80::1 is refused, as any own address.
+    let text = "[[interface]]\nname = \"a\"\naddresses = [\"2001:db8::5/64\"]\ngateway = \"fe80::1\"\n\
+                [[interface]]\nname = \"b\"\naddresses = [\"fe80::1/64\"]\n";
+    ok(text);
+    assert_err(
+        &iface("addresses = [\"2001:db8::5/64\", \"fe80::1/64\"]\ngateway = \"fe80::1\"\n"),
+        4,
+        11,
+        &["interface \"ib0\": gateway fe80::1 is one of its own addresses (at 3:32)"],
+    );
 }
 
 // --- interfaces ---------------------------------------------------------

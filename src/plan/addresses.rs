@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use super::address_policy::{AddrOrigin, unusable_address};
 use crate::config::{AddrSpec, Interface};
-use crate::model::{Address, Prefix, scope};
+use crate::model::{self, Address, Prefix, scope};
 
 /// How `ip addr` takes the address: `A/LEN`, or `A peer P/LEN`.
 pub(super) fn addr_spec(a: &Address) -> String {
@@ -136,7 +136,10 @@ fn listed_address<'a>(
 /// (moved), or nowhere; `at` is where it is listed.
 fn absent(iface: &Interface, spec: &AddrSpec, live: &[&Address], addrs: &[Address], at: &str) -> Missing {
     let i = &iface.name;
-    if let Some(there) = addrs.iter().find(|a| a.addr.addr == spec.addr) {
+    // A link-local address is unique on its link only: the same one on
+    // another link is not this one moved there.
+    let moved = !model::is_v6_link_local(spec.addr);
+    if let Some(there) = addrs.iter().find(|a| moved && a.addr.addr == spec.addr) {
         // Moved: its rule would send the other interface's traffic
         // out of this one, so its entries go.
         let (o, a) = (&there.ifname, addr_spec(there));

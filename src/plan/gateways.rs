@@ -79,7 +79,11 @@ fn check_gateway(
             off_link_hint(gw.addr),
         );
     }
-    if let Some(own) = host.iter().find(|a| a.addr.addr == gw.addr) {
+    // A link-local address is unique on its link only: the kernel takes
+    // another link's fe80::1 (a bridge's, say) as this link's gateway.
+    let link_local = model::is_v6_link_local(gw.addr);
+    let own = host.iter().find(|a| a.addr.addr == gw.addr && (!link_local || a.ifname == iface.name));
+    if let Some(own) = own {
         // The host's state (the config check refuses a gateway it lists
         // as an address): not ready, its route stays as it is.
         return Ok(Some(format!(

@@ -618,6 +618,45 @@ fn a_listed_address_on_another_interface_is_not_ready_and_not_kept() {
     assert_eq!(d.keep.gateways, BTreeSet::from([(100, "198.51.100.1".parse().unwrap())]));
 }
 
+/// A link-local address is unique on its link only (RFC 4291): another
+/// link's fe80::1 (a bridge's, every Calico veth's own) is neither a rail's
+/// link-local gateway, which the kernel accepts (`ip -6 route add default
+/// via fe80::1 dev rail0` while fe80::1 is on br0), nor a listed
+/// link-local address moved there. On the rail's own link it is both, as
+/// before. (An unnamed outside address, as a partial link table leaves
+/// it, must therefore never be said.)
+#[test]
+fn a_link_local_address_on_another_link_is_not_this_links() {
+    let bridge = Address { scope: scope::LINK, ..addr("br0", "fe80::1/64") };
+    let unnamed = Address { ifname: String::new(), ..bridge.clone() };
+    let v6 = addr("rail0", "2001:db8:1::10/64");
+    let gw = "[[interface]]\nname = \"rail0\"\ngateway = \"fe80::1\"\n";
+    for other in [&bridge, &unnamed] {
+        let d = plan_on(&[v6.clone(), other.clone()], gw).unwrap();
+        assert!(d.not_ready.is_empty(), "{:#?}", d.not_ready);
+        let gws: Vec<IpAddr> = d.routes.iter().filter_map(|r| r.gateway).collect();
+        assert_eq!(gws, ["fe80::1".parse::<IpAddr>().unwrap()]);
+    }
+    let own = Address { scope: scope::LINK, ..addr("rail0", "fe80::1/64") };
+    let d = plan_on(&[v6.clone(), own], gw).unwrap();
+    let nr: Vec<String> = d.not_ready.iter().map(NotReady::describe).collect();
+    assert!(nr.len() == 1 && nr[0].contains("is this host's own address (on rail0)"), "{nr:#?}");
+
+    // Listed and not on rail0: absent (kept), never "is on br0".
+    let listed = "[[interface]]\nname = \"rail0\"\naddresses = [\"2001:db8:1::10\", \"fe80::1\"]\n";
+    for other in [&bridge, &unnamed] {
+        let d = plan_on(&[v6.clone(), other.clone()], listed).unwrap();
+        let nr: Vec<String> = d.not_ready.iter().map(NotReady::describe).collect();
+        assert!(nr.len() == 1 && nr[0].starts_with("fe80::1 on rail0: rail0 does not have it"), "{nr:#?}");
+        assert!(d.keep.sources.contains(&"fe80::1".parse().unwrap()), "{:?}", d.keep);
+    }
+    // A global address on another link has moved, as before.
+    let moved = "[[interface]]\nname = \"rail0\"\naddresses = [\"2001:db8:1::10\", \"2001:db8:1::11\"]\n";
+    let d = plan_on(&[v6, addr("br0", "2001:db8:1::11/64")], moved).unwrap();
+    let nr: Vec<String> = d.not_ready.iter().map(NotReady::describe).collect();
+    assert!(nr.len() == 1 && nr[0].contains("is on br0, not on rail0"), "{nr:#?}");
+}
+
 /// Discovered at the last apply, on another interface now: moved, not
 /// gone; not expected back (a warning), nor kept.
 #[test]
