@@ -37,7 +37,7 @@ use nix::libc;
 use rtnetlink::packet_core::{NetlinkBuffer, NetlinkMessage, NetlinkPayload};
 use rtnetlink::sys::{AsyncSocket, AsyncSocketExt, SocketAddr, TokioSocket, protocols::NETLINK_ROUTE};
 
-use crate::netlink::LinkNews;
+use crate::netlink::{AddrNews, LinkNews};
 
 /// The multicast groups `watch` joins.
 const GROUPS: [u32; 7] = [
@@ -170,6 +170,9 @@ pub struct Notes {
     /// Every link message's news for the link table, of every link (a pod's
     /// veth too: the table stays whole), in order.
     pub links: Vec<LinkNews>,
+    /// Every address message's news for the addresses watch keeps, of
+    /// every link (a pod veth's link-local address too), in order.
+    pub addresses: Vec<AddrNews>,
 }
 
 /// Every notification in a datagram that may concern roce-route: links,
@@ -178,6 +181,7 @@ pub struct Notes {
 pub fn parse(mut buf: &[u8]) -> Notes {
     let mut events = Vec::new();
     let mut links = Vec::new();
+    let mut addresses = Vec::new();
     // A notification this build cannot read may still be about what
     // roce-route owns: it counts as an event (a pass that finds nothing to
     // do costs little), never as nothing.
@@ -191,6 +195,7 @@ pub fn parse(mut buf: &[u8]) -> Notes {
         if buf.len() < NLMSG_HDRLEN {
             events.push(unreadable("a truncated header"));
             links.push(LinkNews::Unreadable);
+            addresses.push(AddrNews::Unreadable);
             break;
         }
         // The framing netlink-proto's codec uses: a length field that is
@@ -198,9 +203,11 @@ pub fn parse(mut buf: &[u8]) -> Notes {
         let Ok(len) = NetlinkBuffer::new_checked(buf).map(|b| b.length() as usize) else {
             events.push(unreadable("a bad length"));
             links.push(LinkNews::Unreadable);
+            addresses.push(AddrNews::Unreadable);
             break;
         };
         links.extend(crate::netlink::link_news(&buf[..len]));
+        addresses.extend(crate::netlink::addr_news(&buf[..len]));
         match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[..len]) {
             Ok(msg) => match msg.payload {
                 NetlinkPayload::InnerMessage(inner) => events.extend(event_of(&inner)),
@@ -211,7 +218,7 @@ pub fn parse(mut buf: &[u8]) -> Notes {
         }
         buf = &buf[len.next_multiple_of(4).min(buf.len())..];
     }
-    Notes { events, links }
+    Notes { events, links, addresses }
 }
 
 fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
@@ -454,6 +461,7 @@ impl<T: Copy + Ord + Add<Duration, Output = T>> Burst<T> {
 pub struct Heard {
     pub events: Vec<Event>,
     pub links: Vec<LinkNews>,
+    pub addresses: Vec<AddrNews>,
     pub overflow: bool,
 }
 
@@ -463,6 +471,7 @@ impl Heard {
             Received::Events(notes) => {
                 self.events.extend(notes.events);
                 self.links.extend(notes.links);
+                self.addresses.extend(notes.addresses);
             }
             Received::Overflow => self.overflow = true,
         }
@@ -521,7 +530,7 @@ mod tests {
 
     /// A read that gave these events and no link news.
     fn got(events: Vec<Event>) -> Received {
-        Received::Events(Notes { events, links: Vec::new() })
+        Received::Events(Notes { events, links: Vec::new(), addresses: Vec::new() })
     }
 
     /// The arithmetic with round numbers (DEFAULT's quiet period is tuned).
@@ -738,10 +747,55 @@ mod tests {
             ),
             (vec![1, 2, 3], "truncated header"),
         ] {
-            let events = parse(&bytes).events;
+            let notes = parse(&bytes);
+            let events = notes.events;
             assert_eq!(events.len(), 1, "{why}: {events:?}");
             assert!(events[0].what.contains(why), "{events:?}");
             assert_eq!(events[0].subject, Subject::Unreadable);
+            if why != "does not parse" {
+                assert_eq!(notes.addresses, [AddrNews::Unreadable], "{why}: the kept addresses are lost");
+            }
         }
+    }
+
+    /// Every address message is news for the addresses watch keeps, a
+    /// link-local one too, which is no event (it wakes no pass).
+    #[test]
+    fn every_address_message_is_news_and_a_link_local_one_no_event() {
+        use netlink_packet_route::AddressFamily;
+        use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+        use rtnetlink::packet_core::NetlinkHeader;
+        let address = |index: u32, ip: &str| {
+            let mut m = AddressMessage::default();
+            m.header.family = AddressFamily::Inet6;
+            m.header.index = index;
+            m.header.prefix_len = 64;
+            m.attributes.push(AddressAttribute::Address(ip.parse().unwrap()));
+            m
+        };
+        let mut bytes = Vec::new();
+        for inner in [
+            RouteNetlinkMessage::NewAddress(address(7, "fe80::7")),
+            RouteNetlinkMessage::DelAddress(address(8, "2001:db8::8")),
+        ] {
+            let mut msg = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::InnerMessage(inner));
+            msg.finalize();
+            let mut buf = vec![0; msg.buffer_len()];
+            msg.serialize(&mut buf);
+            bytes.extend(buf);
+        }
+        let notes = parse(&bytes);
+        assert_eq!(notes.events.len(), 1, "{:?}", notes.events);
+        assert_eq!(notes.events[0].describe(|_| None), "if8: address 2001:db8::8/64 removed");
+        let news: Vec<(bool, u32, String)> = notes
+            .addresses
+            .iter()
+            .map(|n| match n {
+                AddrNews::Now(i, a) => (true, *i, a.addr.to_string()),
+                AddrNews::Gone(i, a) => (false, *i, a.addr.to_string()),
+                AddrNews::Unreadable => panic!("{n:?}"),
+            })
+            .collect();
+        assert_eq!(news, [(true, 7, "fe80::7/64".into()), (false, 8, "2001:db8::8/64".into())]);
     }
 }

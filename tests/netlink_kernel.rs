@@ -824,6 +824,129 @@ fn addresses_read_as_ip_reads_them() {
     assert_eq!(read, want);
 }
 
+/// What `watch` keeps of the addresses from notifications (`Netlink::
+/// keep_addresses`: read before the changes, then the notifications heard
+/// since, `learn_addresses`) holds what a read of them holds afterwards:
+/// addresses added and deleted, IPv4 secondaries deleted with their
+/// primary or promoted, a point-to-point peer, an IPv6 address made
+/// deprecated and one leaving DAD, link-locals coming with a carrier and
+/// going with a link down, and the addresses of a link deleted and of one
+/// moved to another namespace. Within one link a read may order them
+/// otherwise (the kernel puts a new IPv6 address first): the rails',
+/// whose order makes their plan, are read from the kernel every time, and
+/// come in its order.
+#[test]
+fn the_addresses_kept_from_notifications_equal_a_read() {
+    use roce_route::events::{Received, Subscription};
+    let ns = Netns::new();
+    let other = Netns::new();
+    let mut setup = String::from("link add r0 type veth peer name r1\nlink set r0 up\nlink set r1 up\n");
+    for k in 0..30 {
+        setup +=
+            &format!("link add pod{k} type veth peer name podp{k}\naddr add 203.0.113.{k}/32 dev pod{k}\n");
+    }
+    setup += "addr add 198.51.100.10/24 dev r0\naddr add 198.51.100.20/24 dev r0\n";
+    ns.batch("-4", &setup);
+    for link in ["pod2", "r0"] {
+        let key = format!("net.ipv4.conf.{link}.promote_secondaries=1");
+        sh("ip", &["netns", "exec", &ns.name, "sysctl", "-qw", &key]);
+    }
+    let mut v4 = String::new();
+    for k in 0..30 {
+        v4 += &format!("link set pod{k} up\nlink set podp{k} up\n");
+    }
+    v4 += "addr add 198.51.100.11/24 dev pod1\naddr add 198.51.100.12/24 dev pod1\n\
+           addr add 198.51.100.13/24 dev pod1\naddr del 198.51.100.11/24 dev pod1\n\
+           addr add 198.51.100.21/24 dev pod2\naddr add 198.51.100.22/24 dev pod2\n\
+           addr del 198.51.100.21/24 dev pod2\n\
+           addr add 198.51.100.31 peer 198.51.100.30/31 dev pod3\n\
+           addr add 198.51.100.30/24 dev r0\naddr del 198.51.100.10/24 dev r0\n\
+           link set pod4 down\nlink del pod5\n";
+    v4 += &format!("link set pod6 netns {}\n", other.name);
+    let v6 = "addr add 2001:db8:7::1/64 dev pod7 nodad\naddr add 2001:db8:7::2/64 dev pod7 nodad\n\
+              addr add 2001:db8:8::1/64 dev pod8 nodad\naddr add 2001:db8:9::1/64 dev pod9\n\
+              addr change 2001:db8:8::1/64 dev pod8 preferred_lft 0\n\
+              addr add 2001:db8:a::1/64 dev r0 nodad\naddr add 2001:db8:a::2/64 dev r0 nodad\n\
+              addr add 2001:db8:4::1/64 dev pod4 nodad\naddr del 2001:db8:7::1/64 dev pod7\n";
+    let name = ns.name.clone();
+    let (kept, fresh, read, learnt, news) = ns.run(move || async move {
+        let mut sub = Subscription::open().expect("subscription");
+        let mut nl = connect().await;
+        nl.keep_addresses(Vec::new()).await.expect("addresses");
+        batch_in(&name, "-4", &v4);
+        batch_in(&name, "-6", v6);
+        // Link-locals come with the carrier, DAD ends a second later: the
+        // notifications are taken until what is kept equals a read (on a
+        // connection of its own), for 10 s at most.
+        let (mut news, mut learnt) = (0, true);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let sorted = |mut v: Vec<Address>| {
+            v.sort_by_key(|a| (a.addr.family() == Family::V6, a.ifname.clone(), a.addr.addr));
+            v
+        };
+        loop {
+            let mut heard = Vec::new();
+            while let Ok(got) = tokio::time::timeout(std::time::Duration::from_millis(300), sub.next()).await
+            {
+                match got.expect("notifications") {
+                    Received::Events(notes) => heard.extend(notes.addresses),
+                    Received::Overflow => panic!("the notification socket overflowed"),
+                }
+            }
+            news += heard.len();
+            learnt &= nl.learn_addresses(&heard);
+            nl.refresh_links().await.expect("links");
+            let read = connect().await.addresses().await.expect("addresses");
+            let kept = nl.addresses().await.expect("kept addresses");
+            if sorted(kept.clone()) == sorted(read.clone()) || std::time::Instant::now() > deadline {
+                nl.fresh_addresses_of(vec!["r0".into(), "pod7".into(), "gone0".into()]);
+                let fresh = nl.addresses().await.expect("fresh addresses");
+                return (kept, fresh, read, learnt, news);
+            }
+        }
+    });
+    assert!(learnt, "every address message could be read");
+    assert!(news > 60, "{news} address notifications");
+    let key = |a: &Address| (a.addr.family() == Family::V6, a.ifname.clone(), a.addr.addr);
+    let sorted = |v: &[Address]| {
+        let mut v = v.to_vec();
+        v.sort_by_key(key);
+        v
+    };
+    assert_eq!(sorted(&kept), sorted(&read));
+    // Each family, then each link, in a read's order.
+    let links = |v: &[Address]| {
+        let mut seen: Vec<(bool, String)> =
+            v.iter().map(|a| (a.addr.family() == Family::V6, a.ifname.clone())).collect();
+        seen.dedup();
+        seen
+    };
+    assert_eq!(links(&kept), links(&read));
+    let shown: Vec<String> = read.iter().map(|a| format!("{} {}", a.ifname, a.addr)).collect();
+    for gone in
+        ["198.51.100.11/24", "198.51.100.10/24", "2001:db8:7::1/64", "203.0.113.5/32", "203.0.113.6/32"]
+    {
+        assert!(!shown.iter().any(|s| s.ends_with(&format!(" {gone}"))), "{gone}: {shown:#?}");
+    }
+    for here in ["pod2 198.51.100.22/24", "pod3 198.51.100.31/31", "r0 198.51.100.30/24"] {
+        assert!(shown.iter().any(|s| s == here), "{here}: {shown:#?}");
+    }
+    let secondaries = shown.iter().filter(|s| s.starts_with("pod1 198.51.100.")).count();
+    assert_eq!(secondaries, 0, "deleted with their primary: {shown:#?}");
+    let of = |v: &[Address], name: &str| -> Vec<Address> {
+        v.iter().filter(|a| a.ifname == name).cloned().collect()
+    };
+    assert!(read.iter().any(|a| a.ifname == "pod8" && a.deprecated), "{read:#?}");
+    assert!(of(&read, "pod9").iter().any(|a| !a.tentative && a.addr.addr.to_string() == "2001:db8:9::1"));
+    // The fresh links' addresses are the kernel's, in its order (the
+    // newest IPv6 address first); the others' are the same as kept.
+    assert_eq!(sorted(&fresh), sorted(&read));
+    assert_eq!(of(&fresh, "r0"), of(&read, "r0"));
+    assert_eq!(of(&fresh, "pod7"), of(&read, "pod7"));
+    let r0: Vec<String> = of(&fresh, "r0").iter().map(|a| a.addr.to_string()).collect();
+    assert_eq!(r0[..3], ["198.51.100.20/24", "198.51.100.30/24", "2001:db8:a::2/64"], "{r0:?}");
+}
+
 /// The addresses in `ns` as roce-route reads them and as `ip -j addr` lists
 /// them, each sorted by interface and address.
 fn ours_and_ips_addresses(ns: &Netns) -> (Vec<Address>, Vec<Address>) {

@@ -815,3 +815,26 @@ fn pod_veths_coming_and_going_get_no_pass_and_a_rail_flap_still_heals() {
     w.wait_pass(after_churn, "rail1: up");
     wait_healed(&tb, &w, 1, "a rail flap after pod churn");
 }
+
+/// watch keeps the addresses of links that are not rails from their
+/// notifications (a read of a thousand pod veths' is 2 ms of a heal), and
+/// reads the rails' from the kernel at every pass: a rail's listed address
+/// moved to a pod veth that came after watch started is seen there, so its
+/// rule goes (an address only gone from the rail keeps its rule), and the
+/// log says where it went. Moved back, it is healed.
+#[test]
+fn an_address_moved_to_a_pod_veth_is_seen_there_by_watch() {
+    let (tb, _cfg) = applied(2);
+    let w = Watch::start(&tb);
+    tb.ip_host("link add cali0 type veth peer name calp0");
+    tb.ip_host("link set cali0 up");
+    tb.ip_host("link set calp0 up");
+    let v4 = tb.rail(1).v4.clone();
+    assert!(tb.ip_host("-4 rule show").contains(&format!("from {v4} lookup")), "listed: {v4}");
+    // One `ip` process: both notifications in one burst.
+    tb.sh_host(&format!("printf 'addr del {v4}/24 dev rail1\\naddr add {v4}/24 dev cali0\\n' | ip -batch -"));
+    poll_until("the moved address's rule to go", HEAL_TIMEOUT, || !has_rule(&tb, 1));
+    assert!(w.log().contains("is on cali0, not on rail1"), "{}", w.log());
+    tb.sh_host(&format!("printf 'addr del {v4}/24 dev cali0\\naddr add {v4}/24 dev rail1\\n' | ip -batch -"));
+    wait_healed(&tb, &w, 1, "an address moved back from a pod veth");
+}

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nix::errno::Errno;
 use nix::libc;
-use rtnetlink::packet_core::NlasIterator;
+use rtnetlink::packet_core::{NetlinkBuffer, NlasIterator};
 
 use super::NlError;
 use super::rawdump::{self, Table};
@@ -19,6 +19,7 @@ use crate::model::{Address, Prefix};
 
 const IFADDRMSG_LEN: usize = 8;
 const RTM_NEWADDR: u16 = libc::RTM_NEWADDR;
+const RTM_DELADDR: u16 = libc::RTM_DELADDR;
 const RTM_GETADDR: u16 = libc::RTM_GETADDR;
 const IFA_ADDRESS: u16 = libc::IFA_ADDRESS;
 const IFA_LOCAL: u16 = libc::IFA_LOCAL;
@@ -32,9 +33,55 @@ pub(super) fn table() -> Table<(u32, Address)> {
     Table { what: "addresses", request: request(), reply: RTM_NEWADDR, parse: row }
 }
 
+/// The dump of the addresses of link `index` only, both families (the
+/// kernel filters by ifa_index on a strict socket; ENODEV when there is no
+/// such link), in the kernel's order, as the dump of every address has
+/// them.
+pub(super) fn of_link(index: u32) -> Table<(u32, Address)> {
+    let mut header = [0; IFADDRMSG_LEN];
+    header[4..8].copy_from_slice(&index.to_ne_bytes());
+    Table {
+        what: "addresses",
+        request: rawdump::request(RTM_GETADDR, &header),
+        reply: RTM_NEWADDR,
+        parse: row,
+    }
+}
+
 /// RTM_GETADDR, NLM_F_DUMP, both families.
 fn request() -> Vec<u8> {
     rawdump::request(RTM_GETADDR, &[0; IFADDRMSG_LEN])
+}
+
+/// What an address notification says of the addresses. watch keeps the
+/// addresses of links that are not rails from these between its reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AddrNews {
+    /// The address, on link `.0`, as it is now (RTM_NEWADDR: a new
+    /// address, or a change of its flags or lifetimes).
+    Now(u32, Address),
+    /// The address left link `.0` (RTM_DELADDR).
+    Gone(u32, Address),
+    /// An address message that cannot be read: the addresses are not
+    /// known until they are read again.
+    Unreadable,
+}
+
+/// The news in one notification (`message`: its bytes, header first);
+/// None when it is not an address message, or of a family no dump
+/// reads (`row`).
+pub fn news(message: &[u8]) -> Option<AddrNews> {
+    let msg = NetlinkBuffer::new_checked(message).ok()?;
+    let kind = msg.message_type();
+    if kind != RTM_NEWADDR && kind != RTM_DELADDR {
+        return None;
+    }
+    match row(msg.payload()) {
+        Ok(Some((index, a))) if kind == RTM_DELADDR => Some(AddrNews::Gone(index, a)),
+        Ok(Some((index, a))) => Some(AddrNews::Now(index, a)),
+        Ok(None) => None,
+        Err(_) => Some(AddrNews::Unreadable),
+    }
 }
 
 fn malformed(what: &str) -> NlError {

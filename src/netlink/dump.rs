@@ -64,11 +64,22 @@ impl Netlink {
     /// link (`plan`), and ARP flux is IPv4's. Naming them cost a system
     /// call per pod veth (0.9 ms of a no-op at 1,000). Their addresses stay
     /// in the list: a route lookup must not take one for a peer.
+    ///
+    /// Once watch keeps them (`keep_addresses`), the addresses of the links
+    /// it names fresh (the rails) are read from the kernel, one dump each,
+    /// and those of every other link come from what the notifications
+    /// said.
     pub async fn addresses(&self) -> Result<Vec<Address>, NlError> {
-        let rows = self.read_kept(&super::addrdump::table())?;
-        // Counted for the profile: a command that dumped them twice went
-        // unseen (tests/apply.rs holds the count).
-        crate::profile::count("addresses_read", rows.len());
+        let rows = match &self.kept_addrs {
+            None => {
+                let rows = self.read_kept(&super::addrdump::table())?;
+                // Counted for the profile: a command that dumped them
+                // twice went unseen (tests/apply.rs holds the count).
+                crate::profile::count("addresses_read", rows.len());
+                rows
+            }
+            Some(kept) => self.kept_and_fresh(kept)?,
+        };
         let _p = crate::profile::phase("link names");
         Ok(rows
             .into_iter()
@@ -80,6 +91,54 @@ impl Netlink {
                 Address { ifname, ..a }
             })
             .collect())
+    }
+
+    /// `kept`'s addresses, but those of its fresh links read now, in a
+    /// dump's order (`AddrTable`). A fresh link that does not exist (or
+    /// went since the link table saw it) has none.
+    fn kept_and_fresh(&self, kept: &super::KeptAddrs) -> Result<Vec<(u32, Address)>, NlError> {
+        let fresh: Vec<u32> = kept.fresh.iter().filter_map(|n| self.table.index(n)).collect();
+        let mut rows: Vec<(u32, Address)> =
+            kept.table.rows().iter().filter(|(i, _)| !fresh.contains(i)).cloned().collect();
+        crate::profile::count("addresses_kept", rows.len());
+        for index in fresh {
+            match self.read_kept(&super::addrdump::of_link(index)) {
+                Ok(read) => {
+                    crate::profile::count("addresses_read", read.len());
+                    rows.extend(read);
+                }
+                Err(e) if e.is(Errno::ENODEV) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Stable: each link's addresses stay in the kernel's order.
+        rows.sort_by_key(|(i, a)| (a.addr.family() == Family::V6, *i));
+        Ok(rows)
+    }
+
+    /// From now on, `addresses` takes those of links other than `fresh`
+    /// from the notifications `learn_addresses` is given, after one read
+    /// of them all now (watch: subscribed before it).
+    pub async fn keep_addresses(&mut self, fresh: Vec<String>) -> Result<(), NlError> {
+        let rows = self.read_kept(&super::addrdump::table())?;
+        crate::profile::count("addresses_read", rows.len());
+        self.kept_addrs = Some(super::KeptAddrs { table: super::addrtable::AddrTable::read(rows), fresh });
+        Ok(())
+    }
+
+    /// The links whose addresses `addresses` reads from the kernel every
+    /// time (the rails of the config now).
+    pub fn fresh_addresses_of(&mut self, fresh: Vec<String>) {
+        if let Some(kept) = &mut self.kept_addrs {
+            kept.fresh = fresh;
+        }
+    }
+
+    /// Takes address notifications into the kept addresses, in the order
+    /// they came. Returns false when one could not be read: they must be
+    /// read again (`keep_addresses`). Without kept addresses, true.
+    pub fn learn_addresses(&mut self, news: &[super::AddrNews]) -> bool {
+        self.kept_addrs.as_mut().is_none_or(|kept| kept.table.learn(news))
     }
 
     /// Every policy rule of both families, with its dumped bytes. Rule dumps

@@ -40,6 +40,7 @@ use crate::model::{Family, Link, Op, Route};
 mod addrdump;
 #[cfg(test)]
 mod address;
+mod addrtable;
 mod dump;
 mod extack;
 #[cfg(test)]
@@ -56,6 +57,7 @@ mod route;
 mod rule;
 mod write;
 
+pub use addrdump::{AddrNews, news as addr_news};
 pub use extack::NlError;
 pub use linkdump::{LinkNews, LinkRow, news as link_news};
 use linktable::LinkTable;
@@ -91,6 +93,16 @@ pub struct Netlink {
     /// commands never open it) and kept: its port is the one a trace of
     /// the changes (nlmon, `ip monitor`) shows for this process.
     writer: std::sync::Mutex<Option<Writer>>,
+    /// The addresses as watch keeps them (`keep_addresses`), or None: every
+    /// `addresses` reads them all.
+    kept_addrs: Option<KeptAddrs>,
+}
+
+/// The addresses kept from notifications, and the links whose addresses
+/// are read from the kernel every time all the same (the rails).
+struct KeptAddrs {
+    table: addrtable::AddrTable,
+    fresh: Vec<String>,
 }
 
 impl Netlink {
@@ -126,6 +138,7 @@ impl Netlink {
             outside: Default::default(),
             dumper: std::sync::Mutex::new(None),
             writer: std::sync::Mutex::new(None),
+            kept_addrs: None,
         };
         nl.read_links()?;
         Ok(nl)

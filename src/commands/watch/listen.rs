@@ -78,11 +78,12 @@ impl Listener {
                 mut got = self.sub.next() => {
                     let at = Instant::now();
                     if !burst.joins(at) {
-                        // Its events are the next burst's; its link news
-                        // are taken now, in order, so that the link table
-                        // of this burst's pass has them.
+                        // Its events are the next burst's; its link and
+                        // address news are taken now, in order, so that
+                        // what this burst's pass knows has them.
                         if let Ok(Received::Events(notes)) = &mut got {
                             heard.links.append(&mut notes.links);
+                            heard.addresses.append(&mut notes.addresses);
                         }
                         self.carried = Some((at, got));
                         break;

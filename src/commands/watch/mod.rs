@@ -132,10 +132,13 @@ impl Watching<'_> {
         // The rails as the table knew them before this burst: a rail
         // renamed away or deleted in it is still one.
         let rail_indexes = self.w.rail_indexes(&self.nl);
-        // The link table follows every link's notifications, a pod's veth's
-        // too, so that a heal does not read a thousand of them again; after
-        // an overflow or a message it could not read, only a read is safe.
-        if !self.nl.learn(&std::mem::take(&mut heard.links)) || heard.overflow {
+        // The link table and the addresses follow every link's
+        // notifications, a pod's veth's too, so that a heal does not read a
+        // thousand of them again; after an overflow or a message that could
+        // not be read, only a read is safe.
+        let links = self.nl.learn(&std::mem::take(&mut heard.links));
+        let addresses = self.nl.learn_addresses(&std::mem::take(&mut heard.addresses));
+        if !links || !addresses || heard.overflow {
             self.w.links_lost = true;
         }
         // Links that are not rails (a pod's veth) come and go all day on a
