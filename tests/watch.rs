@@ -826,6 +826,24 @@ fn pod_veths_coming_and_going_get_no_pass_and_a_rail_flap_still_heals() {
 fn an_address_moved_to_a_pod_veth_is_seen_there_by_watch() {
     let (tb, _cfg) = applied(2);
     let w = Watch::start(&tb);
+    address_moved_to_a_pod_veth(&tb, &w);
+}
+
+/// The same with watch started before any apply: its first pass found no
+/// config and read no address; the pass after the apply starts keeping
+/// them.
+#[test]
+fn an_address_moved_to_a_pod_veth_is_seen_by_a_watch_started_before_apply() {
+    let tb = Testbed::builder().rails(2).build();
+    let cfg = tb.standard_config();
+    let w = Watch::start(&tb);
+    let before = w.pass_count();
+    tb.apply_ok(&cfg);
+    w.wait_pass(before, "");
+    address_moved_to_a_pod_veth(&tb, &w);
+}
+
+fn address_moved_to_a_pod_veth(tb: &Testbed, w: &Watch) {
     tb.ip_host("link add cali0 type veth peer name calp0");
     tb.ip_host("link set cali0 up");
     tb.ip_host("link set calp0 up");
@@ -833,8 +851,8 @@ fn an_address_moved_to_a_pod_veth_is_seen_there_by_watch() {
     assert!(tb.ip_host("-4 rule show").contains(&format!("from {v4} lookup")), "listed: {v4}");
     // One `ip` process: both notifications in one burst.
     tb.sh_host(&format!("printf 'addr del {v4}/24 dev rail1\\naddr add {v4}/24 dev cali0\\n' | ip -batch -"));
-    poll_until("the moved address's rule to go", HEAL_TIMEOUT, || !has_rule(&tb, 1));
+    poll_until("the moved address's rule to go", HEAL_TIMEOUT, || !has_rule(tb, 1));
     assert!(w.log().contains("is on cali0, not on rail1"), "{}", w.log());
     tb.sh_host(&format!("printf 'addr del {v4}/24 dev cali0\\naddr add {v4}/24 dev rail1\\n' | ip -batch -"));
-    wait_healed(&tb, &w, 1, "an address moved back from a pod veth");
+    wait_healed(tb, w, 1, "an address moved back from a pod veth");
 }

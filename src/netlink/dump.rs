@@ -133,6 +133,12 @@ impl Netlink {
         Ok(())
     }
 
+    /// Whether `addresses` takes the addresses of links other than the
+    /// fresh ones from notifications (`keep_addresses`).
+    pub fn keeps_addresses(&self) -> bool {
+        self.kept_addrs.is_some()
+    }
+
     /// The links whose addresses `addresses` reads from the kernel every
     /// time (the rails of the config now).
     pub fn fresh_addresses_of(&mut self, fresh: Vec<String>) {

@@ -245,6 +245,12 @@ impl<'a> Watcher<'a> {
         nl.fresh_addresses_of(self.fresh_addresses());
         if !links_fresh {
             self.refresh_links(nl).await?;
+        } else if !nl.keeps_addresses() {
+            // The first passes ended before reading them (no config yet,
+            // a confirmation waited): kept from now on.
+            nl.keep_addresses(self.fresh_addresses())
+                .await
+                .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
         }
         let converged = self.converge(nl, &cfg, &record).await?;
         drop(lock);
