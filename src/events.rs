@@ -78,6 +78,8 @@ pub struct Event {
     pub ifindex: Option<u32>,
     /// The interface name when the message carries it.
     pub ifname: Option<String>,
+    /// The address of an address event.
+    pub addr: Option<IpAddr>,
     pub what: String,
 }
 
@@ -189,6 +191,7 @@ pub fn parse(mut buf: &[u8]) -> Notes {
         subject: Subject::Unreadable,
         ifindex: None,
         ifname: None,
+        addr: None,
         what: format!("unreadable notification ({why})"),
     };
     while !buf.is_empty() {
@@ -223,7 +226,8 @@ pub fn parse(mut buf: &[u8]) -> Notes {
 
 fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
     use RouteNetlinkMessage as M;
-    let event = |subject, ifindex, ifname, what: String| Some(Event { subject, ifindex, ifname, what });
+    let event =
+        |subject, ifindex, ifname, what: String| Some(Event { subject, ifindex, ifname, addr: None, what });
     match msg {
         M::NewLink(l) | M::DelLink(l) => {
             let name = l.attributes.iter().find_map(|a| match a {
@@ -255,12 +259,8 @@ fn event_of(msg: &RouteNetlinkMessage) -> Option<Event> {
                 return None;
             }
             let verb = if matches!(msg, M::DelAddress(_)) { "removed" } else { "added" };
-            event(
-                Subject::Address,
-                Some(a.header.index),
-                None,
-                format!("address {ip}/{} {verb}", a.header.prefix_len),
-            )
+            let what = format!("address {ip}/{} {verb}", a.header.prefix_len);
+            event(Subject::Address, Some(a.header.index), None, what).map(|e| Event { addr: Some(ip), ..e })
         }
         M::NewRoute(r) | M::DelRoute(r) => {
             let table = r
@@ -491,10 +491,17 @@ impl Heard {
     /// Keeps only what may concern a rail: a link event of a rail's name
     /// (a new link by that name, or one renamed to it) or of a rail's
     /// index (a rail renamed away, deleted), an address event of a rail
-    /// (by index, also a rail's that appears in this burst), and every
-    /// route, rule and unreadable message. A pod's veth coming and going
-    /// is none of these: it gets no pass.
-    pub fn retain_rails(&mut self, is_rail: impl Fn(&str) -> bool, rail_indexes: &BTreeSet<u32>) {
+    /// (by index, also a rail's that appears in this burst) or of an
+    /// address that `concerns` the config (a rail's address moved to
+    /// another link, one in a rail's subnet), and every route, rule and
+    /// unreadable message. A pod's veth coming and going is none of these:
+    /// it gets no pass.
+    pub fn retain_rails(
+        &mut self,
+        is_rail: impl Fn(&str) -> bool,
+        rail_indexes: &BTreeSet<u32>,
+        concerns: impl Fn(IpAddr) -> bool,
+    ) {
         let mut indexes = rail_indexes.clone();
         indexes.extend(
             self.events
@@ -506,7 +513,9 @@ impl Heard {
             Subject::Link => {
                 e.ifname.as_deref().is_some_and(&is_rail) || e.ifindex.is_some_and(|i| indexes.contains(&i))
             }
-            Subject::Address => e.ifindex.is_some_and(|i| indexes.contains(&i)),
+            Subject::Address => {
+                e.ifindex.is_some_and(|i| indexes.contains(&i)) || e.addr.is_some_and(&concerns)
+            }
             Subject::Route | Subject::Rule | Subject::Unreadable => true,
         });
     }
@@ -631,11 +640,15 @@ mod tests {
     }
 
     fn ev(subject: Subject, ifindex: Option<u32>, what: &str) -> Event {
-        Event { subject, ifindex, ifname: None, what: what.into() }
+        // An address event's address, from its words.
+        let addr =
+            what.strip_prefix("address ").and_then(|w| w.split('/').next()).and_then(|ip| ip.parse().ok());
+        Event { subject, ifindex, ifname: None, addr, what: what.into() }
     }
 
     fn named(subject: Subject, ifindex: u32, name: &str) -> Event {
-        Event { subject, ifindex: Some(ifindex), ifname: Some(name.into()), what: "up, carrier on".into() }
+        let what = "up, carrier on".into();
+        Event { subject, ifindex: Some(ifindex), ifname: Some(name.into()), addr: None, what }
     }
 
     /// A pod's veth (any name not a rail's, an index not a rail's) is
@@ -658,7 +671,9 @@ mod tests {
             ev(Subject::Rule, None, "rule deleted (lookup 100)"),
             ev(Subject::Route, None, "route deleted in table 100"),
         ]));
-        heard.retain_rails(is_rail, &rails);
+        let subnet = crate::model::Prefix::new("198.51.100.0".parse().unwrap(), 24);
+        let concerns = |ip: IpAddr| subnet.contains(&ip);
+        heard.retain_rails(is_rail, &rails, concerns);
         let kept: Vec<Option<u32>> = heard.events.iter().map(|e| e.ifindex).collect();
         assert_eq!(kept, vec![Some(2), Some(3), Some(3), Some(50), Some(50), None, None], "{heard:?}");
 
@@ -667,10 +682,16 @@ mod tests {
             named(Subject::Link, 41, "cali0123456789a"),
             ev(Subject::Address, Some(41), "address 10.244.1.6/32 added"),
         ]));
-        pods.retain_rails(is_rail, &rails);
+        pods.retain_rails(is_rail, &rails, concerns);
         assert!(pods.is_empty(), "pod churn alone runs no pass: {pods:?}");
+        // A rail's address moved to a pod veth after the pass of its
+        // removal: its own pass.
+        let mut moved = Heard::default();
+        moved.add(got(vec![ev(Subject::Address, Some(41), "address 198.51.100.11/24 added")]));
+        moved.retain_rails(is_rail, &rails, concerns);
+        assert_eq!(moved.events.len(), 1, "{moved:?}");
         let mut lost = Heard { overflow: true, ..Heard::default() };
-        lost.retain_rails(is_rail, &rails);
+        lost.retain_rails(is_rail, &rails, concerns);
         assert!(!lost.is_empty(), "an overflow always gets its resync");
     }
 

@@ -106,6 +106,7 @@ impl Watcher<'_> {
     ) -> Outcome {
         self.conflicts.clear();
         let Converged { desired, plan, header } = converged;
+        self.concerned = concerned(cfg, &desired);
         self.say_not_ready(&desired, &plan.ops);
         self.metrics.planned(&desired);
         self.metrics.rdma(&desired, nl.links());
@@ -231,10 +232,50 @@ pub fn forget_replaced(record: &mut Record, live: &[crate::model::Address]) {
     }
 }
 
+/// What an address event of a link that is not a rail must be about to
+/// get a pass: the subnets the plan's rails reach, their gateways, the
+/// addresses not ready (gone from their rail, perhaps moved), and the
+/// addresses and gateways the config lists. Without it, a rail's address
+/// moved to a pod veth an instant after the pass of its removal read the
+/// host was not seen there until the next rail event: its rule stayed.
+pub(super) fn concerned(cfg: &Config, desired: &crate::plan::Desired) -> Vec<crate::model::Prefix> {
+    use crate::model::Prefix;
+    use crate::plan::Subject;
+    let mut out: Vec<Prefix> = desired.interfaces.iter().flat_map(|i| i.subnets.iter().copied()).collect();
+    out.extend(desired.interfaces.iter().flat_map(|i| i.gateways.iter().copied()).map(Prefix::host));
+    out.extend(desired.not_ready.iter().filter_map(|n| match n.subject {
+        Subject::Address(ip) | Subject::Gateway(ip) => Some(Prefix::host(ip)),
+        Subject::Interface => None,
+    }));
+    for i in &cfg.interfaces {
+        out.extend(i.addresses.iter().flatten().map(|s| Prefix::host(s.addr)));
+        out.extend(i.gateways.iter().map(|g| Prefix::host(g.addr)));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::{Address, Prefix};
+
+    /// A pod's address is none of the config's business; one in a rail's
+    /// subnet, a listed one and a gateway are.
+    #[test]
+    fn only_an_address_the_config_reaches_concerns_it() {
+        let text = "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\", \"203.0.113.7/32\"]\n\
+                    gateway = { address = \"203.0.113.254\", onlink = true }\n";
+        let cfg = crate::config::parse("t.toml", text).unwrap();
+        let links = [crate::model::Link::up(1, "lo"), crate::model::Link::up(2, "rail0")];
+        let host = [addr("rail0", "198.51.100.10")];
+        let desired = crate::plan::plan(&cfg, &links, &host).unwrap();
+        let c = concerned(&cfg, &desired);
+        let concerns = |ip: &str| c.iter().any(|p| p.contains(&ip.parse().unwrap()));
+        assert!(concerns("198.51.100.77"), "in rail0's subnet: {c:?}");
+        assert!(concerns("203.0.113.7"), "listed, not on rail0 now: {c:?}");
+        assert!(concerns("203.0.113.254"), "its gateway: {c:?}");
+        assert!(!concerns("10.244.1.5") && !concerns("203.0.113.8"), "{c:?}");
+    }
 
     fn addr(ifname: &str, ip: &str) -> Address {
         Address {

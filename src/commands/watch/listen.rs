@@ -81,11 +81,18 @@ impl Listener {
                         // Its events are the next burst's; its link and
                         // address news are taken now, in order, so that
                         // what this burst's pass knows has them.
-                        if let Ok(Received::Events(notes)) = &mut got {
-                            heard.links.append(&mut notes.links);
-                            heard.addresses.append(&mut notes.addresses);
+                        match &mut got {
+                            Ok(Received::Events(notes)) => {
+                                heard.links.append(&mut notes.links);
+                                heard.addresses.append(&mut notes.addresses);
+                                self.carried = Some((at, got));
+                            }
+                            // News were dropped: what this burst's pass
+                            // would keep lacks them, so it reads
+                            // everything, which the dropped news are in.
+                            Ok(Received::Overflow) => heard.overflow = true,
+                            Err(_) => self.carried = Some((at, got)),
                         }
-                        self.carried = Some((at, got));
                         break;
                     }
                     self.pace.heard(at);

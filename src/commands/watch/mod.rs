@@ -144,7 +144,7 @@ impl Watching<'_> {
         // Links that are not rails (a pod's veth) come and go all day on a
         // Kubernetes node: their events get no pass.
         if let Some(rails) = &self.w.rails {
-            heard.retain_rails(|name| rails.contains(name), &rail_indexes);
+            heard.retain_rails(|name| rails.contains(name), &rail_indexes, |ip| self.w.concerns(ip));
         }
         if heard.is_empty() {
             return Ok(());

@@ -58,6 +58,9 @@ pub(super) struct Watcher<'a> {
     /// ones), as of the last pass that read it: the only links whose
     /// events get a pass. None until then: every event does.
     pub rails: Option<BTreeSet<String>>,
+    /// What an address event of a link that is not a rail must be about to
+    /// get a pass (`heal::concerned`), as of the last pass that planned.
+    pub concerned: Vec<crate::model::Prefix>,
     /// What `--metrics` writes, kept for the run.
     pub metrics: Metrics,
     /// The recorded config files and what they parse to, from the last
@@ -83,6 +86,7 @@ impl<'a> Watcher<'a> {
             links_lost: false,
             links: NewLinks::default(),
             rails: None,
+            concerned: Vec::new(),
             metrics: Metrics::default(),
             parsed: None,
         }
@@ -119,6 +123,13 @@ impl<'a> Watcher<'a> {
     /// the config names (a rail's order of addresses makes its plan).
     fn fresh_addresses(&self) -> Vec<String> {
         self.rails.iter().flatten().cloned().collect()
+    }
+
+    /// Whether an address event of a link that is not a rail may concern
+    /// the config: in a subnet its rails reached, or an address or gateway
+    /// it names. A pod veth's is not.
+    pub fn concerns(&self, ip: std::net::IpAddr) -> bool {
+        self.concerned.iter().any(|p| p.contains(&ip))
     }
 
     /// Whether a rail appeared since the last call.
