@@ -869,6 +869,7 @@ fn the_addresses_kept_from_notifications_equal_a_read() {
               addr add 2001:db8:a::1/64 dev r0 nodad\naddr add 2001:db8:a::2/64 dev r0 nodad\n\
               addr add 2001:db8:4::1/64 dev pod4 nodad\naddr del 2001:db8:7::1/64 dev pod7\n";
     let name = ns.name.clone();
+    let move_pod10 = format!("link set pod10 netns {}\n", other.name);
     let (kept, fresh, read, learnt, news) = ns.run(move || async move {
         let mut sub = Subscription::open().expect("subscription");
         let mut nl = connect().await;
@@ -899,8 +900,13 @@ fn the_addresses_kept_from_notifications_equal_a_read() {
             let read = connect().await.addresses().await.expect("addresses");
             let kept = nl.addresses().await.expect("kept addresses");
             if sorted(kept.clone()) == sorted(read.clone()) || std::time::Instant::now() > deadline {
-                nl.fresh_addresses_of(vec!["r0".into(), "pod7".into(), "gone0".into()]);
+                // A fresh link the link table still has but the namespace
+                // no longer does (moved away, its news not learnt yet): its
+                // filtered dump says ENODEV, and it has no address.
+                batch_in(&name, "-4", &move_pod10);
+                nl.fresh_addresses_of(vec!["r0".into(), "pod7".into(), "gone0".into(), "pod10".into()]);
                 let fresh = nl.addresses().await.expect("fresh addresses");
+                let read = connect().await.addresses().await.expect("addresses");
                 return (kept, fresh, read, learnt, news);
             }
         }
@@ -913,7 +919,9 @@ fn the_addresses_kept_from_notifications_equal_a_read() {
         v.sort_by_key(key);
         v
     };
-    assert_eq!(sorted(&kept), sorted(&read));
+    let without_pod10 =
+        |v: &[Address]| -> Vec<Address> { v.iter().filter(|a| a.ifname != "pod10").cloned().collect() };
+    assert_eq!(sorted(&without_pod10(&kept)), sorted(&read));
     // Each family, then each link, in a read's order.
     let links = |v: &[Address]| {
         let mut seen: Vec<(bool, String)> =
@@ -921,7 +929,7 @@ fn the_addresses_kept_from_notifications_equal_a_read() {
         seen.dedup();
         seen
     };
-    assert_eq!(links(&kept), links(&read));
+    assert_eq!(links(&without_pod10(&kept)), links(&read));
     let shown: Vec<String> = read.iter().map(|a| format!("{} {}", a.ifname, a.addr)).collect();
     for gone in
         ["198.51.100.11/24", "198.51.100.10/24", "2001:db8:7::1/64", "203.0.113.5/32", "203.0.113.6/32"]
