@@ -671,6 +671,20 @@ fn links_read_as_ip_reads_them() {
     assert!(links.iter().any(|l| l.admin_up && l.lower_up) && links.iter().any(|l| !l.admin_up));
 }
 
+/// The notifications heard until 300 ms pass without one (an overflow
+/// fails the test: what was dropped cannot be learnt).
+async fn heard_until_quiet(sub: &mut roce_route::events::Subscription) -> Vec<roce_route::events::Notes> {
+    use roce_route::events::Received;
+    let mut heard = Vec::new();
+    while let Ok(got) = tokio::time::timeout(std::time::Duration::from_millis(300), sub.next()).await {
+        match got.expect("notifications") {
+            Received::Events(notes) => heard.push(notes),
+            Received::Overflow => panic!("the notification socket overflowed"),
+        }
+    }
+    heard
+}
+
 /// What `watch` keeps of the link table from notifications (`Netlink::
 /// learn`: read before the changes, then the notifications heard since)
 /// equals a read of it afterwards: new links, carrier and state changes,
@@ -679,7 +693,7 @@ fn links_read_as_ip_reads_them() {
 /// AF_BRIDGE RTM_DELLINK says a port left its bridge, not that it went).
 #[test]
 fn the_link_table_kept_from_notifications_equals_a_read() {
-    use roce_route::events::{Received, Subscription};
+    use roce_route::events::Subscription;
     type Table = Vec<(roce_route::model::Link, Option<Vec<u8>>, Option<u32>)>;
     fn table(nl: &Netlink) -> Table {
         nl.links()
@@ -712,14 +726,7 @@ fn the_link_table_kept_from_notifications_equals_a_read() {
         let (mut news, mut learnt) = (0, true);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            let mut heard = Vec::new();
-            while let Ok(got) = tokio::time::timeout(std::time::Duration::from_millis(300), sub.next()).await
-            {
-                match got.expect("notifications") {
-                    Received::Events(notes) => heard.extend(notes.links),
-                    Received::Overflow => panic!("the notification socket overflowed"),
-                }
-            }
+            let heard: Vec<_> = heard_until_quiet(&mut sub).await.into_iter().flat_map(|n| n.links).collect();
             news += heard.len();
             learnt &= nl.learn(&heard);
             let read = table(&connect().await);
@@ -837,7 +844,7 @@ fn addresses_read_as_ip_reads_them() {
 /// come in its order.
 #[test]
 fn the_addresses_kept_from_notifications_equal_a_read() {
-    use roce_route::events::{Received, Subscription};
+    use roce_route::events::Subscription;
     let ns = Netns::new();
     let other = Netns::new();
     let mut setup = String::from("link add r0 type veth peer name r1\nlink set r0 up\nlink set r1 up\n");
@@ -886,14 +893,8 @@ fn the_addresses_kept_from_notifications_equal_a_read() {
             v
         };
         loop {
-            let mut heard = Vec::new();
-            while let Ok(got) = tokio::time::timeout(std::time::Duration::from_millis(300), sub.next()).await
-            {
-                match got.expect("notifications") {
-                    Received::Events(notes) => heard.extend(notes.addresses),
-                    Received::Overflow => panic!("the notification socket overflowed"),
-                }
-            }
+            let heard: Vec<_> =
+                heard_until_quiet(&mut sub).await.into_iter().flat_map(|n| n.addresses).collect();
             news += heard.len();
             learnt &= nl.learn_addresses(&heard);
             nl.refresh_links().await.expect("links");

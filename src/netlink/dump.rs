@@ -71,13 +71,7 @@ impl Netlink {
     /// said.
     pub async fn addresses(&self) -> Result<Vec<Address>, NlError> {
         let rows = match &self.kept_addrs {
-            None => {
-                let rows = self.read_kept(&super::addrdump::table())?;
-                // Counted for the profile: a command that dumped them
-                // twice went unseen (tests/apply.rs holds the count).
-                crate::profile::count("addresses_read", rows.len());
-                rows
-            }
+            None => self.every_address()?,
             Some(kept) => self.kept_and_fresh(kept)?,
         };
         let _p = crate::profile::phase("link names");
@@ -93,6 +87,15 @@ impl Netlink {
             .collect())
     }
 
+    /// The dump of every address, each with its link's index.
+    fn every_address(&self) -> Result<Vec<(u32, Address)>, NlError> {
+        let rows = self.read_kept(&super::addrdump::table())?;
+        // Counted for the profile: a command that dumped them twice went
+        // unseen (tests/apply.rs holds the count).
+        crate::profile::count("addresses_read", rows.len());
+        Ok(rows)
+    }
+
     /// `kept`'s addresses, but those of its fresh links read now, in a
     /// dump's order (`AddrTable`). A fresh link that does not exist (or
     /// went since the link table saw it) has none.
@@ -101,9 +104,7 @@ impl Netlink {
         // Most links fresh (a host without pod veths): one dump of them all
         // costs less than one per link.
         if 2 * fresh.len() >= self.table.links().len() {
-            let rows = self.read_kept(&super::addrdump::table())?;
-            crate::profile::count("addresses_read", rows.len());
-            return Ok(rows);
+            return self.every_address();
         }
         let mut rows: Vec<(u32, Address)> =
             kept.table.rows().iter().filter(|(i, _)| !fresh.contains(i)).cloned().collect();
@@ -127,8 +128,7 @@ impl Netlink {
     /// from the notifications `learn_addresses` is given, after one read
     /// of them all now (watch: subscribed before it).
     pub async fn keep_addresses(&mut self, fresh: Vec<String>) -> Result<(), NlError> {
-        let rows = self.read_kept(&super::addrdump::table())?;
-        crate::profile::count("addresses_read", rows.len());
+        let rows = self.every_address()?;
         self.kept_addrs = Some(super::KeptAddrs { table: super::addrtable::AddrTable::read(rows), fresh });
         Ok(())
     }

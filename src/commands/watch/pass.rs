@@ -111,12 +111,18 @@ impl<'a> Watcher<'a> {
     /// pod veths a read of every address is 2 ms of a heal).
     pub async fn refresh_links(&mut self, nl: &mut Netlink) -> Result<(), Error> {
         nl.refresh_links().await.map_err(|e| Error::Other(anyhow::anyhow!("cannot read the links: {e}")))?;
-        nl.keep_addresses(self.fresh_addresses())
-            .await
-            .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
+        self.keep_addresses(nl).await?;
         self.links_lost = false;
         self.saw_links(nl);
         Ok(())
+    }
+
+    /// Reads every address, which the next passes keep from notifications
+    /// but the rails'.
+    async fn keep_addresses(&self, nl: &mut Netlink) -> Result<(), Error> {
+        nl.keep_addresses(self.fresh_addresses())
+            .await
+            .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))
     }
 
     /// The links whose addresses every pass reads from the kernel: those
@@ -259,9 +265,7 @@ impl<'a> Watcher<'a> {
         } else if !nl.keeps_addresses() {
             // The first passes ended before reading them (no config yet,
             // a confirmation waited): kept from now on.
-            nl.keep_addresses(self.fresh_addresses())
-                .await
-                .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
+            self.keep_addresses(nl).await?;
         }
         let converged = self.converge(nl, &cfg, &record).await?;
         drop(lock);
