@@ -35,7 +35,7 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Background, EXIT_INVALID, EXIT_OK, Run, Testbed, json_doc, path_str};
+use common::{Background, EXIT_INVALID, EXIT_OK, Run, Testbed, json_doc, path_str, profile_count};
 
 /// The announcements of each address with the default `[defaults] announce`.
 const ROUNDS: u64 = 2;
@@ -323,8 +323,15 @@ fn announce_corrects_the_entries_on_demand() {
     // address is still announced once. The text output names them.
     plant_flux(&tb, "stale");
     let once = config_with_announce(&tb, 0);
-    let (run, sent) = frames_sent_during(&tb, || tb.rr(&["announce", &once]));
-    let out = run.expect_code(EXIT_OK).stdout();
+    let (run, sent) = frames_sent_during(&tb, || {
+        let mut cmd = tb.rr_cmd(&["announce", &once]);
+        cmd.env("ROCE_ROUTE_PROFILE", "1");
+        Run::of(cmd)
+    });
+    let run = run.expect_code(EXIT_OK);
+    let out = run.stdout();
+    // The config's links, asked by name as apply asks them, not every link.
+    assert_eq!(profile_count(&run.stderr(), "links_read"), 4, "{}", run.stderr());
     assert_eq!(sent, vec![2; 4], "announce with announce = 0: once per address");
     assert!(out.contains("announced 8 addresses to the peers, each from its own interface (once)"), "{out}");
     assert!(out.contains("  rail1: 198.51.100.11 2001:db8:1::11\n"), "{out}");

@@ -143,7 +143,30 @@ fn whole_case(case: &str, infiniband: bool) {
     assert!(all > named, "links outside the config: {all} links, {named} in it");
     let read = profile_count(&check.stderr(), "links_read");
     assert_eq!(read, if infiniband { all } else { named } as u64, "links read by check:\n{}", check.report());
-    let env = host.rr_sysfs("nccl-env", &[&config]).expect_code(EXIT_OK);
+    // nccl-env reads the links as check does, and the addresses of the
+    // [[interface]]s only (one dump each), not every link's.
+    let mut cmd = host.cmd(&["nccl-env", "--sysfs-root", &host.sysfs.to_string_lossy(), &config]);
+    cmd.env("ROCE_ROUTE_PROFILE", "1");
+    let env = Run::of(cmd).expect_code(EXIT_OK);
+    let read = profile_count(&env.stderr(), "links_read");
+    assert_eq!(
+        read,
+        if infiniband { all } else { named } as u64,
+        "links read by nccl-env:\n{}",
+        env.report()
+    );
+    let rails: Vec<&str> = discovered
+        .split("[[")
+        .filter(|part| part.starts_with("interface]]"))
+        .filter_map(|part| part.lines().find_map(|l| l.strip_prefix("name = ")))
+        .map(|n| n.trim_matches('"'))
+        .collect();
+    let theirs: usize =
+        rails.iter().map(|r| host.ns.ip(&format!("-o addr show dev {r}")).lines().count()).sum();
+    let every = host.ns.ip("-o addr show").lines().count();
+    assert!(every > theirs, "addresses outside the rails: {every} in all, {theirs} on {rails:?}");
+    let addresses = profile_count(&env.stderr(), "addresses_read");
+    assert_eq!(addresses, theirs as u64, "addresses read by nccl-env:\n{}", env.report());
     host.golden("nccl-env.sh", &env.stdout());
     let conf = host.rr_sysfs("nccl-env", &["--format", "nccl-conf", &config]).expect_code(EXIT_OK);
     host.golden("nccl.conf", &conf.stdout());

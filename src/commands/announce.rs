@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::tell::{Announced, announced_lines, tell_peers};
-use super::{Ctx, Done, connect};
+use super::{Ctx, Done, connect_only};
 use crate::config::Config;
 use crate::error::{Error, exit};
 use crate::render::count;
@@ -30,7 +30,8 @@ pub struct Failed {
 }
 
 pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
-    let nl = connect().await?;
+    // The config's links only, as apply reads them (see `connect_for`).
+    let nl = connect_only(&cfg.names().collect::<Vec<_>>()).await?;
     let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
     // The same checks as apply: the interfaces and addresses must exist.
     let desired = plan::plan(&cfg, nl.links(), &addrs)?;

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use super::{Ctx, connect};
+use super::{Ctx, connect_lazy};
 use crate::cli::GuardArgs;
 use crate::error::Error;
 use crate::state::confirm::{self, Answer};
@@ -154,7 +154,7 @@ async fn revert_change(ctx: &Ctx, args: &GuardArgs) -> (Answer, bool) {
         // A signal to the guard means "revert now"; it must not also end
         // the lock wait.
         let _lock = crate::state::NetnsLock::acquire(ctx.lock_timeout, &crate::signals::StopFlag::default())?;
-        let nl = connect().await?;
+        let nl = connect_lazy().await?;
         let stop = crate::signals::StopFlag::default();
         let after = (args.after > 0).then_some(args.after);
         transaction::revert_trial(&Env { state: &state, nl: &nl, stop: &stop }, after, &args.trial).await

@@ -301,6 +301,24 @@ pub async fn connect() -> Result<Netlink, Error> {
     Ok(Netlink::connect().await.context("cannot talk to the kernel over rtnetlink")?)
 }
 
+/// `connect`, with a link table of no link: each link is named, or found
+/// by name, where the command meets it (`Netlink::connect_for`). For the
+/// commands whose links come from what they read, not from a config:
+/// rollback and a guard's revert (the journals' steps), remove (the
+/// owned routes and the recorded sysctls). A node's thousand pod veths
+/// then cost them nothing (a read of every link was 5-6 ms of 7), and a
+/// rail gone since the run costs no read of every link either.
+pub async fn connect_lazy() -> Result<Netlink, Error> {
+    connect_only(&[]).await
+}
+
+/// `connect`, with a link table of the links named `names` only
+/// (`Netlink::connect_for`), whatever sysfs holds: for a command that
+/// matches no RDMA port to its netdev (announce).
+pub async fn connect_only(names: &[&str]) -> Result<Netlink, Error> {
+    Ok(Netlink::connect_for(names).await.context("cannot talk to the kernel over rtnetlink")?)
+}
+
 /// `connect`, with a link table of `cfg`'s interfaces only
 /// (`Netlink::connect_for`): for a command that works on them alone and
 /// names the others only where it meets them (apply, check).
@@ -320,7 +338,7 @@ pub async fn connect_named(names: &[&str], sysfs: &crate::cli::SysfsArg) -> Resu
     if crate::rdma::needs_links(&crate::rdma_read::sysfs_dir(sysfs)?) {
         return connect().await;
     }
-    Ok(Netlink::connect_for(names).await.context("cannot talk to the kernel over rtnetlink")?)
+    connect_only(names).await
 }
 
 /// Identifies the current network namespace for the state directory, so

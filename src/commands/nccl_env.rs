@@ -4,7 +4,7 @@
 
 use anyhow::Context as _;
 
-use super::{Ctx, Done, connect, print_text};
+use super::{Ctx, Done, connect_for, print_text};
 use crate::cli::{NcclEnvArgs, NcclFormat};
 use crate::config::Config;
 use crate::error::{Error, exit};
@@ -17,9 +17,13 @@ pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<D
         Some(cfg) => cfg,
         None => super::latest_config(ctx, "nccl-env", &["nccl-env", "/etc/roce-route/"])?,
     };
-    let nl = connect().await?;
+    // The config's links only (see `connect_for`): nccl-env runs in job
+    // prologs, on nodes with a veth per pod.
+    let nl = connect_for(&cfg, &args.sysfs).await?;
     let rdma = rdma_read::read(&args.sysfs, nl.links())?;
-    let live = nl.addresses().await.context("cannot read the interface addresses")?;
+    // The rails' addresses only: nothing here looks at another link's.
+    let names: Vec<&str> = cfg.interfaces.iter().map(|i| i.name.as_str()).collect();
+    let live = nl.addresses_on(&names).await.context("cannot read the interface addresses")?;
     let rails: Vec<RailAddrs> = cfg
         .interfaces
         .iter()

@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{Change, Ctx, Done, connect};
+use super::{Change, Ctx, Done, connect_lazy};
 use crate::config::DEFAULT_PROTOCOL;
 use crate::error::{Error, exit};
 use crate::model::{Op, RESERVED_TABLES, RawBytes, SysctlKey};
@@ -36,7 +36,7 @@ pub struct RemoveReport {
 pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done, Error> {
     let state = ctx.state()?;
     let _lock = ctx.lock()?;
-    let nl = connect().await?;
+    let nl = connect_lazy().await?;
     if !dry_run && let Some(what) = ctx.settle_confirmation("a remove", &state, &nl).await? {
         ctx.warn(what);
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::{Change, Ctx, Done, connect};
+use super::{Change, Ctx, Done, connect_lazy};
 use crate::config::DEFAULT_PROTOCOL;
 use crate::error::{Error, exit};
 use crate::model::Family;
@@ -37,7 +37,7 @@ pub struct RollbackReport {
 pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     let state = ctx.state()?;
     let _lock = ctx.lock()?;
-    let nl = connect().await?;
+    let nl = connect_lazy().await?;
     // The trial of an `apply --confirm` whose guard died is the latest
     // change: reverting it is this rollback.
     if !dry_run && let Some(what) = ctx.settle_confirmation("a rollback", &state, &nl).await? {

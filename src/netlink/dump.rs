@@ -109,7 +109,18 @@ impl Netlink {
         let mut rows: Vec<(u32, Address)> =
             kept.table.rows().iter().filter(|(i, _)| !fresh.contains(i)).cloned().collect();
         crate::profile::count("addresses_kept", rows.len());
-        for index in fresh {
+        rows.extend(self.addresses_of_links(&fresh)?);
+        // Stable: each link's addresses stay in the kernel's order.
+        rows.sort_by_key(|(i, a)| (a.addr.family() == Family::V6, *i));
+        Ok(rows)
+    }
+
+    /// The addresses of links `indexes`, one dump filtered by `ifa_index`
+    /// each, each link's in the kernel's order; a link that does not
+    /// exist (or went since the link table saw it) has none.
+    fn addresses_of_links(&self, indexes: &[u32]) -> Result<Vec<(u32, Address)>, NlError> {
+        let mut rows = Vec::new();
+        for &index in indexes {
             match self.read_kept(&super::addrdump::of_link(index)) {
                 Ok(read) => {
                     crate::profile::count("addresses_read", read.len());
@@ -119,9 +130,17 @@ impl Netlink {
                 Err(e) => return Err(e),
             }
         }
-        // Stable: each link's addresses stay in the kernel's order.
-        rows.sort_by_key(|(i, a)| (a.addr.family() == Family::V6, *i));
         Ok(rows)
+    }
+
+    /// The addresses of the links named `names` only (those of the link
+    /// table; a missing one has none), each link's in the kernel's order:
+    /// for a command that looks at its rails' addresses alone (nccl-env),
+    /// without the dump of a node's pod veths' addresses.
+    pub async fn addresses_on(&self, names: &[&str]) -> Result<Vec<Address>, NlError> {
+        let indexes: Vec<u32> = names.iter().filter_map(|n| self.table.index(n)).collect();
+        let rows = self.addresses_of_links(&indexes)?;
+        Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
     }
 
     /// From now on, `addresses` takes those of links other than `fresh`
