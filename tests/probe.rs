@@ -11,7 +11,7 @@ mod two_hosts;
 
 use std::collections::BTreeSet;
 
-use common::{EXIT_FAILED, EXIT_INVALID, EXIT_OK};
+use common::{EXIT_FAILED, EXIT_INVALID, EXIT_OK, profile_count};
 use serde_json::Value;
 use two_hosts::{JUMBO, Topology, TwoHosts};
 
@@ -94,7 +94,10 @@ fn a_correct_pair_of_hosts_is_right_on_every_pair_ipv4_and_ipv6() {
     assert_eq!(probes(&latest).len(), 4);
     // The matrix: rails down, peers across, "ok" in every cell.
     let cfg = t.a_config().to_string_lossy().into_owned();
-    let text = t.rr(&t.a, &["probe", &cfg, "--peers", &peers]).expect_code(EXIT_OK).stdout();
+    let run = t.rr_profiled(&t.a, &["probe", &cfg, "--peers", &peers]).expect_code(EXIT_OK);
+    // The config's links, asked by name as apply asks them: not lo too.
+    assert_eq!(profile_count(&run.stderr(), "links_read"), 4, "{}", run.stderr());
+    let text = run.stdout();
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("rail") && lines[0].contains("198.51.100.110"), "{text}");
     for (k, line) in lines[1..5].iter().enumerate() {

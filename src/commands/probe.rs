@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::{Ctx, Done, connect};
+use super::{Ctx, Done, connect_for};
 use crate::cli::ProbeArgs;
 use crate::config::Config;
 use crate::error::{Error, exit};
@@ -61,7 +61,9 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         Some(cfg) => cfg,
         None => super::latest_config(ctx, "probe", &["probe", "/etc/roce-route/", "--peer", "ADDRESS"])?,
     };
-    let nl = connect().await?;
+    // The config's links only, as apply reads them (see `connect_for`);
+    // every address, for this host's own among the peers.
+    let nl = connect_for(&cfg, &args.sysfs).await?;
     let live = nl.addresses().await.context("cannot read the interface addresses")?;
     let rails = local_rails(ctx, args, &cfg, &nl, &live).await?;
     if args.self_ {

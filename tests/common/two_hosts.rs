@@ -276,6 +276,14 @@ impl TwoHosts {
         Run::of(roce_route_command(host.name(), &base, self.dir(), args))
     }
 
+    /// `rr`, with the profile on (`profile_count` reads its counts).
+    pub fn rr_profiled(&self, host: &Netns, args: &[&str]) -> Run {
+        let base = self.dir().join(format!("state-{}", host.name()));
+        let mut cmd = roce_route_command(host.name(), &base, self.dir(), args);
+        cmd.env("ROCE_ROUTE_PROFILE", "1");
+        Run::of(cmd)
+    }
+
     /// roce-route applied on both hosts (arp_ignore 1, arp_announce 2, a
     /// table and source rule per rail).
     pub fn apply_both(&self) {
