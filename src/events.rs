@@ -466,6 +466,27 @@ pub struct Heard {
 }
 
 impl Heard {
+    /// A datagram that came once this burst's pass was due: its link and
+    /// address news join this burst (in order, so that what its pass
+    /// keeps has them, as the kernel it reads does), its events are the
+    /// next burst's: returned, without the news, to be carried there. An
+    /// overflow joins this burst (its pass reads everything, which the
+    /// dropped news are in); a failed read is carried as it is.
+    pub fn add_late(&mut self, mut got: io::Result<Received>) -> Option<io::Result<Received>> {
+        match &mut got {
+            Ok(Received::Events(notes)) => {
+                self.links.append(&mut notes.links);
+                self.addresses.append(&mut notes.addresses);
+                Some(got)
+            }
+            Ok(Received::Overflow) => {
+                self.overflow = true;
+                None
+            }
+            Err(_) => Some(got),
+        }
+    }
+
     pub fn add(&mut self, got: Received) {
         match got {
             Received::Events(notes) => {
@@ -547,6 +568,51 @@ mod tests {
 
     fn ms(v: &[u64]) -> Vec<Duration> {
         v.iter().copied().map(Duration::from_millis).collect()
+    }
+
+    /// A datagram after the burst closed: its news are this burst's pass's
+    /// (after the burst's own, in order), its events the next burst's,
+    /// without the news (learnt twice, a deletion would be undone).
+    #[test]
+    fn a_late_datagrams_news_join_the_burst_and_its_events_are_carried() {
+        let event = |what: &str| Event {
+            subject: Subject::Link,
+            ifindex: Some(7),
+            ifname: None,
+            addr: None,
+            what: what.to_string(),
+        };
+        let mut heard = Heard::default();
+        heard.add(Received::Events(Notes {
+            events: vec![event("rail0 down")],
+            links: vec![LinkNews::Gone(4)],
+            addresses: Vec::new(),
+        }));
+        let late = Received::Events(Notes {
+            events: vec![event("rail0 up")],
+            links: vec![LinkNews::Gone(5)],
+            addresses: vec![AddrNews::Unreadable],
+        });
+        match heard.add_late(Ok(late)) {
+            Some(Ok(Received::Events(n))) => {
+                assert_eq!(n.events, [event("rail0 up")], "the events are carried");
+                assert!(n.links.is_empty() && n.addresses.is_empty(), "without the news: {n:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(heard.events, [event("rail0 down")], "the late events are not this burst's");
+        assert_eq!(heard.links, [LinkNews::Gone(4), LinkNews::Gone(5)]);
+        assert_eq!(heard.addresses, [AddrNews::Unreadable]);
+        assert!(!heard.overflow);
+
+        assert!(heard.add_late(Ok(Received::Overflow)).is_none(), "an overflow is not carried");
+        assert!(heard.overflow, "the burst's pass reads everything");
+        let failed = heard.add_late(Err(io::Error::from_raw_os_error(libc::EIO)));
+        assert!(
+            matches!(failed, Some(Err(e)) if e.raw_os_error() == Some(libc::EIO)),
+            "a failed read is carried"
+        );
+        assert_eq!(heard.links.len(), 2);
     }
 
     #[test]

@@ -75,24 +75,12 @@ impl Listener {
         self.pace.heard(at);
         loop {
             tokio::select! {
-                mut got = self.sub.next() => {
+                got = self.sub.next() => {
                     let at = Instant::now();
                     if !burst.joins(at) {
-                        // Its events are the next burst's; its link and
-                        // address news are taken now, in order, so that
-                        // what this burst's pass knows has them.
-                        match &mut got {
-                            Ok(Received::Events(notes)) => {
-                                heard.links.append(&mut notes.links);
-                                heard.addresses.append(&mut notes.addresses);
-                                self.carried = Some((at, got));
-                            }
-                            // News were dropped: what this burst's pass
-                            // would keep lacks them, so it reads
-                            // everything, which the dropped news are in.
-                            Ok(Received::Overflow) => heard.overflow = true,
-                            Err(_) => self.carried = Some((at, got)),
-                        }
+                        // Its events are the next burst's; its news are
+                        // this burst's pass's (`Heard::add_late`).
+                        self.carried = heard.add_late(got).map(|got| (at, got));
                         break;
                     }
                     self.pace.heard(at);
