@@ -9,7 +9,7 @@ Run as root:  sudo python3 bench/scale.py [--scenario {routes,rails,links,all}]
 
 Everything happens in throwaway network namespaces (deleted on exit, also on
 failure, Ctrl-C or SIGTERM); the host's own namespace is never touched. Each
-scenario builds two testbeds, times the same five commands on both in
+scenario builds two testbeds, times the same commands on both in
 interleaved rounds and reports the ratio of their medians (variant/plain):
 
     plain  bench.py's testbed: rail0..rail7 (veths whose peers sit on bridge
@@ -43,6 +43,10 @@ first in every round, took 9.5 ms a run against 4.2 ms profiled later):
     b / B  roce-route apply --no-announce, no-op re-apply
     k / K  roce-route check CONFIG (state and traffic lookups; exit 0)
     s / S  roce-route show
+    r / R  roce-route rollback --dry-run, after an apply (untimed, a no-op
+           when applied already)
+    m / M  roce-route remove --dry-run, after an apply (the same)
+    p / P  roce-route probe --self CONFIG (no frame is sent)
     c1/C1  one `ip -batch` process making the routes and IPv4 rules of the
            from-scratch dry run, after the same reset as a / A (bench.py's
            c1): C1/c1 is what the variant costs the kernel and a process
@@ -353,6 +357,34 @@ class Target:
             raise BenchError(f"show named {shown} of {self.bed.rails} rails:\n{p.stdout[:2000]}")
         return ns
 
+    def rollback_dry(self) -> int:
+        """rollback --dry-run after an apply: reads the journals and the
+        lock, renders the undo steps."""
+        self.bench.ensure_applied(self.bed)
+        ns, p = timed(*self.rr, "rollback", "--dry-run")
+        if "would undo the apply" not in p.stdout:
+            raise BenchError(f"rollback --dry-run undoes no apply:\n{p.stdout[:2000]}{p.stderr}")
+        return ns
+
+    def remove_dry(self) -> int:
+        """remove --dry-run after an apply: reads the owned rules and
+        tables and the recorded sysctls."""
+        self.bench.ensure_applied(self.bed)
+        ns, p = timed(*self.rr, "remove", "--dry-run")
+        rules = sum(1 for line in p.stdout.splitlines() if " rule del " in line)
+        if rules != 2 * self.bed.rails * self.bed.addrs:
+            raise BenchError(f"remove --dry-run deletes {rules} rules:\n{p.stdout[:2000]}{p.stderr}")
+        return ns
+
+    def probe_self(self) -> int:
+        """probe --self CONFIG: this host's rails with their hardware
+        addresses and MTUs (no frame sent)."""
+        ns, p = timed(*self.rr, "probe", "--self", self.config)
+        shown = sum(1 for line in p.stdout.splitlines() if re.match(r"rail\d+\s", line))
+        if shown != self.bed.rails:
+            raise BenchError(f"probe --self named {shown} of {self.bed.rails} rails:\n{p.stdout[:2000]}")
+        return ns
+
     def verify(self) -> None:
         """Once, before timing: the dry run has the expected shape, a
         from-scratch apply changes something, a second one is in sync,
@@ -470,6 +502,12 @@ def run_scenario(sc: Scenario, args, binary: Path, state_dir: Path, work: Path) 
             ("C1", f"the same `ip -batch`: {sc.variant_label}", v.batch),
             ("s", "show: plain", p.show),
             ("S", f"show: {sc.variant_label}", v.show),
+            ("r", "rollback --dry-run, after an apply: plain", p.rollback_dry),
+            ("R", f"rollback --dry-run: {sc.variant_label}", v.rollback_dry),
+            ("m", "remove --dry-run, after an apply: plain", p.remove_dry),
+            ("M", f"remove --dry-run: {sc.variant_label}", v.remove_dry),
+            ("p", "probe --self CONFIG: plain", p.probe_self),
+            ("P", f"probe --self CONFIG: {sc.variant_label}", v.probe_self),
             ("v", "roce-route --version (process start-up alone)",
              lambda: timed(str(binary), "--version")[0]),
         ]
@@ -527,7 +565,7 @@ def report(sc: Scenario, args, binary: Path, plain: Bed, var: Bed, cases, sample
     print("\n| ratio of medians | value | target | |")
     print("|---|---:|---|---|")
     for num, den, target in (("A", "a", sc.target), ("C1", "c1", None), ("B", "b", None), ("K", "k", None),
-                             ("S", "s", None)):
+                             ("S", "s", None), ("R", "r", None), ("M", "m", None), ("P", "p", None)):
         value = med[num] / med[den]
         if target is None:
             goal, verdict = "(info)", ""
