@@ -57,6 +57,14 @@ fn a_correct_pair_of_hosts_is_right_on_every_pair_ipv4_and_ipv6() {
     t.apply_both();
     let peers = t.b_self_file();
     let peers = peers.to_string_lossy().into_owned();
+    // --self has no peers to tell this host's addresses from: it reads
+    // its rails' alone, not lo's too.
+    let b_cfg = t.b_config().to_string_lossy().into_owned();
+    let run = t.rr_profiled(&t.b, &["probe", &b_cfg, "--self"]).expect_code(EXIT_OK);
+    let theirs: usize =
+        t.b_rails.iter().map(|r| t.b.ip(&format!("-o addr show dev {}", r.name)).lines().count()).sum();
+    assert!(t.b.ip("-o addr show").lines().count() > theirs, "lo has addresses too");
+    assert_eq!(profile_count(&run.stderr(), "addresses_read"), theirs as u64, "{}", run.stderr());
     let before = t.a_tx();
     let (run, doc) = t.probe_a(&["--peers", &peers]);
     let after = t.a_tx();

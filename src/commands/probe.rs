@@ -62,9 +62,16 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
         None => super::latest_config(ctx, "probe", &["probe", "/etc/roce-route/", "--peer", "ADDRESS"])?,
     };
     // The config's links only, as apply reads them (see `connect_for`);
-    // every address, for this host's own among the peers.
+    // every address, for this host's own among the peers, unless there are
+    // no peers (`--self`, `--listen`): then the rails' alone.
     let nl = connect_for(&cfg, &args.sysfs).await?;
-    let live = nl.addresses().await.context("cannot read the interface addresses")?;
+    let live = if args.self_ || args.listen {
+        let names: Vec<&str> = cfg.interfaces.iter().map(|i| i.name.as_str()).collect();
+        nl.addresses_on(&names).await
+    } else {
+        nl.addresses().await
+    };
+    let live = live.context("cannot read the interface addresses")?;
     let rails = local_rails(ctx, args, &cfg, &nl, &live).await?;
     if args.self_ {
         return Ok(describe_self(ctx, &rails));
