@@ -354,8 +354,9 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
 /// journals' steps, the owned routes, the recorded sysctls), not from a
 /// read of every link: on a node with a veth per pod that read was 5-6 ms
 /// of their 7. Each link is still found by its name where a step names
-/// it (the undo of a deleted route on a pod veth puts it back there), and
-/// named where a read meets it (the owned routes remove prints).
+/// it (the undo of a route apply added deletes it by its link's name),
+/// and named where a read meets it (the owned routes remove prints). The
+/// deleted route on a pod veth comes back from its dumped bytes.
 #[test]
 fn rollback_and_remove_read_no_link_and_still_name_each_one() {
     let tb = Testbed::builder().rails(4).build();
@@ -366,6 +367,7 @@ fn rollback_and_remove_read_no_link_and_still_name_each_one() {
     let table = FIRST_TABLE;
     tb.ip_host(&format!("route add 203.0.113.0/24 dev cali7 table {table}"));
     let foreign = |tb: &Testbed| table_routes(tb, table).into_iter().filter(|r| r.contains("cali7")).count();
+    let before = tb.dump();
     let rules = |tb: &Testbed| tb.rails().iter().map(|r| rules_to(tb, r.table).len()).sum::<usize>();
     let config = tb.standard_config();
     let config = path_str(&config);
@@ -378,8 +380,8 @@ fn rollback_and_remove_read_no_link_and_still_name_each_one() {
     dry.expect_stdout(&[&format!("203.0.113.0/24 dev cali7 table {table}")]);
     let (_, links) = links_read(&tb, &["rollback"], EXIT_OK);
     assert_eq!(links, 0);
-    assert_eq!(foreign(&tb), 1, "put back on cali7, found by its name:\n{:?}", table_routes(&tb, table));
-    assert_eq!(rules(&tb), 0, "the apply is undone");
+    assert_eq!(foreign(&tb), 1, "put back on cali7:\n{:?}", table_routes(&tb, table));
+    assert_eq!(tb.dump(), before, "the apply is undone, each rail's routes deleted by its name");
 
     tb.rr(&["apply", "--adopt", config]).expect_code(EXIT_OK);
     let (dry, links) = links_read(&tb, &["remove", "--dry-run"], EXIT_OK);
@@ -396,6 +398,28 @@ fn rollback_and_remove_read_no_link_and_still_name_each_one() {
     let (_, links) = links_read(&tb, &["rollback"], EXIT_OK);
     assert_eq!(links, 0);
     assert_fixed(&tb);
+}
+
+/// A step of a journal names a rail gone since, whose name another link
+/// now carries as an alternative name (`ip link property add altname`),
+/// which the kernel's SIOCGIFINDEX answers for too: rollback, which finds
+/// each link by name, leaves that link alone, as it did when it read
+/// every link (the name was in no link's name then).
+#[test]
+fn rollback_leaves_alone_a_link_with_a_gone_rails_name_as_its_altname() {
+    let tb = Testbed::builder().rails(4).build();
+    tb.sh_host("ip link add cali0 type veth peer name calp0; ip link set cali0 up; ip link set calp0 up");
+    let config = tb.config_for(4, &[&format!("gateway = \"{GATEWAY_V4}\"")]);
+    tb.rr(&["apply", &config]).expect_code(EXIT_OK);
+    let (name, table) = (tb.rail(3).name.clone(), tb.rail(3).table);
+    tb.ip_host(&format!("link del {name}"));
+    tb.ip_host(&format!("link property add dev cali0 altname {name}"));
+    tb.ip_host(&format!("route add default via {GATEWAY_V4} dev cali0 onlink table {table} proto 234"));
+    let before = table_routes(&tb, table);
+    assert_eq!(before.len(), 1, "{before:?}");
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
+    assert_eq!(table_routes(&tb, table), before, "cali0's route stays: it is no step of {name}'s");
+    assert_eq!(rules_to(&tb, table), Vec::<String>::new(), "the apply is undone");
 }
 
 // ---------------------------------------------------------------------------

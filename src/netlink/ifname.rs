@@ -27,7 +27,20 @@ pub(super) fn name_of(fd: RawFd, index: u32) -> Result<Option<String>, Errno> {
 
 /// The index of link `name`; None when there is no such link (ENODEV, or
 /// a name no link can have: SIOCGIFINDEX would take "rail0:1" for rail0).
+/// SIOCGIFINDEX also finds a link by an alternative name (`ip link
+/// property add altname`): that link is not named `name`, and a step of
+/// a journal naming a link gone since must not act on it, so its name is
+/// asked back and must be `name`.
 pub(super) fn index_of(fd: RawFd, name: &str) -> Result<Option<u32>, Errno> {
+    match index_of_any(fd, name)? {
+        Some(index) if name_of(fd, index)?.as_deref() == Some(name) => Ok(Some(index)),
+        _ => Ok(None),
+    }
+}
+
+/// SIOCGIFINDEX: the index of the link named `name` or with the
+/// alternative name `name`.
+fn index_of_any(fd: RawFd, name: &str) -> Result<Option<u32>, Errno> {
     let mut req = blank();
     if crate::sysctl::ifname_problem(name).is_some() {
         return Ok(None);
