@@ -43,9 +43,10 @@ first in every round, took 9.5 ms a run against 4.2 ms profiled later):
     b / B  roce-route apply --no-announce, no-op re-apply
     k / K  roce-route check CONFIG (state and traffic lookups; exit 0)
     s / S  roce-route show
-    r / R  roce-route rollback --dry-run, after an apply (untimed, a no-op
+    r / R  roce-route rollback --dry-run, after an apply from scratch
+           (untimed: the journal undone is a whole apply's)
+    m / M  roce-route remove --dry-run, after an apply (untimed, a no-op
            when applied already)
-    m / M  roce-route remove --dry-run, after an apply (the same)
     p / P  roce-route probe --self CONFIG (no frame is sent)
     c1/C1  one `ip -batch` process making the routes and IPv4 rules of the
            from-scratch dry run, after the same reset as a / A (bench.py's
@@ -358,9 +359,11 @@ class Target:
         return ns
 
     def rollback_dry(self) -> int:
-        """rollback --dry-run after an apply: reads the journals and the
-        lock, renders the undo steps."""
-        self.bench.ensure_applied(self.bed)
+        """rollback --dry-run after an apply from scratch (untimed, so that
+        the journal is a whole one whatever case came before): reads the
+        journals and the lock, renders the undo steps."""
+        self.bed.reset()
+        self.bench.apply(self.bed)
         ns, p = timed(*self.rr, "rollback", "--dry-run")
         if "would undo the apply" not in p.stdout:
             raise BenchError(f"rollback --dry-run undoes no apply:\n{p.stdout[:2000]}{p.stderr}")

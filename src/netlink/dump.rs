@@ -133,13 +133,17 @@ impl Netlink {
         Ok(rows)
     }
 
-    /// The addresses of the links named `names` only (those of the link
-    /// table; a missing one has none), each link's in the kernel's order:
-    /// for a command that looks at its rails' addresses alone (nccl-env),
-    /// without the dump of a node's pod veths' addresses.
+    /// The addresses of the links named `names` only, in a dump's order
+    /// (IPv4 first, by link, each link's in the kernel's order): for a
+    /// command that looks at its rails' addresses alone (nccl-env, probe
+    /// --self), without the dump of a node's pod veths' addresses. The
+    /// names are the link table's (`connect_for` reads them all); one that
+    /// is not there has none.
     pub async fn addresses_on(&self, names: &[&str]) -> Result<Vec<Address>, NlError> {
         let indexes: Vec<u32> = names.iter().filter_map(|n| self.table.index(n)).collect();
-        let rows = self.addresses_of_links(&indexes)?;
+        let mut rows = self.addresses_of_links(&indexes)?;
+        // Stable: each link's addresses stay in the kernel's order.
+        rows.sort_by_key(|(i, a)| (a.addr.family() == Family::V6, *i));
         Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
     }
 
