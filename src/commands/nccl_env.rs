@@ -22,7 +22,7 @@ pub async fn run(ctx: &Ctx, args: &NcclEnvArgs, cfg: Option<Config>) -> Result<D
     let nl = connect_for(&cfg, &args.sysfs).await?;
     let rdma = rdma_read::read(&args.sysfs, nl.links())?;
     // The rails' addresses only: nothing here looks at another link's.
-    let names: Vec<&str> = cfg.interfaces.iter().map(|i| i.name.as_str()).collect();
+    let names: Vec<&str> = cfg.rail_names().collect();
     let live = nl.addresses_on(&names).await.context("cannot read the interface addresses")?;
     let rails: Vec<RailAddrs> = cfg
         .interfaces

@@ -66,7 +66,7 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
     // no peers (`--self`, `--listen`): then the rails' alone.
     let nl = connect_for(&cfg, &args.sysfs).await?;
     let live = if args.self_ || args.listen {
-        let names: Vec<&str> = cfg.interfaces.iter().map(|i| i.name.as_str()).collect();
+        let names: Vec<&str> = cfg.rail_names().collect();
         nl.addresses_on(&names).await
     } else {
         nl.addresses().await

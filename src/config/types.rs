@@ -35,7 +35,12 @@ impl Config {
     /// The interfaces it names: `[[interface]]`s, then `[[arp_only]]`s, in
     /// the config's order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.interfaces.iter().map(|i| i.name.as_str()).chain(self.arp_only.iter().map(|a| a.name.as_str()))
+        self.rail_names().chain(self.arp_only.iter().map(|a| a.name.as_str()))
+    }
+
+    /// The names of the `[[interface]]`s (the rails), in the config's order.
+    pub fn rail_names(&self) -> impl Iterator<Item = &str> {
+        self.interfaces.iter().map(|i| i.name.as_str())
     }
 }
 

@@ -18,7 +18,7 @@ pub(super) struct AddrTable {
 }
 
 /// Where an address goes in a dump: its family, then its link.
-fn place(index: u32, a: &Address) -> (u8, u32) {
+pub(super) fn place(index: u32, a: &Address) -> (u8, u32) {
     (u8::from(a.addr.family() == Family::V6), index)
 }
 

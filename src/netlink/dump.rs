@@ -111,7 +111,7 @@ impl Netlink {
         crate::profile::count("addresses_kept", rows.len());
         rows.extend(self.addresses_of_links(&fresh)?);
         // Stable: each link's addresses stay in the kernel's order.
-        rows.sort_by_key(|(i, a)| (a.addr.family() == Family::V6, *i));
+        rows.sort_by_key(|(i, a)| super::addrtable::place(*i, a));
         Ok(rows)
     }
 
@@ -143,7 +143,7 @@ impl Netlink {
         let indexes: Vec<u32> = names.iter().filter_map(|n| self.table.index(n)).collect();
         let mut rows = self.addresses_of_links(&indexes)?;
         // Stable: each link's addresses stay in the kernel's order.
-        rows.sort_by_key(|(i, a)| (a.addr.family() == Family::V6, *i));
+        rows.sort_by_key(|(i, a)| super::addrtable::place(*i, a));
         Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
     }
 
