@@ -251,6 +251,16 @@ fn apply_from_scratch_keeps_its_dump_socket_through_missing_tables() {
     assert_fixed(&tb);
 }
 
+/// `n` veth pairs as a CNI makes them, both ends up on the host: cali0..,
+/// each with its IPv6 link-local address.
+fn add_pod_veths(tb: &Testbed, n: usize) {
+    tb.sh_host(&format!(
+        "for i in $(seq 0 {}); do ip link add cali$i type veth peer name calp$i; \
+         ip link set cali$i up; ip link set calp$i up; done",
+        n - 1
+    ));
+}
+
 /// `cmd` with the profile on: its run, expecting exit `code`, and how many
 /// links it read (`links_read`).
 fn links_read(tb: &Testbed, args: &[&str], code: i32) -> (Run, u64) {
@@ -271,25 +281,31 @@ fn links_read(tb: &Testbed, args: &[&str], code: i32) -> (Run, u64) {
 /// tests/rdma_risks.rs. A configured interface that is missing makes them
 /// read every link, so that what is said of it names the closest one.
 /// Each reads the addresses once to plan (it was twice: apply's DAD wait
-/// and check's route lookups read them again). A pod veth's IPv6
-/// link-local address is not named (it says nothing of a rail): only the
-/// links of a foreign route or of another address are.
+/// and check's route lookups read them again), and of IPv6 the rails'
+/// only, as nothing of this config is IPv6 (show reads them all). A pod
+/// veth's IPv6 link-local address is not named (it says nothing of a
+/// rail): only the links of a foreign route or of another address are.
 #[test]
 fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
     let tb = Testbed::builder().rails(4).build();
-    tb.sh_host(
-        "for i in $(seq 0 19); do ip link add cali$i type veth peer name calp$i; \
-         ip link set cali$i up; ip link set calp$i up; done; \
-         ip addr add 203.0.113.9/32 dev cali3",
-    );
+    add_pod_veths(&tb, 20);
+    tb.ip_host("addr add 203.0.113.9/32 dev cali3");
     let link_locals = tb.ip_host("-6 -o addr show scope link");
     assert!(link_locals.contains("calp19"), "every pod veth has its link-local address:\n{link_locals}");
     let named = |run: &Run| profile_count(&run.stderr(), "links_named");
     let all = canonical_lines(&tb.ip_host("-o link show")).len() as u64;
     assert!(all >= 44, "lo, the rails and 40 veths: {all}");
     let addresses = canonical_lines(&tb.ip_host("-o addr show")).len() as u64;
-    let once =
-        |run: &Run| assert_eq!(profile_count(&run.stderr(), "addresses_read"), addresses, "{}", run.stderr());
+    let v4 = canonical_lines(&tb.ip_host("-4 -o addr show")).len() as u64;
+    let rails_v6 =
+        (0..4).map(|k| canonical_lines(&tb.ip_host(&format!("-6 -o addr show dev rail{k}"))).len() as u64);
+    let planned = v4 + rails_v6.sum::<u64>();
+    assert!(
+        planned + 40 <= addresses,
+        "the 40 veths' link-locals are not planned with: {planned} of {addresses}"
+    );
+    let read = |run: &Run| profile_count(&run.stderr(), "addresses_read");
+    let once = |run: &Run| assert_eq!(read(run), planned, "{}", run.stderr());
     let table = FIRST_TABLE;
     tb.ip_host(&format!("route add 203.0.113.0/24 dev cali7 table {table}"));
     let config = tb.standard_config();
@@ -316,7 +332,7 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
     let (run, links) = links_read(&tb, &["apply", config], EXIT_OK);
     let reads = 1 + profile_count(&run.stderr(), "read_again");
     assert_eq!(links, 4 * reads);
-    assert_eq!(profile_count(&run.stderr(), "addresses_read"), addresses * reads, "{}", run.stderr());
+    assert_eq!(read(&run), planned * reads, "{}", run.stderr());
     let why = "lo and cali3, for their addresses, not the 40 link-locals";
     assert_eq!(named(&run), 2, "{why}:\n{}", run.stderr());
     let (run, links) = links_read(&tb, &["check", config], EXIT_OK);
@@ -326,7 +342,7 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
     // show asks for the links its owned routes name, once it has read them.
     let (run, links) = links_read(&tb, &["show"], EXIT_OK);
     assert_eq!(links, 4, "{}", run.stdout());
-    once(&run);
+    assert_eq!(read(&run), addresses, "{}", run.stderr());
     let out = run.stdout();
     let states: Vec<&str> = out.lines().filter(|l| l.starts_with("  link: ")).collect();
     assert_eq!(states, ["  link: up, carrier"; 4], "each rail's link, read:\n{out}");
@@ -350,6 +366,59 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
     run.expect_stdout(&["railx: does not exist on this host (it has: lo, rail0"]);
 }
 
+/// A run reads the IPv6 addresses of links other than the rails only
+/// when it looks at IPv6 at all, and then it needs them: `check` must not
+/// send a rail's IPv6 route lookup to an address of the host on another
+/// link (a rail that takes every global address it has: `v6_everywhere`
+/// knows from the rail's addresses), and apply must say where an IPv6
+/// address the last apply found on a rail went (from the record alone:
+/// neither the rail nor the config holds an IPv6 address then, and apply
+/// reads the addresses again once it has the record).
+#[test]
+fn other_links_ipv6_addresses_are_read_when_the_run_looks_at_ipv6() {
+    let tb = Testbed::builder().rails(1).build();
+    add_pod_veths(&tb, 10);
+    let read = |run: &Run| profile_count(&run.stderr(), "addresses_read");
+    let config = tb.write_config(&format!("[[interface]]\nname = \"rail0\"\ntable = {FIRST_TABLE}\n"));
+    let config = path_str(&config);
+    let all = || canonical_lines(&tb.ip_host("-o addr show")).len() as u64;
+    let mut cmd = tb.rr_cmd(&["apply", "--dry-run", config]);
+    cmd.env("ROCE_ROUTE_PROFILE", "1");
+    let v4_only = Run::of(cmd).expect_code(EXIT_OK);
+    assert!(read(&v4_only) + 20 <= all(), "no veth's link-local: {} of {}", read(&v4_only), all());
+
+    // rail0 takes its global IPv6 address; the first host address of its
+    // subnet is another link's.
+    tb.ip_host("-6 addr add 2001:db8:5::10/64 dev rail0 nodad");
+    tb.ip_host("-6 addr add 2001:db8:5::1/64 dev cali1 nodad");
+    // Before and after the apply (which records the address as found).
+    for (code, ok) in [(EXIT_DRIFT, false), (EXIT_OK, true)] {
+        let mut cmd = tb.rr_cmd(&["check", config, "--json"]);
+        cmd.env("ROCE_ROUTE_PROFILE", "1");
+        let run = Run::of(cmd).expect_code(code);
+        assert!(read(&run) >= all(), "every address (the rail's IPv6 ones twice): {}", run.stderr());
+        let report = common::json_doc(&run);
+        let lookups: Vec<&serde_json::Value> = (report["traffic"].as_array().expect("traffic").iter())
+            .filter(|t| t["from"] == "2001:db8:5::10")
+            .collect();
+        assert!(!lookups.is_empty(), "a lookup from rail0's IPv6 address: {report:#}");
+        for t in lookups {
+            assert_eq!(t["to"], "2001:db8:5::2", "not to cali1's own address: {t:#}");
+            assert_eq!(t["ok"], ok, "{t:#}");
+        }
+        if !ok {
+            Run::of(tb.rr_cmd(&["apply", config])).expect_code(EXIT_OK);
+        }
+    }
+
+    // The address moves to a pod veth: the record says rail0 had it.
+    tb.ip_host("-6 addr del 2001:db8:5::10/64 dev rail0");
+    tb.ip_host("-6 addr add 2001:db8:5::10/64 dev cali2 nodad");
+    let moved = "2001:db8:5::10/64 was found on rail0 at the last apply and is on cali2 now";
+    Run::of(tb.rr_cmd(&["apply", "--dry-run", config])).expect_code(EXIT_OK).expect_stdout(&[moved]);
+    Run::of(tb.rr_cmd(&["apply", config])).expect_code(EXIT_OK).expect_stderr(&[moved]);
+}
+
 /// rollback and remove take their links from what they read (the
 /// journals' steps, the owned routes, the recorded sysctls), not from a
 /// read of every link: on a node with a veth per pod that read was 5-6 ms
@@ -360,10 +429,7 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
 #[test]
 fn rollback_and_remove_read_no_link_and_still_name_each_one() {
     let tb = Testbed::builder().rails(4).build();
-    tb.sh_host(
-        "for i in $(seq 0 19); do ip link add cali$i type veth peer name calp$i; \
-         ip link set cali$i up; ip link set calp$i up; done",
-    );
+    add_pod_veths(&tb, 20);
     let table = FIRST_TABLE;
     tb.ip_host(&format!("route add 203.0.113.0/24 dev cali7 table {table}"));
     let foreign = |tb: &Testbed| table_routes(tb, table).into_iter().filter(|r| r.contains("cali7")).count();

@@ -38,7 +38,25 @@ pub(super) fn table() -> Table<(u32, Address)> {
 /// such link), in the kernel's order, as the dump of every address has
 /// them.
 pub(super) fn of_link(index: u32) -> Table<(u32, Address)> {
+    filtered(None, index)
+}
+
+/// The dump of one family's addresses: of every link (`index` 0), or of
+/// link `index` only. The kernel walks every link for a dump of every
+/// address of a family, also those with none of it: on a node with a
+/// thousand pod veths, 0.3 ms for IPv4 and 0.8 ms for their IPv6
+/// link-local addresses in a short-lived process (cold caches).
+pub(super) fn of_family(family: crate::model::Family, index: u32) -> Table<(u32, Address)> {
+    let af = match family {
+        crate::model::Family::V4 => AF_INET,
+        crate::model::Family::V6 => AF_INET6,
+    };
+    filtered(Some(af), index)
+}
+
+fn filtered(family: Option<u8>, index: u32) -> Table<(u32, Address)> {
     let mut header = [0; IFADDRMSG_LEN];
+    header[0] = family.unwrap_or(0);
     header[4..8].copy_from_slice(&index.to_ne_bytes());
     Table {
         what: "addresses",

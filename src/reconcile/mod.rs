@@ -70,8 +70,17 @@ pub async fn reconcile_reading(
     addrs: Option<Vec<crate::model::Address>>,
 ) -> Result<(Desired, Plan, Reading), Error> {
     let addrs = match addrs {
+        // Read by `settle_dad`, before the record: without the IPv6
+        // addresses of other links, they may be wanted after all, for an
+        // address the last apply found on a rail.
+        Some(addrs)
+            if !v6_everywhere(cfg, &BTreeMap::new(), &addrs)
+                && v6_everywhere(cfg, &record.discovered, &addrs) =>
+        {
+            read_addresses(nl, cfg, &record.discovered).await?
+        }
         Some(addrs) => addrs,
-        None => nl.addresses().await.context("cannot read the interface addresses")?,
+        None => read_addresses(nl, cfg, &record.discovered).await?,
     };
     let rules = nl.rules().await.context("cannot read the policy rules")?;
     let (cfg, read) = tables::resolve_tables(nl, cfg, record, &addrs, &rules).await?;
@@ -83,6 +92,44 @@ pub async fn reconcile_reading(
     let _p = crate::profile::phase("diff");
     let plan = diff::diff(&desired, &observed, adopt);
     Ok((desired, plan, Reading { observed, tables }))
+}
+
+/// The addresses a run plans with (`Netlink::run_addresses`): every
+/// IPv4 address, the rails' IPv6 addresses, and the IPv6 addresses of
+/// other links when `v6_everywhere`.
+async fn read_addresses(
+    nl: &Netlink,
+    cfg: &Config,
+    discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
+) -> Result<Vec<crate::model::Address>, Error> {
+    let rails: Vec<&str> = cfg.rail_names().collect();
+    let addrs = nl.run_addresses(&rails, |addrs| v6_everywhere(cfg, discovered, addrs)).await;
+    Ok(addrs.context("cannot read the interface addresses")?)
+}
+
+/// Whether a run looks at the IPv6 addresses of links that are not rails:
+/// when the config lists an IPv6 address or gateway, a rail holds an IPv6
+/// address that is not link-local (taken when it lists no `addresses`,
+/// or the source of a route lookup of `check`), or the last apply found
+/// one on a rail (`discovered`: `plan` says where it went). Otherwise
+/// every address a run compares another link's with (a listed or found
+/// address, a gateway, a managed subnet, the host addresses a lookup must
+/// not be sent to) is IPv4, and so is every ARP flux risk. `addrs` holds
+/// the rails' addresses at least. Pure.
+pub fn v6_everywhere(
+    cfg: &Config,
+    discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
+    addrs: &[crate::model::Address],
+) -> bool {
+    let v6 = |ip: &IpAddr| ip.is_ipv6();
+    cfg.interfaces.iter().any(|i| {
+        i.addresses.iter().flatten().any(|a| v6(&a.addr))
+            || i.gateways.iter().any(|g| v6(&g.addr))
+            || discovered.get(&i.name).is_some_and(|found| found.iter().any(|p| v6(&p.addr)))
+            || addrs.iter().any(|a| {
+                a.ifname == i.name && v6(&a.addr.addr) && !crate::model::is_v6_link_local(a.addr.addr)
+            })
+    })
 }
 
 /// Reads what the diff needs (the addresses are read already): every rule, the routes of the tables
@@ -310,7 +357,9 @@ pub async fn settle_dad(
     let mut sub: Option<Option<crate::events::Subscription>> = None;
     let mut waited = false;
     loop {
-        let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
+        // Before the record is read: `reconcile_reading` reads them again
+        // when an address found at the last apply wants more.
+        let addrs = read_addresses(nl, cfg, &BTreeMap::new()).await?;
         let waiting = addrs.iter().any(|a| a.tentative && !a.dad_failed && plan_uses(cfg, a));
         let now = Instant::now();
         if !waiting || now >= deadline || stop.requested().is_some() {
@@ -436,6 +485,43 @@ mod tests {
             temporary: false,
             dad_failed: false,
         }
+    }
+
+    /// Each way a run comes to look at IPv6 addresses makes it read those
+    /// of every link; a rail's link-local address or another link's IPv6
+    /// address does not.
+    #[test]
+    fn the_ipv6_addresses_of_other_links_are_read_when_a_run_looks_at_them() {
+        let cfg = |text: &str| crate::config::parse("c.toml", text).unwrap();
+        let v4 = cfg(
+            "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\"]\n\n[[interface]]\nname = \"rail1\"\n",
+        );
+        let none = BTreeMap::new();
+        let rail1_global = addr("rail1", "2001:db8:1::11/64", scope::UNIVERSE);
+        let host = [
+            addr("rail0", "198.51.100.10/24", scope::UNIVERSE),
+            addr("rail0", "fe80::1/64", scope::LINK),
+            addr("rail1", "fe80::2/64", scope::LINK),
+            addr("cali0", "2001:db8:9::1/64", scope::UNIVERSE),
+        ];
+        assert!(
+            !v6_everywhere(&v4, &none, &host),
+            "link-locals and another link's IPv6 address do not count"
+        );
+        let with_global = [&host[..], std::slice::from_ref(&rail1_global)].concat();
+        assert!(v6_everywhere(&v4, &none, &with_global), "rail1 takes its global IPv6 address");
+        let found =
+            BTreeMap::from([("rail1".to_string(), vec![Prefix::new("2001:db8:1::11".parse().unwrap(), 64)])]);
+        assert!(v6_everywhere(&v4, &found, &host), "found at the last apply: where is it now?");
+        let elsewhere =
+            BTreeMap::from([("mgmt0".to_string(), vec![Prefix::new("2001:db8:1::11".parse().unwrap(), 64)])]);
+        assert!(!v6_everywhere(&v4, &elsewhere, &host), "not a rail of this config");
+        let listed = cfg(
+            "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\", \"2001:db8:1::10/64\"]\n",
+        );
+        assert!(v6_everywhere(&listed, &none, &host), "a listed IPv6 address");
+        let gateway = cfg("[[interface]]\nname = \"rail0\"\ngateway = [\"198.51.100.1\", \"fe80::fe\"]\n");
+        assert!(v6_everywhere(&gateway, &none, &host), "an IPv6 gateway, link-local too");
     }
 
     #[test]
