@@ -342,7 +342,7 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
     // show asks for the links its owned routes name, once it has read them.
     let (run, links) = links_read(&tb, &["show"], EXIT_OK);
     assert_eq!(links, 4, "{}", run.stdout());
-    assert_eq!(read(&run), addresses, "{}", run.stderr());
+    once(&run);
     let out = run.stdout();
     let states: Vec<&str> = out.lines().filter(|l| l.starts_with("  link: ")).collect();
     assert_eq!(states, ["  link: up, carrier"; 4], "each rail's link, read:\n{out}");
@@ -367,10 +367,11 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
 }
 
 /// A run reads the IPv6 addresses of links other than the rails only
-/// when it looks at IPv6 at all, and then it needs them: `check` must not
-/// send a rail's IPv6 route lookup to an address of the host on another
-/// link (a rail that takes every global address it has: `v6_everywhere`
-/// knows from the rail's addresses), and apply must say where an IPv6
+/// when it looks at IPv6 at all, and then it needs them: `check` and
+/// `show` must not send a rail's IPv6 route lookup to an address of the
+/// host on another link (a rail that takes every global address it has:
+/// `v6_everywhere` knows from the rail's addresses, show from its owned
+/// IPv6 rule), and apply must say where an IPv6
 /// address the last apply found on a rail went (from the record alone:
 /// neither the rail nor the config holds an IPv6 address then, and apply
 /// reads the addresses again once it has the record).
@@ -410,6 +411,16 @@ fn other_links_ipv6_addresses_are_read_when_the_run_looks_at_ipv6() {
             Run::of(tb.rr_cmd(&["apply", config])).expect_code(EXIT_OK);
         }
     }
+    // show, for the owned IPv6 rule's lookup.
+    let mut cmd = tb.rr_cmd(&["show", "--json"]);
+    cmd.env("ROCE_ROUTE_PROFILE", "1");
+    let run = Run::of(cmd).expect_code(EXIT_OK);
+    assert!(read(&run) >= all(), "every address: {}", run.stderr());
+    let shown = common::json_doc(&run);
+    let traffic = shown["interfaces"][0]["traffic"].as_array().expect("traffic");
+    let from_v6: Vec<&serde_json::Value> = traffic.iter().filter(|t| t["from"] == "2001:db8:5::10").collect();
+    assert!(!from_v6.is_empty(), "{shown:#}");
+    assert!(from_v6.iter().all(|t| t["to"] == "2001:db8:5::2" && t["ok"] == true), "{shown:#}");
 
     // The address moves to a pod veth: the record says rail0 had it.
     tb.ip_host("-6 addr del 2001:db8:5::10/64 dev rail0");

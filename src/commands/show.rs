@@ -14,7 +14,7 @@ use crate::behaviour::{self, Verdict};
 use crate::cli::SysfsArg;
 use crate::config::DEFAULT_PROTOCOL;
 use crate::error::{Error, exit};
-use crate::model::{Address, Link, Route, Rule, SysctlKey, scope};
+use crate::model::{Address, Family, Link, Route, Rule, SysctlKey, scope};
 use crate::netlink::Netlink;
 use crate::rdma::Port;
 use crate::rdma_read;
@@ -188,7 +188,6 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     let observed = rdma_read::read_lenient(sysfs, nl.links())?;
     observed.unreadable.iter().for_each(|u| ctx.warn(u.to_string()));
     let rdma = observed.rdma;
-    let addresses = nl.addresses().await.context("cannot read the interface addresses")?;
     let rules: Vec<Rule> = nl
         .rules()
         .await
@@ -209,9 +208,14 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
         .filter(|r| protocols.contains(&r.protocol))
         .collect();
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
-    let local = reconcile::addresses_of(&addresses);
     let shown: Vec<&str> = interfaces.iter().map(|i| i.name.as_str()).collect();
     nl.add_links(&shown).context("cannot read the links")?;
+    // Of IPv6, the shown interfaces' addresses, and every link's only
+    // when an owned entry is IPv6: an owned rule's source is where a
+    // lookup starts, and the host's addresses are where it must not go.
+    let v6 = rules.iter().any(|r| r.family == Family::V6) || routes.iter().any(|r| r.family == Family::V6);
+    let addresses = nl.run_addresses(&shown, |_| v6).await.context("cannot read the interface addresses")?;
+    let local = reconcile::addresses_of(&addresses);
     for iface in &mut interfaces {
         iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);
         iface.sysctls = read_sysctls(&iface.name);
