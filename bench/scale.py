@@ -27,8 +27,9 @@ interleaved rounds and reports the ratio of their medians (variant/plain):
     links  the plain testbed plus --links veth pairs with CNI-like names
            (`cali` + 11 hex digits) in the host namespace, up, their peers
            (up) in a third namespace as a pod's end would be; every other
-           one has a /32 in 10.244.0.0/16 (as watch.py --pods), all have an
-           IPv6 link-local address. They stay outside the rails' subnet on
+           one has a /32 in 10.244.0.0/16 (as watch.py --pods; none with
+           --pod-ipv4 none, as on a Calico node), all have an IPv6
+           link-local address. They stay outside the rails' subnet on
            purpose: an address in 198.51.100.0/24 on a non-rail interface
            makes apply warn of ARP flux (and `check` fail) - that is a
            misconfiguration to report, not a scale to measure.
@@ -148,7 +149,7 @@ class Bed:
     namespace is deleted in __exit__ (and when the build fails)."""
 
     def __init__(self, tag: str, workdir: Path, rails: int = PLAIN_RAILS, addrs: int = 1,
-                 foreign_routes: int = 0, links: int = 0):
+                 foreign_routes: int = 0, links: int = 0, pod_ipv4: bool = True):
         if rails * addrs > MAX_ADDRESSES:
             raise BenchError(f"{rails} rails x {addrs} addresses: at most {MAX_ADDRESSES} fit in 198.51.100.10-254")
         base = f"rrscale-{os.getpid()}-{tag}"
@@ -158,6 +159,9 @@ class Bed:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.rails, self.addrs = rails, addrs
         self.foreign_routes, self.links = foreign_routes, links
+        # Every other veth with an IPv4 /32, or none (a Calico node's
+        # host-side veths have only their IPv6 link-local address).
+        self.pod_ipv4 = pod_ipv4
         self.config = self.workdir / "rails.toml"
         self.undo_files: dict[str, Path] = {}
         self.created: list[str] = []
@@ -247,7 +251,7 @@ class Bed:
         host, pods = [], []
         for i, name in enumerate(self.link_names()):
             host.append(f"link add {name} type veth peer name eth{i} netns {self.pods}")
-            if i % 2 == 0:
+            if self.pod_ipv4 and i % 2 == 0:
                 host.append(f"addr add {POD_NET}.{i // 250}.{1 + i % 250}/32 dev {name}")
             host.append(f"link set {name} up")
             pods.append(f"link set eth{i} up")
@@ -305,7 +309,8 @@ class Bed:
         if self.foreign_routes:
             extra.append(f"{self.foreign_routes:,} foreign /32 blackholes in main")
         if self.links:
-            extra.append(f"{self.links:,} non-rail veths ({self.links // 2 + self.links % 2} with an IPv4 /32)")
+            v4 = self.links // 2 + self.links % 2 if self.pod_ipv4 else 0
+            extra.append(f"{self.links:,} non-rail veths ({v4} with an IPv4 /32)")
         counts = ""
         if self.script:
             routes_and_v4_rules, v6_rules, sysctls = self.script.counts
@@ -469,7 +474,7 @@ def scenarios(args) -> dict[str, Scenario]:
             {"rails": args.rails, "addrs": args.addrs}, None),
         "links": Scenario(
             "links", f"{args.links:,} non-rail veths",
-            {"links": args.links}, None),
+            {"links": args.links, "pod_ipv4": args.pod_ipv4 == "half"}, None),
         "routes": Scenario(
             "routes", f"{args.foreign_routes:,} foreign routes in main",
             {"foreign_routes": args.foreign_routes}, 1.05),
@@ -612,6 +617,9 @@ def main() -> int:
     ap.add_argument("--rails", type=int, default=32, help="rails: rails (default 32)")
     ap.add_argument("--addrs", type=int, default=4, help="rails: IPv4 and IPv6 addresses per rail (default 4)")
     ap.add_argument("--links", type=int, default=1000, help="links: non-rail veths (default 1000)")
+    ap.add_argument("--pod-ipv4", choices=("half", "none"), default="half",
+                    help="links: an IPv4 /32 on every other veth (default), or on none, as on a Calico "
+                         "node, whose host-side veths have only their IPv6 link-local address")
     ap.add_argument("--tmpfs", type=Path, default=Path("/dev/shm"), metavar="DIR",
                     help="where the private state directory goes (default /dev/shm, like /run)")
     args = ap.parse_args()

@@ -77,18 +77,21 @@ impl Netlink {
         Ok(self.named(rows))
     }
 
-    /// The addresses a run of apply, check or watch plans with: those of
-    /// `addresses`, but the IPv6 addresses of links other than `rails`
-    /// only when `v6_everywhere` says the run looks at them, given the
-    /// others (every IPv4 address and the rails' IPv6 ones).
+    /// The addresses a run of apply, check, show or watch plans with:
+    /// those of `addresses`, but the IPv6 addresses of links other than
+    /// `rails` only when `v6_everywhere` says the run looks at them.
+    /// `v6_everywhere` is asked with none of the addresses first, then
+    /// with rails' IPv6 addresses as they are read; it must stay true once
+    /// it is.
     ///
-    /// Read from the kernel, the IPv4 addresses come from a dump of that
-    /// family and the rails' IPv6 ones from a dump filtered by link each;
-    /// the IPv6 dump of every link only follows when it is wanted. The
-    /// kernel walks every link for a family's dump: on a node with a
+    /// The kernel walks every link for a family's dump: on a node with a
     /// thousand pod veths, their IPv6 link-local addresses were 0.8 ms of
-    /// a 4.4 ms no-op (a short-lived process finds them cold), for an
-    /// IPv4 config that never looks at them. Kept addresses (watch) are
+    /// a 3.3-4.4 ms no-op (a short-lived process finds them cold), for an
+    /// IPv4 config that never looks at them. So, unless the run wants them
+    /// from the start, the rails' IPv6 addresses come from a dump filtered
+    /// by link each and the IPv4 ones from a dump of that family; but once
+    /// a rail's make the run want every link's (a dual-stack rail), one
+    /// dump of every address, as `addresses`. Kept addresses (watch) are
     /// narrowed the same way, so that every command plans on the same
     /// view of the host.
     pub async fn run_addresses(
@@ -101,20 +104,21 @@ impl Netlink {
             let narrow = rails_v6_only(&every, rails);
             return Ok(if v6_everywhere(&narrow) { every } else { narrow });
         }
+        if v6_everywhere(&[]) {
+            return self.addresses().await;
+        }
+        let mut v6 = Vec::new();
+        for index in rails.iter().filter_map(|n| self.table.index(n)) {
+            let read = self.addresses_of_links(&[index], Some(Family::V6))?;
+            if v6_everywhere(&self.named(read.clone())) {
+                return self.addresses().await;
+            }
+            v6.extend(read);
+        }
         let mut rows = self.read_kept(&super::addrdump::of_family(Family::V4, 0))?;
         crate::profile::count("addresses_read", rows.len());
-        let indexes: Vec<u32> = rails.iter().filter_map(|n| self.table.index(n)).collect();
-        let v4 = rows.len();
-        rows.extend(self.addresses_of_links(&indexes, Some(Family::V6))?);
         // Stable: each link's addresses stay in the kernel's order.
-        rows[v4..].sort_by_key(|(i, a)| super::addrtable::place(*i, a));
-        let narrow = self.named(rows.clone());
-        if !v6_everywhere(&narrow) {
-            return Ok(narrow);
-        }
-        rows.truncate(v4);
-        let v6 = self.read_kept(&super::addrdump::of_family(Family::V6, 0))?;
-        crate::profile::count("addresses_read", v6.len());
+        v6.sort_by_key(|(i, a)| super::addrtable::place(*i, a));
         rows.extend(v6);
         Ok(self.named(rows))
     }

@@ -114,8 +114,9 @@ async fn read_addresses(
 /// one on a rail (`discovered`: `plan` says where it went). Otherwise
 /// every address a run compares another link's with (a listed or found
 /// address, a gateway, a managed subnet, the host addresses a lookup must
-/// not be sent to) is IPv4, and so is every ARP flux risk. `addrs` holds
-/// the rails' addresses at least. Pure.
+/// not be sent to) is IPv4, and so is every ARP flux risk. Only the
+/// rails' addresses in `addrs` count, and more of them can only make it
+/// true (`Netlink::run_addresses` asks as it reads them). Pure.
 pub fn v6_everywhere(
     cfg: &Config,
     discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
