@@ -149,7 +149,7 @@ class Bed:
     namespace is deleted in __exit__ (and when the build fails)."""
 
     def __init__(self, tag: str, workdir: Path, rails: int = PLAIN_RAILS, addrs: int = 1,
-                 foreign_routes: int = 0, links: int = 0, pod_ipv4: bool = True):
+                 foreign_routes: int = 0, links: int = 0, pod_ipv4: bool = True, v6: bool = True):
         if rails * addrs > MAX_ADDRESSES:
             raise BenchError(f"{rails} rails x {addrs} addresses: at most {MAX_ADDRESSES} fit in 198.51.100.10-254")
         base = f"rrscale-{os.getpid()}-{tag}"
@@ -162,6 +162,8 @@ class Bed:
         # Every other veth with an IPv4 /32, or none (a Calico node's
         # host-side veths have only their IPv6 link-local address).
         self.pod_ipv4 = pod_ipv4
+        # The rails' IPv6 addresses (none with --rails-ipv4-only).
+        self.v6_rails = v6
         self.config = self.workdir / "rails.toml"
         self.undo_files: dict[str, Path] = {}
         self.created: list[str] = []
@@ -222,7 +224,8 @@ class Bed:
             host.append(f"link add {rail} type veth peer name p{k} netns {self.peer}")
             for j in range(self.addrs):
                 host.append(f"addr add {self.v4(k, j)}/24 dev {rail}")
-                host.append(f"addr add {self.v6(k, j)}/64 dev {rail} nodad")
+                if self.v6_rails:
+                    host.append(f"addr add {self.v6(k, j)}/64 dev {rail} nodad")
             host.append(f"link set {rail} up")
         self.batch(self.host, "host-rails.batch", host)
         self.batch(self.peer, "peer-ports.batch",
@@ -315,7 +318,8 @@ class Bed:
         if self.script:
             routes_and_v4_rules, v6_rules, sysctls = self.script.counts
             counts = f"; from scratch = {routes_and_v4_rules + v6_rules} routes/rules + {sysctls} sysctls"
-        return (f"{self.rails} rails x {self.addrs} IPv4 + {self.addrs} IPv6 addresses"
+        v6 = f" + {self.addrs} IPv6" if self.v6_rails else ""
+        return (f"{self.rails} rails x {self.addrs} IPv4{v6} addresses"
                 + "".join(f", {e}" for e in extra) + counts + f"; built in {self.build_s:.1f} s")
 
 
@@ -380,7 +384,7 @@ class Target:
         self.bench.ensure_applied(self.bed)
         ns, p = timed(*self.rr, "remove", "--dry-run")
         rules = sum(1 for line in p.stdout.splitlines() if " rule del " in line)
-        if rules != 2 * self.bed.rails * self.bed.addrs:
+        if rules != (2 if self.bed.v6_rails else 1) * self.bed.rails * self.bed.addrs:
             raise BenchError(f"remove --dry-run deletes {rules} rules:\n{p.stdout[:2000]}{p.stderr}")
         return ns
 
@@ -406,7 +410,7 @@ class Target:
         v4_rules = sum(1 for l in dry.splitlines() if " -4 rule add " in l)
         v6_rules = sum(1 for l in dry.splitlines() if " -6 rule add " in l)
         want = bed.rails * bed.addrs
-        if (v4_rules, v6_rules) != (want, want):
+        if (v4_rules, v6_rules) != (want, want if bed.v6_rails else 0):
             raise BenchError(f"{bed.tag}: the dry run has {v4_rules} IPv4 and {v6_rules} IPv6 rules, "
                              f"expected {want} each (one per address):\n{dry}")
         _, p = self.bench.apply(bed)
@@ -491,8 +495,9 @@ def run_scenario(sc: Scenario, args, binary: Path, state_dir: Path, work: Path) 
     t_start = time.perf_counter()
     print(f"[{sc.name}] building the testbeds ({sc.variant_label})...", file=sys.stderr, flush=True)
     with contextlib.ExitStack() as stack:
-        plain = stack.enter_context(Bed(f"{sc.name}-plain", work))
-        var = stack.enter_context(Bed(f"{sc.name}-var", work, **sc.variant))
+        v6 = not args.rails_ipv4_only
+        plain = stack.enter_context(Bed(f"{sc.name}-plain", work, v6=v6))
+        var = stack.enter_context(Bed(f"{sc.name}-var", work, v6=v6, **sc.variant))
         times["build"] = time.perf_counter() - t_start
         p, v = Target(binary, state_dir, plain), Target(binary, state_dir, var)
         t0 = time.perf_counter()
@@ -620,6 +625,8 @@ def main() -> int:
     ap.add_argument("--pod-ipv4", choices=("half", "none"), default="half",
                     help="links: an IPv4 /32 on every other veth (default), or on none, as on a Calico "
                          "node, whose host-side veths have only their IPv6 link-local address")
+    ap.add_argument("--rails-ipv4-only", action="store_true",
+                    help="the rails of both testbeds without IPv6 addresses (an IPv4 RoCE fabric)")
     ap.add_argument("--tmpfs", type=Path, default=Path("/dev/shm"), metavar="DIR",
                     help="where the private state directory goes (default /dev/shm, like /run)")
     args = ap.parse_args()
