@@ -6,7 +6,7 @@
 //!
 //! Used by apply, remove, rollback and the confirmation guard.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use nix::errno::Errno;
 
@@ -54,6 +54,82 @@ pub fn header_for(
     header
 }
 
+/// The links `ops` name by name (a route's output interface, a sysctl's
+/// interface): what a journal records the index of. A route deleted or
+/// put back from its dumped bytes names its link by index already, and a
+/// rule names its interfaces by name in the kernel too. Pure.
+fn links_named(ops: &[Op]) -> BTreeSet<&str> {
+    fn oif(r: &crate::model::Route) -> Option<&str> {
+        r.oif.as_deref()
+    }
+    ops.iter()
+        .flat_map(|op| match op {
+            Op::AddRoute { route } | Op::DelRoute { route, .. } => [oif(route), None],
+            Op::ReplaceRoute { old, new } => [oif(&old.item), oif(new)],
+            Op::RestoreRoute { current, old } => [oif(current), oif(&old.item)],
+            Op::SetSysctl { iface, .. } => [Some(iface.as_str()), None],
+            Op::AddRule { .. } | Op::DelRule { .. } => [None, None],
+        })
+        .flatten()
+        .collect()
+}
+
+/// The index of each link `ops` name, as it is now (a link that does not
+/// exist has none).
+fn link_indexes(nl: &Netlink, ops: &[Op]) -> BTreeMap<String, u32> {
+    links_named(ops)
+        .into_iter()
+        .filter_map(|name| Some((name.to_string(), nl.index_by_name(name)?)))
+        .collect()
+}
+
+/// A recorded run's undo steps in execution order (undo runs them
+/// reversed), each link named as it is named now: a link the journal
+/// recorded whose index has another name now was renamed since, and is
+/// undone under that name. A link whose index is gone keeps its name (a
+/// link re-created with it, which watch may have healed, is undone as
+/// before).
+pub fn undo_steps(nl: &Netlink, journal: &Journal) -> Vec<Op> {
+    let renamed: BTreeMap<String, String> = (journal.header.links.iter())
+        .filter(|(name, index)| nl.index_by_name(name) != Some(**index))
+        .filter_map(|(name, index)| Some((name.clone(), nl.name_by_index(*index)?)))
+        .filter(|(old, now)| old != now)
+        .collect();
+    rename_links(journal.undo_ops(), &renamed)
+}
+
+/// `ops` with their links renamed as `renamed` says (old name -> name
+/// now). Pure.
+fn rename_links(ops: Vec<Op>, renamed: &BTreeMap<String, String>) -> Vec<Op> {
+    if renamed.is_empty() {
+        return ops;
+    }
+    let name = |n: &mut String| {
+        if let Some(now) = renamed.get(n.as_str()) {
+            n.clone_from(now);
+        }
+    };
+    let route = |r: &mut crate::model::Route| r.oif.iter_mut().for_each(name);
+    ops.into_iter()
+        .map(|mut op| {
+            match &mut op {
+                Op::AddRoute { route: r } | Op::DelRoute { route: r, .. } => route(r),
+                Op::ReplaceRoute { old, new } => {
+                    route(&mut old.item);
+                    route(new);
+                }
+                Op::RestoreRoute { current, old } => {
+                    route(current);
+                    route(&mut old.item);
+                }
+                Op::SetSysctl { iface, .. } => name(iface),
+                Op::AddRule { .. } | Op::DelRule { .. } => {}
+            }
+            op
+        })
+        .collect()
+}
+
 /// The tables whose routes `ops` change.
 fn tables_of(ops: &[Op]) -> BTreeSet<u32> {
     ops.iter()
@@ -79,7 +155,12 @@ pub struct Applied<'a> {
 /// undoes what was made: the run is then as if it never happened (its
 /// journal and its record entries go), unless the undo failed too (then
 /// the journal stays, so that `roce-route rollback` can finish it).
-pub async fn begin<'a>(env: &'a Env<'a>, ops: &[Op], header: JournalHeader) -> Result<Applied<'a>, Error> {
+pub async fn begin<'a>(
+    env: &'a Env<'a>,
+    ops: &[Op],
+    mut header: JournalHeader,
+) -> Result<Applied<'a>, Error> {
+    header.links = link_indexes(env.nl, ops);
     let mut journal = WriteAhead { state: env.state, header: Some(header.clone()), writer: None };
     let phase = crate::profile::phase("changes + journal");
     let ran = executor::run(&mut Kernel::new(env.nl), ops, env.stop, &mut journal).await;
@@ -153,7 +234,7 @@ fn forget_run(
 /// half-way: undo steps whose effect is already there count as done.
 /// Returns the undo steps in the order they ran.
 pub async fn undo_journal(env: &Env<'_>, journal: &Journal) -> Result<Vec<Op>, Error> {
-    let undo = journal.undo_ops();
+    let undo = undo_steps(env.nl, journal);
     let failures = executor::undo_all(&mut Kernel::new(env.nl), &undo).await;
     if !failures.is_empty() {
         let what = format!("rolling back the {} of journal {}", journal.header.kind, journal.path.display());
@@ -286,6 +367,40 @@ mod tests {
         assert_eq!(h.tables, [103]);
         let h = header_for(RunKind::Remove, None, 234, &[], &record);
         assert_eq!(h.released_origins.len(), 1, "remove gives back every recorded value");
+    }
+
+    /// The links a journal records are those its steps name by name, and
+    /// a rename reaches every place a step names one; a rule keeps its
+    /// interface names (the kernel's are names too).
+    #[test]
+    fn renamed_links_reach_every_step_that_names_them() {
+        let route = |table, oif: &str| {
+            Route::connected(table, prefix("198.51.100.0/24"), oif, "198.51.100.10".parse().unwrap(), 234)
+        };
+        let live = |r: Route| crate::model::Live { item: r, raw: Vec::new() };
+        let mut rule = Rule::source(1000, "198.51.100.10".parse().unwrap(), 100, 234);
+        rule.iif = Some("rail0".into());
+        let ops = vec![
+            Op::DelRoute { route: route(100, "rail0"), raw: None },
+            Op::AddRoute { route: route(101, "rail1") },
+            Op::ReplaceRoute { old: live(route(100, "cali7")), new: route(100, "rail0") },
+            Op::RestoreRoute { current: route(102, "rail2"), old: live(route(102, "rail0")) },
+            Op::SetSysctl { iface: "rail0".into(), key: SysctlKey::ArpIgnore, old: 1, new: 0 },
+            Op::AddRule { rule: rule.clone(), raw: None },
+        ];
+        let named: Vec<&str> = links_named(&ops).into_iter().collect();
+        assert_eq!(named, ["cali7", "rail0", "rail1", "rail2"], "not the rule's iif");
+        // rail0 and rail1 swapped names (as udev may at a reboot).
+        let renamed = BTreeMap::from([
+            ("rail0".to_string(), "ens5".to_string()),
+            ("rail1".to_string(), "rail0".to_string()),
+        ]);
+        let out = rename_links(ops, &renamed);
+        let named: Vec<&str> = links_named(&out).into_iter().collect();
+        assert_eq!(named, ["cali7", "ens5", "rail0", "rail2"]);
+        assert_eq!(out[1], Op::AddRoute { route: route(101, "rail0") }, "renamed once, not twice");
+        assert!(matches!(&out[4], Op::SetSysctl { iface, .. } if iface == "ens5"));
+        assert_eq!(out[5], Op::AddRule { rule, raw: None });
     }
 
     /// After apply A, apply B, remove: rolling back the remove must leave

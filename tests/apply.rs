@@ -510,6 +510,27 @@ fn rollback_leaves_alone_a_link_with_a_gone_rails_name_as_its_altname() {
     assert_eq!(rules_to(&tb, table), Vec::<String>::new(), "the apply is undone");
 }
 
+/// A rail renamed after apply (by hand or by a udev rule; it must be down
+/// for that, which flushes its routes) keeps the ARP sysctls apply set.
+/// rollback finds it by the index its journal recorded and gives them
+/// back under its new name, as `--dry-run` says first; the other rail is
+/// undone as usual.
+#[test]
+fn rollback_finds_a_rail_renamed_since_by_its_index() {
+    let tb = Testbed::builder().rails(2).build();
+    let keys = ["arp_ignore", "arp_announce"];
+    let before: Vec<u32> = keys.iter().map(|k| tb.host_sysctl("rail0", k)).collect();
+    tb.apply_ok(&tb.standard_config());
+    assert_ne!(keys.map(|k| tb.host_sysctl("rail0", k)).to_vec(), before, "apply set them");
+    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    let dry = tb.rr(&["rollback", "--dry-run"]).expect_code(EXIT_OK);
+    dry.expect_stdout(&["net.ipv4.conf.ens5.arp_ignore", "net.ipv4.conf.ens5.arp_announce"]);
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
+    assert_eq!(keys.map(|k| tb.host_sysctl("ens5", k)).to_vec(), before, "given back under its new name");
+    assert_eq!(keys.map(|k| tb.host_sysctl("rail1", k)).to_vec(), before);
+    assert!(tb.ip_host("-4 rule show").lines().all(|l| !l.contains("proto 234")), "the rules went");
+}
+
 // ---------------------------------------------------------------------------
 // 2. Idempotence
 

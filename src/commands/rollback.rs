@@ -56,7 +56,7 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     let heals = set.iter().filter(|j| j.header.kind == RunKind::Heal).count();
     let mut steps: Vec<Change> = Vec::new();
     for j in &set {
-        steps.extend(j.undo_ops().iter().rev().map(Change::of));
+        steps.extend(transaction::undo_steps(&nl, j).iter().rev().map(Change::of));
     }
     if !dry_run {
         let env = Env { state: &state, nl: &nl, stop: &ctx.stop };

@@ -255,6 +255,21 @@ impl Netlink {
         outside.unwrap_or_else(|| format!("if{index}"))
     }
 
+    /// The index of link `name` now; None when there is no such link (or
+    /// it cannot be asked).
+    pub fn index_by_name(&self, name: &str) -> Option<u32> {
+        self.ifindex(name).ok()
+    }
+
+    /// The name of link `index` now; None when there is no such link.
+    pub fn name_by_index(&self, index: u32) -> Option<String> {
+        match self.table.name(index) {
+            Some(name) => Some(name.clone()),
+            None if self.partial => self.outside_name(index),
+            None => None,
+        }
+    }
+
     fn outside_name(&self, index: u32) -> Option<String> {
         if let Some(known) = self.outside_names().get(&index) {
             return known.clone();

@@ -113,6 +113,13 @@ pub struct JournalHeader {
     /// rather than a torn append.
     #[serde(default)]
     pub steps: Option<usize>,
+    /// The index each link the steps name by name had when the run was
+    /// made: a link renamed since (it must be down for that, which flushes
+    /// its routes, but it keeps its sysctls) is found by it when the run
+    /// is undone (`transaction::undo_steps`). Absent in journals written
+    /// before.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub links: std::collections::BTreeMap<String, u32>,
 }
 
 impl JournalHeader {
@@ -139,6 +146,7 @@ impl JournalHeader {
             replaced_sources: Default::default(),
             trial: None,
             steps: None,
+            links: Default::default(),
         }
     }
 }
