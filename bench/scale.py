@@ -412,7 +412,7 @@ class Target:
         want = bed.rails * bed.addrs
         if (v4_rules, v6_rules) != (want, want if bed.v6_rails else 0):
             raise BenchError(f"{bed.tag}: the dry run has {v4_rules} IPv4 and {v6_rules} IPv6 rules, "
-                             f"expected {want} each (one per address):\n{dry}")
+                             f"expected {want} and {want if bed.v6_rails else 0} (one per address):\n{dry}")
         _, p = self.bench.apply(bed)
         if "in sync" in p.stdout:
             raise BenchError(f"{bed.tag}: apply from scratch changed nothing?\n{p.stdout}{p.stderr}")

@@ -41,7 +41,7 @@ pub struct Request<'a> {
     /// The addresses, when the caller read them an instant before, under
     /// the lock (watch) or just before it took the lock at once (apply):
     /// the first reading takes them instead of a dump.
-    pub addresses: Option<&'a [crate::model::Address]>,
+    pub addresses: Option<&'a reconcile::Given>,
     /// The record, when the caller read it under the lock an instant
     /// before (watch): the first reading takes it instead of reading the
     /// file again.
@@ -78,8 +78,8 @@ pub async fn converge(
         };
         let mut record = stored.clone();
         adjust(&mut record);
-        let addrs = req.addresses.filter(|_| attempt == 1).map(<[_]>::to_vec);
-        let reading = reconcile::reconcile_reading(nl, cfg, req.adopt, &record, addrs).await;
+        let given = req.addresses.filter(|_| attempt == 1).cloned();
+        let reading = reconcile::reconcile_reading(nl, cfg, req.adopt, &record, given).await;
         let (desired, plan, reading) = match reading {
             // The config was fine a moment ago: the host changed under us.
             Err(Error::Config(e)) if attempt > 1 => {

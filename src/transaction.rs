@@ -85,13 +85,15 @@ fn link_indexes(nl: &Netlink, ops: &[Op]) -> BTreeMap<String, u32> {
 
 /// A recorded run's undo steps in execution order (undo runs them
 /// reversed), each link named as it is named now: a link the journal
-/// recorded whose index has another name now was renamed since, and is
-/// undone under that name. A link whose index is gone keeps its name (a
-/// link re-created with it, which watch may have healed, is undone as
-/// before).
+/// recorded whose name no link has now, but whose index another name
+/// has, was renamed since, and is undone under that name. A name some
+/// link has is kept, also when that link is another one than the
+/// journal's (re-created with the name, which watch may have healed: it
+/// is undone as before; the recorded index may have gone to another link
+/// meanwhile, which is never touched then).
 pub fn undo_steps(nl: &Netlink, journal: &Journal) -> Vec<Op> {
     let renamed: BTreeMap<String, String> = (journal.header.links.iter())
-        .filter(|(name, index)| nl.index_by_name(name) != Some(**index))
+        .filter(|(name, _)| nl.index_by_name(name).is_none())
         .filter_map(|(name, index)| Some((name.clone(), nl.name_by_index(*index)?)))
         .filter(|(old, now)| old != now)
         .collect();
@@ -390,7 +392,8 @@ mod tests {
         ];
         let named: Vec<&str> = links_named(&ops).into_iter().collect();
         assert_eq!(named, ["cali7", "rail0", "rail1", "rail2"], "not the rule's iif");
-        // rail0 and rail1 swapped names (as udev may at a reboot).
+        // rail0 is ens5 now, and rail1 took rail0's name: each step is
+        // renamed once.
         let renamed = BTreeMap::from([
             ("rail0".to_string(), "ens5".to_string()),
             ("rail1".to_string(), "rail0".to_string()),

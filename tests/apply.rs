@@ -259,6 +259,11 @@ fn add_pod_veths(tb: &Testbed, n: usize) {
          ip link set cali$i up; ip link set calp$i up; done",
         n - 1
     ));
+    // Their link-local addresses come with the carrier, a moment later:
+    // counts of the host's addresses must not race them.
+    let link_locals =
+        || tb.ip_host("-6 -o addr show scope link").lines().filter(|l| l.contains(" cal")).count();
+    poll_until("the pod veths' link-local addresses", Duration::from_secs(5), || link_locals() == 2 * n);
 }
 
 /// `cmd` with the profile on: its run, expecting exit `code`, and how many
@@ -282,7 +287,8 @@ fn links_read(tb: &Testbed, args: &[&str], code: i32) -> (Run, u64) {
 /// read every link, so that what is said of it names the closest one.
 /// Each reads the addresses once to plan (it was twice: apply's DAD wait
 /// and check's route lookups read them again), and of IPv6 the rails'
-/// only, as nothing of this config is IPv6 (show reads them all). A pod
+/// only, as nothing of this config is IPv6 (show too, as nothing it owns
+/// is IPv6). A pod
 /// veth's IPv6 link-local address is not named (it says nothing of a
 /// rail): only the links of a foreign route or of another address are.
 #[test]
@@ -529,6 +535,28 @@ fn rollback_finds_a_rail_renamed_since_by_its_index() {
     assert_eq!(keys.map(|k| tb.host_sysctl("ens5", k)).to_vec(), before, "given back under its new name");
     assert_eq!(keys.map(|k| tb.host_sysctl("rail1", k)).to_vec(), before);
     assert!(tb.ip_host("-4 rule show").lines().all(|l| !l.contains("proto 234")), "the rules went");
+}
+
+/// The index a journal recorded may belong to another link by the time
+/// of the rollback (the rail re-created under its name got a new one; a
+/// link moved in from another namespace, or made with `index`, took the
+/// old one): the rail's steps go to the link that has its name, never to
+/// the one that has its old index.
+#[test]
+fn rollback_leaves_alone_a_link_that_took_a_rails_old_index() {
+    let tb = Testbed::builder().rails(2).build();
+    tb.apply_ok(&tb.standard_config());
+    let index = tb.sh_host("cat /sys/class/net/rail0/ifindex").trim().to_string();
+    tb.sh_host(&format!(
+        "ip link del rail0 && ip link add rail0 type veth peer name rail0p && \
+         ip link add other index {index} type veth peer name otherp"
+    ));
+    assert_eq!(tb.sh_host("cat /sys/class/net/other/ifindex").trim(), index);
+    tb.set_host_sysctl("other", "arp_ignore", 2);
+    let dry = tb.rr(&["rollback", "--dry-run"]).expect_code(EXIT_OK);
+    assert!(!dry.stdout().contains("other"), "{}", dry.stdout());
+    tb.rr(&["rollback"]).expect_code(EXIT_OK);
+    assert_eq!(tb.host_sysctl("other", "arp_ignore"), 2, "not the rail's");
 }
 
 // ---------------------------------------------------------------------------

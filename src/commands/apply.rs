@@ -217,7 +217,7 @@ pub async fn run(
     let (lock, read_again) = run.lock(&state, &mut nl, settled).await?;
     // The addresses settle_dad read are planned with, as the links are,
     // unless the host was read again after a wait.
-    let addrs = (!read_again).then_some(addrs);
+    let given = (!read_again).then_some(reconcile::Given { addrs, with_record: false });
     // --confirm: the guard owns the deadline before the first netlink
     // message, so that a kill of this process at any instant of the change
     // (or after it) still ends with the host as before.
@@ -227,7 +227,7 @@ pub async fn run(
         None => None,
     };
     let (converged, dropped) =
-        run.converge(&state, &mut nl, &config_files, guard.as_ref(), addrs.as_deref()).await;
+        run.converge(&state, &mut nl, &config_files, guard.as_ref(), given.as_ref()).await;
     let converged = match converged {
         Ok(c) => c,
         Err(e) => {
@@ -372,8 +372,9 @@ impl Apply<'_> {
     ) -> Result<Done, Error> {
         let (ctx, args) = (self.ctx, self.args);
         let record = ctx.readable_record()?;
+        let given = reconcile::Given { addrs, with_record: false };
         let (desired, mut plan, _) =
-            reconcile::reconcile_reading(nl, self.cfg, args.adopt, &record, Some(addrs)).await?;
+            reconcile::reconcile_reading(nl, self.cfg, args.adopt, &record, Some(given)).await?;
         plan.warnings = plan.warnings.iter().map(|w| with_apply_command(ctx, self.cfg, &plan, w)).collect();
         self.warn_rdma(&desired);
         strict_check(args, &desired.not_ready)?;
@@ -397,7 +398,7 @@ impl Apply<'_> {
         nl: &mut crate::netlink::Netlink,
         config_files: &[(String, String)],
         guard: Option<&Guard>,
-        addresses: Option<&[crate::model::Address]>,
+        addresses: Option<&reconcile::Given>,
     ) -> (Result<Converged, Error>, Vec<DroppedWithFile>) {
         let (ctx, args, cfg) = (self.ctx, self.args, self.cfg);
         let mut dropped = Vec::new();

@@ -117,6 +117,7 @@ impl Netlink {
         }
         let mut rows = self.read_kept(&super::addrdump::of_family(Family::V4, 0))?;
         crate::profile::count("addresses_read", rows.len());
+        rows.retain(|(_, a)| a.addr.family() == Family::V4);
         // Stable: each link's addresses stay in the kernel's order.
         v6.sort_by_key(|(i, a)| super::addrtable::place(*i, a));
         rows.extend(v6);
@@ -185,7 +186,7 @@ impl Netlink {
             match self.read_kept(&table) {
                 Ok(read) => {
                     crate::profile::count("addresses_read", read.len());
-                    rows.extend(read);
+                    rows.extend(of_link_and_family(read, index, family));
                 }
                 Err(e) if e.is(Errno::ENODEV) => {}
                 Err(e) => return Err(e),
@@ -319,11 +320,14 @@ impl Netlink {
     }
 }
 
-/// The exchange of `request`: its bytes (NLM_F_REQUEST and `flags`:
-/// NLM_F_DUMP, or NLM_F_ACK for a request that is not a dump; sequence 1
-/// until it is sent with one of its own), and what its replies are: their
-/// name in errors, their type, their parse (netlink-packet-route's,
-/// whole). Pure.
+/// The rows of link `index` (and of `family`) of a dump asked for those
+/// only: a kernel without the family's handler (IPv6 off with
+/// `ipv6.disable=1`) answers an IPv6 dump with every family's, and one
+/// that does not filter by link with every link's. Pure.
+fn of_link_and_family(rows: Vec<(u32, Address)>, index: u32, family: Option<Family>) -> Vec<(u32, Address)> {
+    rows.into_iter().filter(|(i, a)| *i == index && family.is_none_or(|f| a.addr.family() == f)).collect()
+}
+
 /// `addrs` without the IPv6 addresses of links other than `rails`, in
 /// their order. Pure.
 fn rails_v6_only(addrs: &[Address], rails: &[&str]) -> Vec<Address> {
@@ -334,6 +338,11 @@ fn rails_v6_only(addrs: &[Address], rails: &[&str]) -> Vec<Address> {
         .collect()
 }
 
+/// The exchange of `request`: its bytes (NLM_F_REQUEST and `flags`:
+/// NLM_F_DUMP, or NLM_F_ACK for a request that is not a dump; sequence 1
+/// until it is sent with one of its own), and what its replies are: their
+/// name in errors, their type, their parse (netlink-packet-route's,
+/// whole). Pure.
 fn table_of(request: RouteNetlinkMessage, flags: u16) -> Result<Table<RouteNetlinkMessage>, NlError> {
     type Parse = fn(&[u8]) -> Result<Option<RouteNetlinkMessage>, NlError>;
     let (what, reply, parse): (_, _, Parse) = match &request {
@@ -546,6 +555,18 @@ mod tests {
         let e = read_whole(&routes(), &[bytes]).unwrap_err();
         assert_eq!(e.errno, Errno::EPROTO, "{e}");
         assert!(e.to_string().contains("cannot read a route"), "{e}");
+    }
+
+    /// A dump asked for one link and family keeps those rows only.
+    #[test]
+    fn a_filtered_dump_keeps_its_link_and_family_only() {
+        let a = |cidr: &str| Address { addr: crate::model::prefix(cidr), ..Address::default() };
+        let rows = vec![(3, a("198.51.100.10/24")), (3, a("fe80::1/64")), (4, a("fe80::2/64"))];
+        let v6: Vec<u32> =
+            of_link_and_family(rows.clone(), 3, Some(Family::V6)).iter().map(|r| r.0).collect();
+        assert_eq!(v6, [3]);
+        assert_eq!(of_link_and_family(rows.clone(), 3, Some(Family::V6))[0].1, a("fe80::1/64"));
+        assert_eq!(of_link_and_family(rows, 3, None).len(), 2, "both families of link 3");
     }
 
     /// Every IPv4 address stays, and the rails' IPv6 ones, in order.

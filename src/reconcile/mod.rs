@@ -60,26 +60,35 @@ impl Reading {
     }
 }
 
-/// `reconcile`, with what it read; with `addrs`, the addresses the caller
+/// Addresses a caller read an instant before with `read_addresses`.
+#[derive(Clone, Debug)]
+pub struct Given {
+    pub addrs: Vec<crate::model::Address>,
+    /// Read with the record's `discovered` (watch, under its lock); not:
+    /// before the record was read (apply's DAD wait).
+    pub with_record: bool,
+}
+
+/// `reconcile`, with what it read; with `given`, the addresses the caller
 /// read an instant before (under the same lock) instead of a dump.
 pub async fn reconcile_reading(
     nl: &Netlink,
     cfg: &Config,
     adopt: bool,
     record: &Record,
-    addrs: Option<Vec<crate::model::Address>>,
+    given: Option<Given>,
 ) -> Result<(Desired, Plan, Reading), Error> {
-    let addrs = match addrs {
-        // Read by `settle_dad`, before the record: without the IPv6
-        // addresses of other links, they may be wanted after all, for an
-        // address the last apply found on a rail.
-        Some(addrs)
-            if !v6_everywhere(cfg, &BTreeMap::new(), &addrs)
-                && v6_everywhere(cfg, &record.discovered, &addrs) =>
+    let addrs = match given {
+        // Read before the record: without the IPv6 addresses of other
+        // links, which an address the last apply found on a rail wants.
+        Some(g)
+            if !g.with_record
+                && !v6_everywhere(cfg, &BTreeMap::new(), &g.addrs)
+                && v6_everywhere(cfg, &record.discovered, &g.addrs) =>
         {
             read_addresses(nl, cfg, &record.discovered).await?
         }
-        Some(addrs) => addrs,
+        Some(g) => g.addrs,
         None => read_addresses(nl, cfg, &record.discovered).await?,
     };
     let rules = nl.rules().await.context("cannot read the policy rules")?;
@@ -97,7 +106,7 @@ pub async fn reconcile_reading(
 /// The addresses a run plans with (`Netlink::run_addresses`): every
 /// IPv4 address, the rails' IPv6 addresses, and the IPv6 addresses of
 /// other links when `v6_everywhere`.
-async fn read_addresses(
+pub async fn read_addresses(
     nl: &Netlink,
     cfg: &Config,
     discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,

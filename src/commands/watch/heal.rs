@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::converge::{self, Converged, Request, table_owners};
 use crate::error::Error;
 use crate::netlink::Netlink;
+use crate::reconcile;
 use crate::render::{self, count};
 use crate::state::Record;
 
@@ -33,10 +34,13 @@ impl Watcher<'_> {
         record: &Record,
     ) -> Result<Result<Converged, Vec<String>>, Error> {
         let ctx = self.ctx;
-        let addrs = nl
-            .addresses()
-            .await
-            .map_err(|e| Error::Other(anyhow::anyhow!("cannot read the addresses: {e}")))?;
+        // The view every command plans on (`reconcile::read_addresses`):
+        // other links' IPv6 addresses only when the run looks at IPv6.
+        let given = reconcile::Given {
+            addrs: reconcile::read_addresses(nl, cfg, &record.discovered).await?,
+            with_record: true,
+        };
+        let addrs = &given.addrs;
         let req = Request {
             cfg,
             config_files: &record.config_files,
@@ -45,11 +49,11 @@ impl Watcher<'_> {
             trial: None,
             notice: &|m| log(ctx, m, Event::Retry {}),
             // Read under the pass's lock just now: not read again.
-            addresses: Some(&addrs),
+            addresses: Some(&given),
             // Read under the same lock by the pass.
             record: Some(record),
         };
-        let adjust = |r: &mut Record| forget_replaced(r, &addrs);
+        let adjust = |r: &mut Record| forget_replaced(r, addrs);
         // The gate stops at conflicts with the error that says so; only
         // that error is turned into the answer, any other stays an error.
         // The last reading, for the metrics of a pass that fails after it.
