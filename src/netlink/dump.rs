@@ -206,7 +206,7 @@ impl Netlink {
         let mut rows = self.addresses_of_links(&indexes, None)?;
         // Stable: each link's addresses stay in the kernel's order.
         rows.sort_by_key(|(i, a)| super::addrtable::place(*i, a));
-        Ok(rows.into_iter().map(|(index, a)| Address { ifname: self.ifname(index), ..a }).collect())
+        Ok(self.named(rows))
     }
 
     /// From now on, `addresses` takes those of links other than `fresh`

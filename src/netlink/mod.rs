@@ -248,11 +248,7 @@ impl Netlink {
     /// one, from the kernel (once per index); `if{index}` for a link that
     /// is not there. Never called while the dump socket is held.
     fn ifname(&self, index: u32) -> String {
-        if let Some(name) = self.table.name(index) {
-            return name.clone();
-        }
-        let outside = if self.partial { self.outside_name(index) } else { None };
-        outside.unwrap_or_else(|| format!("if{index}"))
+        self.name_by_index(index).unwrap_or_else(|| format!("if{index}"))
     }
 
     /// The index of link `name` now; None when there is no such link (or
