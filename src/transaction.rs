@@ -46,6 +46,9 @@ pub fn header_for(
         tables.extend(&record.tables);
         header.protocols = record.protocols.iter().copied().collect();
         header.assigned = record.assigned.clone();
+        // The index of every recorded interface, also one whose values
+        // need no step: the undo gives them back to the record.
+        header.links = record.links.clone();
     }
     header.tables = tables.into_iter().collect();
     header.replaced_config_files = record.config_files.clone();
@@ -93,9 +96,7 @@ fn link_indexes(nl: &Netlink, ops: &[Op]) -> BTreeMap<String, u32> {
 /// meanwhile, which is never touched then).
 pub fn undo_steps(nl: &Netlink, journal: &Journal) -> Vec<Op> {
     let renamed: BTreeMap<String, String> = (journal.header.links.iter())
-        .filter(|(name, _)| nl.index_by_name(name).is_none())
-        .filter_map(|(name, index)| Some((name.clone(), nl.name_by_index(*index)?)))
-        .filter(|(old, now)| old != now)
+        .filter_map(|(name, index)| Some((name.clone(), nl.renamed(name, *index)?)))
         .collect();
     rename_links(journal.undo_ops(), &renamed)
 }
@@ -162,7 +163,7 @@ pub async fn begin<'a>(
     ops: &[Op],
     mut header: JournalHeader,
 ) -> Result<Applied<'a>, Error> {
-    header.links = link_indexes(env.nl, ops);
+    header.links.extend(link_indexes(env.nl, ops));
     let mut journal = WriteAhead { state: env.state, header: Some(header.clone()), writer: None };
     let phase = crate::profile::phase("changes + journal");
     let ran = executor::run(&mut Kernel::new(env.nl), ops, env.stop, &mut journal).await;
@@ -423,6 +424,7 @@ mod tests {
             discovered: [("rail9".to_string(), vec![p("198.51.100.19")])].into(),
             sources: [("rail0".to_string(), "b.toml".to_string())].into(),
             config_files: vec![("b.toml".to_string(), "[[interface]]".to_string())],
+            links: [("rail0".to_string(), 5), ("rail1".to_string(), 6)].into(),
         };
         let after_b = record.clone();
         // Only table 100 still has routes; 101..103 are in the record alone.

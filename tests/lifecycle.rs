@@ -297,6 +297,61 @@ fn recorded(tb: &Testbed) -> (Value, Value) {
     (record["origins"].clone(), record["config_files"].clone())
 }
 
+const ARP_KEYS: [&str; 2] = ["arp_ignore", "arp_announce"];
+
+fn arp_sysctls(tb: &Testbed, iface: &str) -> Vec<u32> {
+    ARP_KEYS.iter().map(|k| tb.host_sysctl(iface, k)).collect()
+}
+
+/// A rail renamed after apply (down, renamed, up: its routes go, its ARP
+/// sysctls stay) gets its recorded values back from remove under its name
+/// now, found by the index the record keeps; after that remove is rolled
+/// back, a second one finds it again.
+#[test]
+fn remove_gives_back_a_renamed_rails_sysctls() {
+    let tb = Testbed::builder().rails(2).build();
+    let before = arp_sysctls(&tb, "rail0");
+    tb.apply_ok(&tb.standard_config());
+    let applied = arp_sysctls(&tb, "rail0");
+    assert_ne!(applied, before, "apply set them");
+    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    let dry = tb.rr(&["remove", "--dry-run"]).expect_code(EXIT_OK);
+    dry.expect_stdout(&["net.ipv4.conf.ens5.arp_ignore", "net.ipv4.conf.ens5.arp_announce"]);
+    // check, like apply, would give them back with rail0 dropped.
+    let only_rail1 = tb.write_config(&tb.render_config_for(|r| r.name == "rail1", |_| Vec::new()));
+    let drift = tb.rr(&["check", path_str(&only_rail1)]).expect_code(EXIT_DRIFT);
+    drift.expect_stdout(&["net.ipv4.conf.ens5.arp_ignore"]);
+    let removed = tb.rr(&["remove"]).expect_code(EXIT_OK);
+    assert!(!removed.stderr().contains("not restored"), "{}", removed.stderr());
+    assert_eq!(arp_sysctls(&tb, "ens5"), before, "given back under its name now");
+    assert_eq!(arp_sysctls(&tb, "rail1"), before);
+    rollback(&tb);
+    assert_eq!(arp_sysctls(&tb, "ens5"), applied, "the remove undone");
+    tb.rr_ok(&["remove"]);
+    assert_eq!(arp_sysctls(&tb, "ens5"), before, "the undone remove gave the record its indexes back");
+}
+
+/// The config follows a renamed rail: apply records its original values
+/// under the new name (it never records the values it set itself as
+/// originals), and an apply that drops the rail gives them back.
+#[test]
+fn a_rail_renamed_in_the_config_keeps_its_recorded_sysctls() {
+    let tb = Testbed::builder().rails(2).build();
+    let before = arp_sysctls(&tb, "rail0");
+    tb.apply_ok(&tb.standard_config());
+    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    let renamed = tb.write_config(&tb.config_toml().replace("\"rail0\"", "\"ens5\""));
+    tb.apply_ok(&renamed);
+    let origins = recorded(&tb).0;
+    let names: Vec<&String> = origins.as_object().expect("origins").keys().collect();
+    assert!(names.iter().all(|n| !n.starts_with("rail0/")), "moved to the name now: {origins}");
+    assert_eq!(origins["ens5/arp_ignore"], before[0], "{origins}");
+    let only_rail1 = tb.write_config(&tb.render_config_for(|r| r.name == "rail1", |_| Vec::new()));
+    tb.apply_ok(&only_rail1);
+    assert_eq!(arp_sysctls(&tb, "ens5"), before, "dropped from the config: given back");
+    assert_ne!(arp_sysctls(&tb, "rail1"), before, "rail1 is still configured");
+}
+
 /// A remove is one more run on the stack, not the end of the history:
 /// apply A, apply B (a fourth rail, gateways, other ARP values; rail1's
 /// own arp_ignore=2 is written back, so B gives its recorded original

@@ -40,7 +40,10 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     if !dry_run && let Some(what) = ctx.settle_confirmation("a remove", &state, &nl).await? {
         ctx.warn(what);
     }
-    let record = state.record()?;
+    let mut record = state.record()?;
+    // A rail renamed since keeps its sysctls: they are given back under
+    // its name now.
+    let renamed = record.follow_renames(|name, index| nl.renamed(name, index));
     let mut protocols = record.protocols.clone();
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);
@@ -77,7 +80,8 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
         state.write_record(&Record::default())?;
         return Ok(Done::new(exit::OK, false, report(vec![])));
     }
-    let header = transaction::header_for(RunKind::Remove, None, 0, &ops, &record);
+    let mut header = transaction::header_for(RunKind::Remove, None, 0, &ops, &record);
+    header.renamed = renamed;
     let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
     // One more run on the stack: the journals of the runs before it stay
     // (pruned to the newest 32 at the commit), so a rollback undoes the

@@ -257,6 +257,18 @@ impl Netlink {
         self.ifindex(name).ok()
     }
 
+    /// The name now of the link recorded as `name` with `index`, when it
+    /// was renamed since: no link has `name` any more and link `index`
+    /// has another name. None otherwise: a name some link has is kept,
+    /// whichever link has it (one re-created with the name), and a link
+    /// whose index is gone was not renamed (deleted).
+    pub fn renamed(&self, name: &str, index: u32) -> Option<String> {
+        if self.index_by_name(name).is_some() {
+            return None;
+        }
+        self.name_by_index(index).filter(|now| now != name)
+    }
+
     /// The name of link `index` now; None when there is no such link.
     pub fn name_by_index(&self, index: u32) -> Option<String> {
         match self.table.name(index) {

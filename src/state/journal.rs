@@ -120,6 +120,12 @@ pub struct JournalHeader {
     /// before.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub links: std::collections::BTreeMap<String, u32>,
+    /// Interfaces with recorded sysctl values that this run found renamed
+    /// (old name -> name now, `Record::renames`): the record moves their
+    /// values to the name now when the run starts, and back when it is
+    /// undone.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub renamed: std::collections::BTreeMap<String, String>,
 }
 
 impl JournalHeader {
@@ -147,6 +153,7 @@ impl JournalHeader {
             trial: None,
             steps: None,
             links: Default::default(),
+            renamed: Default::default(),
         }
     }
 }

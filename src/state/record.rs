@@ -39,6 +39,23 @@ impl Origins {
     pub fn keys(&self) -> impl Iterator<Item = &SysctlId> {
         self.0.keys()
     }
+    /// Whether a value of `iface` is recorded.
+    pub fn has_iface(&self, iface: &str) -> bool {
+        self.0.keys().any(|(i, _)| i == iface)
+    }
+
+    /// Moves the values of each renamed interface (old name -> name now)
+    /// to its name now; a value the name now holds already stays.
+    pub fn rename(&mut self, renamed: &BTreeMap<String, String>) {
+        if renamed.is_empty() {
+            return;
+        }
+        let moved: Vec<SysctlId> = self.0.keys().filter(|(i, _)| renamed.contains_key(i)).cloned().collect();
+        for (old, key) in moved {
+            let value = self.0.remove(&(old.clone(), key)).expect("listed above");
+            self.0.entry((renamed[&old].clone(), key)).or_insert(value);
+        }
+    }
 
     /// What a run of `ops` does to the record: a sysctl changed for the
     /// first time records its value before the change; one written back to
@@ -162,12 +179,71 @@ pub struct Record {
     /// `watch` heals toward; none after a `remove`.
     #[serde(default)]
     pub config_files: Vec<(String, String)>,
+    /// The index each interface of `origins` had when a run last changed
+    /// it: an interface renamed since (it keeps its sysctls) is found by
+    /// it (`Record::renames`). Absent in records written before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub links: BTreeMap<String, u32>,
 }
 
 impl Record {
+    /// The interfaces of `origins` renamed since a run last changed them
+    /// (old name -> name now), as `renamed_now(name, index)` says of each
+    /// (`Netlink::renamed`). A name now that already has recorded values,
+    /// or that two recorded interfaces would take, is left out: those
+    /// values stay where they are. Pure but for `renamed_now`.
+    pub fn renames(&self, renamed_now: impl Fn(&str, u32) -> Option<String>) -> BTreeMap<String, String> {
+        let mut found: BTreeMap<String, String> = (self.links.iter())
+            .filter(|(name, _)| self.origins.has_iface(name))
+            .filter_map(|(name, index)| Some((name.clone(), renamed_now(name, *index)?)))
+            .filter(|(_, now)| !self.origins.has_iface(now))
+            .collect();
+        let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+        found.values().for_each(|now| *taken.entry(now.clone()).or_default() += 1);
+        found.retain(|_, now| taken[now.as_str()] == 1);
+        found
+    }
+
+    /// Moves the recorded values of renamed interfaces (old name -> name
+    /// now) to their names now: what a run that found them renamed
+    /// records (`JournalHeader::renamed`), and plans with.
+    pub fn rename(&mut self, renamed: &BTreeMap<String, String>) {
+        self.origins.rename(renamed);
+        for (old, now) in renamed {
+            if let Some(index) = self.links.remove(old) {
+                self.links.entry(now.clone()).or_insert(index);
+            }
+        }
+    }
+
+    /// Follows the renames `renamed_now` finds (see `renames`) and returns
+    /// them, for the run's header.
+    pub fn follow_renames(
+        &mut self,
+        renamed_now: impl Fn(&str, u32) -> Option<String>,
+    ) -> BTreeMap<String, String> {
+        let renamed = self.renames(renamed_now);
+        self.rename(&renamed);
+        renamed
+    }
+
+    /// The indexes of a run's links, for the interfaces with recorded
+    /// values; and only those interfaces keep one.
+    fn note_links(&mut self, links: &BTreeMap<String, u32>) {
+        for (name, index) in links {
+            if self.origins.has_iface(name) {
+                self.links.insert(name.clone(), *index);
+            }
+        }
+        let origins = &self.origins;
+        self.links.retain(|name, _| origins.has_iface(name));
+    }
+
     /// Before a run's first step.
     pub fn on_start(&mut self, header: &JournalHeader) {
+        self.rename(&header.renamed);
         self.origins.on_start(&run_origins(header));
+        self.note_links(&header.links);
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
@@ -186,6 +262,7 @@ impl Record {
     /// Once every step of the run is made.
     pub fn on_commit(&mut self, header: &JournalHeader) {
         self.origins.on_commit(&run_origins(header));
+        self.note_links(&BTreeMap::new());
         if header.kind == RunKind::Remove {
             // Nothing of roce-route's is left.
             self.tables.clear();
@@ -200,6 +277,12 @@ impl Record {
     /// Once the run is undone (rollback, a failed step, no confirmation).
     pub fn on_undo(&mut self, header: &JournalHeader) {
         self.origins.on_undo(&run_origins(header));
+        // Values given back under the names the run used, then to the
+        // names they had before it followed a rename.
+        self.note_links(&header.links);
+        let back: BTreeMap<String, String> =
+            header.renamed.iter().map(|(old, now)| (now.clone(), old.clone())).collect();
+        self.rename(&back);
         self.tables.extend(&header.tables);
         self.protocols.extend(owned_by(header));
         self.assigned.extend(header.assigned.iter().map(|(i, t)| (i.clone(), *t)));
@@ -300,6 +383,106 @@ mod tests {
         assert_eq!(o, Origins::default());
         o.on_undo(&run);
         assert_eq!(o, before);
+    }
+
+    /// A record of rail0 (index 5) and rail1 (index 6), arp_ignore 0 each.
+    fn two_rails() -> Record {
+        Record {
+            origins: [(id("rail0"), 0), (id("rail1"), 0)].into_iter().collect(),
+            links: [("rail0".to_string(), 5), ("rail1".to_string(), 6)].into(),
+            ..Record::default()
+        }
+    }
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn renames_follow_the_recorded_index_unless_the_name_now_is_taken() {
+        let r = two_rails();
+        let now = |names: &'static [(&str, u32, &str)]| {
+            move |name: &str, index: u32| {
+                names.iter().find(|(n, i, _)| *n == name && *i == index).map(|(_, _, now)| now.to_string())
+            }
+        };
+        assert_eq!(r.renames(now(&[("rail0", 5, "gpu0")])), map(&[("rail0", "gpu0")]));
+        // A name now that has recorded values of its own keeps them.
+        assert_eq!(r.renames(now(&[("rail0", 5, "rail1")])), map(&[]));
+        // Two recorded interfaces cannot both be one link now.
+        assert_eq!(r.renames(now(&[("rail0", 5, "gpu0"), ("rail1", 6, "gpu0")])), map(&[]));
+        // An index recorded for an interface without values is not followed.
+        let mut stale = r.clone();
+        stale.links.insert("gone".into(), 7);
+        assert_eq!(stale.renames(now(&[("gone", 7, "gpu0")])), map(&[]));
+    }
+
+    #[test]
+    fn a_run_that_followed_a_rename_moves_the_values_and_its_undo_moves_them_back() {
+        let before = two_rails();
+        let mut r = before.clone();
+        let renamed = r.follow_renames(|name, _| (name == "rail0").then(|| "gpu0".to_string()));
+        assert_eq!(r.origins.get("gpu0", SysctlKey::ArpIgnore), Some(0));
+        assert_eq!(r.links.get("gpu0"), Some(&5));
+        // The run sets gpu0 back to its original: released at commit.
+        let run = r.origins.run_of(&[set("gpu0", 1, 0), set("rail1", 0, 1)]);
+        assert!(run.recorded.is_empty(), "a renamed rail's original is not recorded again: {run:?}");
+        let mut h = JournalHeader::new(RunKind::Apply, None, 234);
+        (h.sysctl_origins, h.released_origins) = (run.recorded, run.released);
+        h.renamed = renamed;
+        h.links = [("gpu0".to_string(), 5), ("rail1".to_string(), 6)].into();
+        let mut stored = before.clone();
+        stored.on_start(&h);
+        assert_eq!(stored.origins.get("gpu0", SysctlKey::ArpIgnore), Some(0), "moved when the run starts");
+        assert_eq!(stored.origins.get("rail0", SysctlKey::ArpIgnore), None);
+        stored.on_commit(&h);
+        assert_eq!(stored.origins.get("gpu0", SysctlKey::ArpIgnore), None);
+        assert_eq!(
+            stored.links,
+            [("rail1".to_string(), 6)].into(),
+            "an interface without values keeps no index"
+        );
+        stored.on_undo(&h);
+        let undone = (&stored.origins, &stored.links);
+        assert_eq!(
+            undone,
+            (&before.origins, &before.links),
+            "undone: the values and indexes under the names before"
+        );
+    }
+
+    #[test]
+    fn an_undone_remove_gives_back_every_recorded_index() {
+        let before = two_rails();
+        let mut r = before.clone();
+        let renamed = r.follow_renames(|name, _| (name == "rail1").then(|| "gpu1".to_string()));
+        let mut h = crate::transaction::header_for(RunKind::Remove, None, 0, &[], &r);
+        h.renamed = renamed;
+        let mut stored = before.clone();
+        stored.on_start(&h);
+        stored.on_commit(&h);
+        assert_eq!(stored, Record::default());
+        stored.on_undo(&h);
+        assert_eq!(stored, before);
+    }
+
+    #[test]
+    fn a_run_notes_the_index_of_interfaces_with_values_only() {
+        let mut r = Record::default();
+        let mut h = JournalHeader::new(RunKind::Apply, None, 234);
+        h.sysctl_origins = vec![("rail0".into(), SysctlKey::ArpIgnore, 0)];
+        h.links = [("rail0".to_string(), 5), ("rail9".to_string(), 9)].into();
+        r.on_start(&h);
+        assert_eq!(r.links, [("rail0".to_string(), 5)].into());
+        // A later run that names rail0, re-created with another index.
+        let mut later = JournalHeader::new(RunKind::Apply, None, 234);
+        later.links = [("rail0".to_string(), 12)].into();
+        r.on_start(&later);
+        assert_eq!(r.links, [("rail0".to_string(), 12)].into());
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains(r#""links":{"rail0":12}"#), "{text}");
+        let without: Record = serde_json::from_str(r#"{"origins":{"rail0/arp_ignore":0}}"#).unwrap();
+        assert!(without.links.is_empty(), "a record written before has no indexes");
+        assert!(!serde_json::to_string(&Record::default()).unwrap().contains("links"));
     }
 
     #[test]
