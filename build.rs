@@ -2,8 +2,8 @@
 //! does, which rustc cannot ask for (rust-lang/rust#29527): its `unwind`
 //! crate names `-lgcc_s`, so every run of the binary loaded libgcc_s.so,
 //! whose constructor asks the CPU for its features. On a virtual machine
-//! every `cpuid` traps to the hypervisor: loading it was 0.07-0.1 ms of
-//! each process start here (bench/README.md, "a static unwinder").
+//! every `cpuid` traps to the hypervisor: loading it was about 0.2 ms of
+//! CPU of each run here (bench/README.md, "Issue 26, fourteenth session").
 //!
 //! A linker script named `libgcc_s.so`, first on the search path, stands
 //! for `libgcc_eh.a`, the same unwinder as an archive. Nothing changes
@@ -15,6 +15,8 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
         return;
@@ -35,13 +37,19 @@ fn main() {
 }
 
 /// Whether the C compiler that links the binary finds `file` in its
-/// library directories (it prints the bare name when it does not).
+/// library directories (it prints the bare name when it does not). `CC`
+/// may carry a wrapper (`ccache gcc`).
 fn toolchain_has(file: &str) -> bool {
     let cc = std::env::var("RUSTC_LINKER")
         .ok()
         .or_else(|| std::env::var("CC").ok())
         .unwrap_or_else(|| "cc".into());
-    Command::new(cc)
+    let mut words = cc.split_whitespace();
+    let Some(program) = words.next() else {
+        return false;
+    };
+    Command::new(program)
+        .args(words)
         .arg(format!("-print-file-name={file}"))
         .output()
         .ok()

@@ -80,7 +80,7 @@ pub async fn converge(
         adjust(&mut record);
         // A rail renamed since its sysctls were recorded keeps them: its
         // values are planned, given back and recorded under its name now.
-        let renamed = record.follow_renames(|name, index| nl.renamed(name, index));
+        let renamed = reconcile::follow_renames(nl, &mut record, Some(cfg));
         let given = req.addresses.filter(|_| attempt == 1).cloned();
         let reading = reconcile::reconcile_reading(nl, cfg, req.adopt, &record, given).await;
         let (desired, plan, reading) = match reading {
@@ -108,6 +108,7 @@ pub async fn converge(
         header.config_files = req.config_files.to_vec();
         header.trial = req.trial.clone();
         header.renamed = renamed;
+        header.links = reconcile::recorded_indexes(nl, &record);
         // An undo gives back the record as it was stored, not as `adjust`
         // saw it.
         header.replaced_discovered = stored.discovered.clone();

@@ -317,10 +317,13 @@ fn remove_gives_back_a_renamed_rails_sysctls() {
     tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
     let dry = tb.rr(&["remove", "--dry-run"]).expect_code(EXIT_OK);
     dry.expect_stdout(&["net.ipv4.conf.ens5.arp_ignore", "net.ipv4.conf.ens5.arp_announce"]);
-    // check, like apply, would give them back with rail0 dropped.
+    // check and apply --dry-run, like apply, would give them back with
+    // rail0 dropped from the config.
     let only_rail1 = tb.write_config(&tb.render_config_for(|r| r.name == "rail1", |_| Vec::new()));
     let drift = tb.rr(&["check", path_str(&only_rail1)]).expect_code(EXIT_DRIFT);
     drift.expect_stdout(&["net.ipv4.conf.ens5.arp_ignore"]);
+    let script = tb.rr(&["apply", "--dry-run", path_str(&only_rail1)]).expect_code(EXIT_OK);
+    script.expect_stdout(&["net.ipv4.conf.ens5.arp_ignore=0", "net.ipv4.conf.ens5.arp_announce=0"]);
     let removed = tb.rr(&["remove"]).expect_code(EXIT_OK);
     assert!(!removed.stderr().contains("not restored"), "{}", removed.stderr());
     assert_eq!(arp_sysctls(&tb, "ens5"), before, "given back under its name now");
@@ -339,6 +342,7 @@ fn a_rail_renamed_in_the_config_keeps_its_recorded_sysctls() {
     let tb = Testbed::builder().rails(2).build();
     let before = arp_sysctls(&tb, "rail0");
     tb.apply_ok(&tb.standard_config());
+    assert_ne!(arp_sysctls(&tb, "rail0"), before, "apply set them");
     tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
     let renamed = tb.write_config(&tb.config_toml().replace("\"rail0\"", "\"ens5\""));
     tb.apply_ok(&renamed);
@@ -350,6 +354,46 @@ fn a_rail_renamed_in_the_config_keeps_its_recorded_sysctls() {
     tb.apply_ok(&only_rail1);
     assert_eq!(arp_sysctls(&tb, "ens5"), before, "dropped from the config: given back");
     assert_ne!(arp_sysctls(&tb, "rail1"), before, "rail1 is still configured");
+}
+
+/// A rail the config still lists by its old name is not ready while it is
+/// renamed, and nothing of it is touched: not its sysctls under the new
+/// name either (it may come back; the record keeps its old name).
+#[test]
+fn a_renamed_rail_the_config_still_lists_is_left_alone() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = tb.standard_config();
+    tb.apply_ok(&config);
+    let applied = arp_sysctls(&tb, "rail0");
+    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    let script = tb.rr(&["apply", "--dry-run", path_str(&config)]).expect_code(5);
+    assert!(!script.stdout().contains("conf.ens5"), "{}", script.stdout());
+    let check = tb.rr(&["check", path_str(&config)]).expect_code(EXIT_DRIFT);
+    assert!(!check.stdout().contains("conf.ens5"), "{}", check.stdout());
+    // rail1 changes, so the run is recorded: rail0 is not ready (exit 5).
+    tb.set_host_sysctl("rail1", "arp_ignore", 0);
+    tb.rr(&["apply", path_str(&config)]).expect_code(5);
+    assert_eq!(arp_sysctls(&tb, "ens5"), applied, "not the not-ready rail's");
+    assert!(recorded(&tb).0.get("rail0/arp_ignore").is_some(), "{}", recorded(&tb).0);
+}
+
+/// A record written before records kept indexes learns them at the next
+/// run that changes something, also for interfaces the run does not touch.
+#[test]
+fn a_record_without_indexes_learns_them_at_the_next_change() {
+    let tb = Testbed::builder().rails(2).build();
+    let before = arp_sysctls(&tb, "rail0");
+    let config = tb.standard_config();
+    tb.apply_ok(&config);
+    let path = tb.ns_state_dir().join("record.json");
+    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(record.as_object_mut().unwrap().remove("links").is_some(), "{record}");
+    std::fs::write(&path, record.to_string()).unwrap();
+    tb.set_host_sysctl("rail1", "arp_ignore", 0);
+    tb.apply_ok(&config);
+    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    tb.rr_ok(&["remove"]);
+    assert_eq!(arp_sysctls(&tb, "ens5"), before, "found by the index learnt at the change of rail1");
 }
 
 /// A remove is one more run on the stack, not the end of the history:

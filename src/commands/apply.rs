@@ -371,7 +371,9 @@ impl Apply<'_> {
         addrs: Vec<crate::model::Address>,
     ) -> Result<Done, Error> {
         let (ctx, args) = (self.ctx, self.args);
-        let record = ctx.readable_record()?;
+        let mut record = ctx.readable_record()?;
+        // As the apply would plan.
+        reconcile::follow_renames(nl, &mut record, Some(self.cfg));
         let given = reconcile::Given { addrs, with_record: false };
         let (desired, mut plan, _) =
             reconcile::reconcile_reading(nl, self.cfg, args.adopt, &record, Some(given)).await?;

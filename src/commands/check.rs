@@ -84,7 +84,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
     let nl = connect_for(&cfg, sysfs).await?;
     // As apply plans: a rail renamed since keeps its recorded values.
     let mut record = record;
-    record.follow_renames(|name, index| nl.renamed(name, index));
+    reconcile::follow_renames(&nl, &mut record, Some(&cfg));
     let rdma = rdma_read::read_lenient(sysfs, nl.links())?;
     super::probe::mtu_warnings(&nl, &cfg, &rdma, sysfs).await.into_iter().for_each(|w| ctx.warn(w));
     let fix_all = ctx.suggest(&super::apply::apply_args(&cfg.files, &[]));

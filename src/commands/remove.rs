@@ -43,7 +43,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     let mut record = state.record()?;
     // A rail renamed since keeps its sysctls: they are given back under
     // its name now.
-    let renamed = record.follow_renames(|name, index| nl.renamed(name, index));
+    let renamed = reconcile::follow_renames(&nl, &mut record, None);
     let mut protocols = record.protocols.clone();
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);
@@ -82,6 +82,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     }
     let mut header = transaction::header_for(RunKind::Remove, None, 0, &ops, &record);
     header.renamed = renamed;
+    header.links.extend(reconcile::recorded_indexes(&nl, &record));
     let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
     // One more run on the stack: the journals of the runs before it stay
     // (pruned to the newest 32 at the commit), so a rollback undoes the

@@ -103,6 +103,29 @@ pub async fn reconcile_reading(
     Ok((desired, plan, Reading { observed, tables }))
 }
 
+/// Follows the recorded interfaces renamed since their sysctls were
+/// recorded (`Record::follow_renames`, `Netlink::renamed`), but not one
+/// the config lists by its recorded name: a listed rail that is gone is
+/// not ready, and nothing of it is touched (it may come back). Returns
+/// the renames, for the run's header.
+pub fn follow_renames(nl: &Netlink, record: &mut Record, cfg: Option<&Config>) -> BTreeMap<String, String> {
+    record.follow_renames(|name, index| {
+        if cfg.is_some_and(|cfg| cfg.names().any(|listed| listed == name)) {
+            return None;
+        }
+        nl.renamed(name, index)
+    })
+}
+
+/// The index now of each interface with recorded sysctl values (the
+/// record's names, followed): a changing run's header holds them, so the
+/// record learns the index of an interface its steps do not name, also
+/// one recorded before the record kept indexes.
+pub fn recorded_indexes(nl: &Netlink, record: &Record) -> BTreeMap<String, u32> {
+    let names: BTreeSet<&str> = record.origins.keys().map(|(iface, _)| iface.as_str()).collect();
+    names.into_iter().filter_map(|name| Some((name.to_string(), nl.index_by_name(name)?))).collect()
+}
+
 /// The addresses a run plans with (`Netlink::run_addresses`): every
 /// IPv4 address, the rails' IPv6 addresses, and the IPv6 addresses of
 /// other links when `v6_everywhere`.

@@ -116,8 +116,9 @@ pub struct JournalHeader {
     /// The index each link the steps name by name had when the run was
     /// made: a link renamed since (it must be down for that, which flushes
     /// its routes, but it keeps its sysctls) is found by it when the run
-    /// is undone (`transaction::undo_steps`). Absent in journals written
-    /// before.
+    /// is undone (`transaction::undo_steps`). Also the index of each
+    /// interface with recorded sysctl values, which the record keeps
+    /// (`Record::links`). Absent in journals written before.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub links: std::collections::BTreeMap<String, u32>,
     /// Interfaces with recorded sysctl values that this run found renamed
