@@ -356,6 +356,26 @@ fn a_rail_renamed_in_the_config_keeps_its_recorded_sysctls() {
     assert_ne!(arp_sysctls(&tb, "rail1"), before, "rail1 is still configured");
 }
 
+/// Rolling back the apply that followed a rename gives the record its
+/// old names back, and the rollback below it then restores the renamed
+/// rail's sysctls under its name now: the host as before the first apply.
+#[test]
+fn rollbacks_after_a_followed_rename_give_back_the_host_before() {
+    let tb = Testbed::builder().rails(2).build();
+    let before = arp_sysctls(&tb, "rail0");
+    tb.apply_ok(&tb.standard_config());
+    let origins_a = recorded(&tb).0;
+    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    tb.apply_ok(&tb.write_config(&tb.config_toml().replace("\"rail0\"", "\"ens5\"")));
+    assert!(recorded(&tb).0.get("ens5/arp_ignore").is_some(), "{}", recorded(&tb).0);
+    rollback(&tb);
+    assert_eq!(recorded(&tb).0, origins_a, "the record as the first apply left it");
+    rollback(&tb);
+    assert_eq!(arp_sysctls(&tb, "ens5"), before, "the first apply undone on the renamed rail");
+    assert_eq!(arp_sysctls(&tb, "rail1"), before);
+    assert_eq!(recorded(&tb).0, serde_json::json!({}), "nothing recorded before the first apply");
+}
+
 /// A rail the config still lists by its old name is not ready while it is
 /// renamed, and nothing of it is touched: not its sysctls under the new
 /// name either (it may come back; the record keeps its old name).
