@@ -528,7 +528,7 @@ fn rollback_finds_a_rail_renamed_since_by_its_index() {
     let before: Vec<u32> = keys.iter().map(|k| tb.host_sysctl("rail0", k)).collect();
     tb.apply_ok(&tb.standard_config());
     assert_ne!(keys.map(|k| tb.host_sysctl("rail0", k)).to_vec(), before, "apply set them");
-    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    tb.rename_host_link("rail0", "ens5");
     let dry = tb.rr(&["rollback", "--dry-run"]).expect_code(EXIT_OK);
     dry.expect_stdout(&["net.ipv4.conf.ens5.arp_ignore", "net.ipv4.conf.ens5.arp_announce"]);
     tb.rr(&["rollback"]).expect_code(EXIT_OK);

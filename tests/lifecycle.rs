@@ -314,7 +314,7 @@ fn remove_gives_back_a_renamed_rails_sysctls() {
     tb.apply_ok(&tb.standard_config());
     let applied = arp_sysctls(&tb, "rail0");
     assert_ne!(applied, before, "apply set them");
-    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    tb.rename_host_link("rail0", "ens5");
     let dry = tb.rr(&["remove", "--dry-run"]).expect_code(EXIT_OK);
     dry.expect_stdout(&["net.ipv4.conf.ens5.arp_ignore", "net.ipv4.conf.ens5.arp_announce"]);
     // check and apply --dry-run, like apply, would give them back with
@@ -343,7 +343,7 @@ fn a_rail_renamed_in_the_config_keeps_its_recorded_sysctls() {
     let before = arp_sysctls(&tb, "rail0");
     tb.apply_ok(&tb.standard_config());
     assert_ne!(arp_sysctls(&tb, "rail0"), before, "apply set them");
-    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    tb.rename_host_link("rail0", "ens5");
     let renamed = tb.write_config(&tb.config_toml().replace("\"rail0\"", "\"ens5\""));
     tb.apply_ok(&renamed);
     let origins = recorded(&tb).0;
@@ -365,7 +365,7 @@ fn rollbacks_after_a_followed_rename_give_back_the_host_before() {
     let before = arp_sysctls(&tb, "rail0");
     tb.apply_ok(&tb.standard_config());
     let origins_a = recorded(&tb).0;
-    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    tb.rename_host_link("rail0", "ens5");
     tb.apply_ok(&tb.write_config(&tb.config_toml().replace("\"rail0\"", "\"ens5\"")));
     assert!(recorded(&tb).0.get("ens5/arp_ignore").is_some(), "{}", recorded(&tb).0);
     rollback(&tb);
@@ -385,7 +385,7 @@ fn a_renamed_rail_the_config_still_lists_is_left_alone() {
     let config = tb.standard_config();
     tb.apply_ok(&config);
     let applied = arp_sysctls(&tb, "rail0");
-    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    tb.rename_host_link("rail0", "ens5");
     let script = tb.rr(&["apply", "--dry-run", path_str(&config)]).expect_code(5);
     assert!(!script.stdout().contains("conf.ens5"), "{}", script.stdout());
     let check = tb.rr(&["check", path_str(&config)]).expect_code(EXIT_DRIFT);
@@ -411,7 +411,7 @@ fn a_record_without_indexes_learns_them_at_the_next_change() {
     std::fs::write(&path, record.to_string()).unwrap();
     tb.set_host_sysctl("rail1", "arp_ignore", 0);
     tb.apply_ok(&config);
-    tb.sh_host("ip link set rail0 down && ip link set rail0 name ens5 && ip link set ens5 up");
+    tb.rename_host_link("rail0", "ens5");
     tb.rr_ok(&["remove"]);
     assert_eq!(arp_sysctls(&tb, "ens5"), before, "found by the index learnt at the change of rail1");
 }

@@ -235,6 +235,11 @@ impl Record {
                 self.links.insert(name.clone(), *index);
             }
         }
+        self.forget_links_without_values();
+    }
+
+    /// Only an interface with recorded values keeps an index.
+    fn forget_links_without_values(&mut self) {
         let origins = &self.origins;
         self.links.retain(|name, _| origins.has_iface(name));
     }
@@ -262,7 +267,7 @@ impl Record {
     /// Once every step of the run is made.
     pub fn on_commit(&mut self, header: &JournalHeader) {
         self.origins.on_commit(&run_origins(header));
-        self.note_links(&BTreeMap::new());
+        self.forget_links_without_values();
         if header.kind == RunKind::Remove {
             // Nothing of roce-route's is left.
             self.tables.clear();

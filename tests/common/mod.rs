@@ -588,6 +588,14 @@ impl Testbed {
         self.peer.sh(script)
     }
 
+    /// Renames host link `from` to `to` as an admin does: down (which
+    /// flushes its routes; its sysctls stay), renamed, up.
+    pub fn rename_host_link(&self, from: &str, to: &str) {
+        self.sh_host(&format!(
+            "ip link set {from} down && ip link set {from} name {to} && ip link set {to} up"
+        ));
+    }
+
     /// `ip -n HOST <args>`; args are split on whitespace.
     pub fn ip_host(&self, args: &str) -> String {
         self.host.ip(args)
