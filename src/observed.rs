@@ -27,7 +27,9 @@ pub struct Observed {
     pub owned_protocols: BTreeSet<u8>,
     /// Every link (admin state and carrier).
     pub links: Vec<Link>,
-    /// Every address of every interface.
+    /// Every address of every interface (as `Netlink::run_addresses`
+    /// reads them: one of a link outside the config that the run does not
+    /// compare has an empty `ifname`).
     pub addresses: Vec<Address>,
 }
 

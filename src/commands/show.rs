@@ -214,7 +214,10 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     // when an owned entry is IPv6: an owned rule's source is where a
     // lookup starts, and the host's addresses are where it must not go.
     let v6 = rules.iter().any(|r| r.family == Family::V6) || routes.iter().any(|r| r.family == Family::V6);
-    let addresses = nl.run_addresses(&shown, |_| v6).await.context("cannot read the interface addresses")?;
+    // Another link's address is only one a lookup must not go to: none
+    // is looked for by name (those in a shown rail's subnet are named).
+    let addresses =
+        nl.run_addresses(&shown, |_| v6, |_| false).await.context("cannot read the interface addresses")?;
     let local = reconcile::addresses_of(&addresses);
     for iface in &mut interfaces {
         iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);

@@ -39,7 +39,16 @@ pub async fn tell_peers(
     rounds: u32,
 ) -> Told {
     // Read now, not at planning time: DAD may have ended (or failed) since.
-    let addrs = match nl.addresses().await {
+    // Those of the interfaces announced from only (`announce::select`
+    // looks at no other): on a node whose CNI gives each pod veth an
+    // address, every address named was a system call per veth.
+    let names: Vec<&str> = desired
+        .interfaces
+        .iter()
+        .map(|i| i.name.as_str())
+        .filter(|n| only.is_none_or(|o| o.contains(*n)))
+        .collect();
+    let addrs = match nl.addresses_on(&names).await {
         Ok(a) => a,
         Err(e) => {
             ctx.warn(format!("nothing was announced to the peers: cannot read the addresses: {e}"));

@@ -42,7 +42,8 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// Every address of the host, as read.
+    /// Every address of the host, as read (`read_addresses`: another
+    /// link's named only where the run compares it).
     pub fn addresses(&self) -> &[crate::model::Address] {
         &self.observed.addresses
     }
@@ -80,11 +81,14 @@ pub async fn reconcile_reading(
 ) -> Result<(Desired, Plan, Reading), Error> {
     let addrs = match given {
         // Read before the record: without the IPv6 addresses of other
-        // links, which an address the last apply found on a rail wants.
+        // links, which an address the last apply found on a rail wants,
+        // and without the name of another link that has such an address
+        // now (`looked_for`), which `plan` says it went to.
         Some(g)
             if !g.with_record
-                && !v6_everywhere(cfg, &BTreeMap::new(), &g.addrs)
-                && v6_everywhere(cfg, &record.discovered, &g.addrs) =>
+                && ((!v6_everywhere(cfg, &BTreeMap::new(), &g.addrs)
+                    && v6_everywhere(cfg, &record.discovered, &g.addrs))
+                    || unnamed_found(&record.discovered, &g.addrs)) =>
         {
             read_addresses(nl, cfg, &record.discovered).await?
         }
@@ -135,8 +139,38 @@ pub async fn read_addresses(
     discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
 ) -> Result<Vec<crate::model::Address>, Error> {
     let rails: Vec<&str> = cfg.rail_names().collect();
-    let addrs = nl.run_addresses(&rails, |addrs| v6_everywhere(cfg, discovered, addrs)).await;
+    let looked_for = looked_for(cfg, discovered);
+    let addrs = nl
+        .run_addresses(&rails, |addrs| v6_everywhere(cfg, discovered, addrs), |ip| looked_for.contains(ip))
+        .await;
     Ok(addrs.context("cannot read the interface addresses")?)
+}
+
+/// The addresses a run looks for on every link, not only on the rails:
+/// each listed address (`plan`: moved to another link?), each gateway (one
+/// of the host's own?) and each address the last apply found on a rail
+/// (where did it go?). Another link's address that is none of these, nor
+/// in a managed subnet, is compared by nothing of a run but its address
+/// (`Netlink::run_addresses` leaves it unnamed). Pure.
+pub fn looked_for(
+    cfg: &Config,
+    discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
+) -> BTreeSet<IpAddr> {
+    let listed = cfg.interfaces.iter().flat_map(|i| i.addresses.iter().flatten().map(|a| a.addr));
+    let gateways = cfg.interfaces.iter().flat_map(|i| i.gateways.iter().map(|g| g.addr));
+    let found = discovered.values().flatten().map(|p| p.addr);
+    listed.chain(gateways).chain(found).collect()
+}
+
+/// Whether an address found on a rail at the last apply is among
+/// `addrs` on a link left unnamed (read without the record: see
+/// `looked_for`). Pure.
+fn unnamed_found(
+    discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
+    addrs: &[crate::model::Address],
+) -> bool {
+    let found: BTreeSet<IpAddr> = discovered.values().flatten().map(|p| p.addr).collect();
+    addrs.iter().any(|a| a.ifname.is_empty() && found.contains(&a.addr.addr))
 }
 
 /// Whether a run looks at the IPv6 addresses of links that are not rails:
@@ -555,6 +589,27 @@ mod tests {
         assert!(v6_everywhere(&listed, &none, &host), "a listed IPv6 address");
         let gateway = cfg("[[interface]]\nname = \"rail0\"\ngateway = [\"198.51.100.1\", \"fe80::fe\"]\n");
         assert!(v6_everywhere(&gateway, &none, &host), "an IPv6 gateway, link-local too");
+    }
+
+    /// What a run looks for on other links: the listed addresses, the
+    /// gateways and the addresses found at the last apply, of both
+    /// families; not the addresses a rail merely has.
+    #[test]
+    fn a_run_looks_for_its_listed_and_found_addresses_and_its_gateways_on_other_links() {
+        let cfg = crate::config::parse(
+            "c.toml",
+            "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\", \"2001:db8:1::10/64\"]\n\
+             gateway = [\"198.51.100.1\", \"fe80::fe\"]\n\n[[interface]]\nname = \"rail1\"\n",
+        )
+        .unwrap();
+        let found =
+            BTreeMap::from([("rail1".to_string(), vec![Prefix::new("198.51.100.11".parse().unwrap(), 24)])]);
+        let ips = |s: &[&str]| s.iter().map(|a| a.parse().unwrap()).collect::<BTreeSet<IpAddr>>();
+        assert_eq!(
+            looked_for(&cfg, &found),
+            ips(&["198.51.100.10", "2001:db8:1::10", "198.51.100.1", "fe80::fe", "198.51.100.11"])
+        );
+        assert_eq!(looked_for(&cfg, &BTreeMap::new()).len(), 4, "nothing found");
     }
 
     #[test]
