@@ -388,11 +388,12 @@ fn an_outside_links_address_is_named_where_the_run_compares_it() {
         tb.ip_host(&format!("addr add 203.0.113.{}/32 dev cali{k}", k + 1));
     }
     let named = |run: &Run| profile_count(&run.stderr(), "links_named");
-    let check = |config: &Path, code: i32| {
-        let mut cmd = tb.rr_cmd(&["check", path_str(config)]);
+    let profiled = |args: &[&str], code: i32| {
+        let mut cmd = tb.rr_cmd(args);
         cmd.env("ROCE_ROUTE_PROFILE", "1");
         Run::of(cmd).expect_code(code)
     };
+    let check = |config: &Path, code: i32| profiled(&["check", path_str(config)], code);
     // rail1 lists an address of another subnet, which cali2 has now.
     let moved = tb.write_config(
         "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\"]\n\n\
@@ -414,8 +415,13 @@ fn an_outside_links_address_is_named_where_the_run_compares_it() {
         "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\"]\n\n\
          [[interface]]\nname = \"rail1\"\n",
     );
-    tb.rr(&["apply", path_str(&found)]).expect_code(EXIT_OK);
+    // It announces its addresses after the change: from the rails'.
+    let run = profiled(&["apply", path_str(&found)], EXIT_OK);
+    run.expect_stdout(&["announced"]);
+    assert_eq!(named(&run), 0, "{}", run.stderr());
     let run = check(&found, EXIT_OK);
+    assert_eq!(named(&run), 0, "{}", run.stderr());
+    let run = profiled(&["announce", path_str(&found)], EXIT_OK);
     assert_eq!(named(&run), 0, "{}", run.stderr());
     tb.ip_host("addr del 203.0.113.200/25 dev rail1");
     tb.ip_host("addr add 203.0.113.200/32 dev cali3");

@@ -4,7 +4,6 @@
 //! replaced and the peers relearned from flooded traffic. It reads the
 //! host and changes nothing on it, so it takes no lock.
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use super::tell::{Announced, announced_lines, tell_peers};
@@ -32,7 +31,9 @@ pub struct Failed {
 pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     // The config's links only, as apply reads them (see `connect_for`).
     let nl = connect_only(&cfg.names().collect::<Vec<_>>()).await?;
-    let addrs = nl.addresses().await.context("cannot read the interface addresses")?;
+    // As apply reads them: another link's address named only where the
+    // plan compares it (`Netlink::run_addresses`).
+    let addrs = crate::reconcile::read_addresses(&nl, &cfg, &Default::default()).await?;
     // The same checks as apply: the interfaces and addresses must exist.
     let desired = plan::plan(&cfg, nl.links(), &addrs)?;
     // What the host is not ready for (a missing rail, an address in DAD)
