@@ -54,15 +54,18 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     // The heals by watch since the user's run are undone first, newest
     // first, then the run itself: watch then follows the config before it.
     let heals = set.iter().filter(|j| j.header.kind == RunKind::Heal).count();
+    // Each journal's undo steps, in the order they run (or would run),
+    // worked out once: their links looked up by index costs a system call
+    // each.
     let mut steps: Vec<Change> = Vec::new();
+    let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
     for j in &set {
-        steps.extend(transaction::undo_steps(&nl, j).iter().rev().map(Change::of));
-    }
-    if !dry_run {
-        let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
-        for j in &set {
-            transaction::undo_journal(&env, j).await?;
-        }
+        let undone = if dry_run {
+            transaction::undo_steps(&nl, j).into_iter().rev().collect()
+        } else {
+            transaction::undo_journal(&env, j).await?
+        };
+        steps.extend(undone.iter().map(Change::of));
     }
     if ctx.chatty() {
         say_undone(journal, heals, &steps, dry_run);
