@@ -592,6 +592,17 @@ pub struct Address {
 }
 
 impl Address {
+    /// Whether `subnet` holds this address, or its subnet (`subnet()`)
+    /// overlaps `subnet`, either way round; never across families: an
+    /// address on the link of `subnet`'s hosts, or reaching them (ARP
+    /// flux, and which other link's address a run names). Pure.
+    pub fn meets(&self, subnet: &Prefix) -> bool {
+        let own = self.subnet();
+        subnet.contains(&self.addr.addr)
+            || subnet.contains(&own.network().addr)
+            || own.contains(&subnet.network().addr)
+    }
+
     /// The subnet the address reaches on-link: the peer's prefix for a
     /// point-to-point address, otherwise the address's own network.
     pub fn subnet(&self) -> Prefix {

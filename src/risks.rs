@@ -155,10 +155,6 @@ fn managed_v4_subnets(desired: &Desired) -> Vec<Prefix> {
     subnets
 }
 
-fn overlaps(a: &Prefix, b: &Prefix) -> bool {
-    a.contains(&b.network().addr) || b.contains(&a.network().addr)
-}
-
 /// Each IPv4 address of an interface the config does not name, with the
 /// managed subnet it is in or overlaps. The loopback interface never
 /// receives an ARP request, so it is left out.
@@ -167,10 +163,7 @@ fn unnamed_in_managed_subnets<'a>(desired: &Desired, addrs: &'a [Address]) -> Ve
     addrs
         .iter()
         .filter(|a| a.addr.family() == Family::V4 && a.ifname != "lo" && !desired.names(&a.ifname))
-        .filter_map(|a| {
-            let subnet = a.subnet();
-            managed.iter().find(|m| overlaps(m, &subnet) || m.contains(&a.addr.addr)).map(|m| (a, *m))
-        })
+        .filter_map(|a| managed.iter().find(|m| a.meets(m)).map(|m| (a, *m)))
         .collect()
 }
 

@@ -55,8 +55,8 @@ pub async fn run(ctx: &Ctx, dry_run: bool) -> Result<Done, Error> {
     // first, then the run itself: watch then follows the config before it.
     let heals = set.iter().filter(|j| j.header.kind == RunKind::Heal).count();
     // Each journal's undo steps, in the order they run (or would run),
-    // worked out once: their links looked up by index costs a system call
-    // each.
+    // worked out once: following a renamed link asks the kernel for each
+    // recorded link by name (`Netlink::renamed`).
     let mut steps: Vec<Change> = Vec::new();
     let env = Env { state: &state, nl: &nl, stop: &ctx.stop };
     for j in &set {

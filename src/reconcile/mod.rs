@@ -593,7 +593,7 @@ mod tests {
 
     /// What a run looks for on other links: the listed addresses, the
     /// gateways and the addresses found at the last apply, of both
-    /// families; not the addresses a rail merely has.
+    /// families, each once.
     #[test]
     fn a_run_looks_for_its_listed_and_found_addresses_and_its_gateways_on_other_links() {
         let cfg = crate::config::parse(
