@@ -18,7 +18,6 @@ use rtnetlink::packet_route::rule::RuleMessage;
 
 use super::rawdump::{self, Table};
 use super::{Netlink, NlError, af, route, rule};
-
 use crate::model::{Address, Family, Live, Prefix, Route, Rule};
 
 impl Netlink {
@@ -255,9 +254,8 @@ impl Netlink {
     /// (IPv4 first, by link, each link's in the kernel's order): for a
     /// command that looks at its rails' addresses alone (nccl-env, probe
     /// --self, the announcement after a change), without the dump of a
-    /// node's pod veths' addresses. The
-    /// names are the link table's (`connect_for` reads them all); one that
-    /// is not there has none.
+    /// node's pod veths' addresses. The names are the link table's
+    /// (`connect_for` reads them all); one that is not there has none.
     pub async fn addresses_on(&self, names: &[&str]) -> Result<Vec<Address>, NlError> {
         let indexes: Vec<u32> = names.iter().filter_map(|n| self.table.index(n)).collect();
         let mut rows = self.addresses_of_links(&indexes, None)?;
