@@ -27,9 +27,10 @@ pub struct Observed {
     pub owned_protocols: BTreeSet<u8>,
     /// Every link (admin state and carrier).
     pub links: Vec<Link>,
-    /// Every address of every interface (as `Netlink::run_addresses`
-    /// reads them: one of a link outside the config that the run does not
-    /// compare has an empty `ifname`).
+    /// The addresses of the interfaces, as `Netlink::run_addresses` reads
+    /// them: every IPv4 address, the rails' IPv6 ones and another link's
+    /// only when the run looks for it; one of a link outside the config
+    /// that the run does not compare has an empty `ifname`.
     pub addresses: Vec<Address>,
 }
 

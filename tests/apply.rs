@@ -436,42 +436,50 @@ fn an_outside_links_address_is_named_where_the_run_compares_it() {
     tb.rr(&["apply", path_str(&found)]).expect_code(EXIT_OK).expect_stderr(&[said]);
 }
 
-/// A run reads the IPv6 addresses of links other than the rails only
-/// when it looks at IPv6 at all, and then it needs them: `check` and
-/// `show` must not send a rail's IPv6 route lookup to an address of the
-/// host on another link (a rail that takes every global address it has:
-/// `v6_everywhere` knows from the rail's addresses, show from its owned
-/// IPv6 rule), and apply must say where an IPv6
-/// address the last apply found on a rail went (from the record alone:
-/// neither the rail nor the config holds an IPv6 address then, and apply
-/// reads the addresses again once it has the record).
+/// A run reads every IPv4 address but, of IPv6, the rails' addresses
+/// and only those of other links it looks for: `check` and `show` must
+/// still not send a rail's IPv6 route lookup to an address of the host on
+/// another link (they ask about each destination they pick: the first
+/// host address of the subnet is cali1's), and apply must say where an
+/// IPv6 address the last apply found on a rail went (from the record
+/// alone: neither the rail nor the config holds it then, and apply reads
+/// the addresses again once it has the record).
 #[test]
-fn other_links_ipv6_addresses_are_read_when_the_run_looks_at_ipv6() {
+fn other_links_ipv6_addresses_are_asked_for_not_dumped() {
     let tb = Testbed::builder().rails(1).build();
     add_pod_veths(&tb, 10);
-    let read = |run: &Run| profile_count(&run.stderr(), "addresses_read");
+    let count = |run: &Run, name: &str| profile_count(&run.stderr(), name);
     let config = tb.write_config(&format!("[[interface]]\nname = \"rail0\"\ntable = {FIRST_TABLE}\n"));
     let config = path_str(&config);
-    let all = || canonical_lines(&tb.ip_host("-o addr show")).len() as u64;
-    let mut cmd = tb.rr_cmd(&["apply", "--dry-run", config]);
-    cmd.env("ROCE_ROUTE_PROFILE", "1");
-    let v4_only = Run::of(cmd).expect_code(EXIT_OK);
-    assert!(read(&v4_only) + 20 <= all(), "no veth's link-local: {} of {}", read(&v4_only), all());
+    let lines = |args: &str| canonical_lines(&tb.ip_host(args)).len() as u64;
+    let profiled = |args: &[&str], code: i32| {
+        let mut cmd = tb.rr_cmd(args);
+        cmd.env("ROCE_ROUTE_PROFILE", "1");
+        Run::of(cmd).expect_code(code)
+    };
+    // The veths' link-local addresses are not read.
+    let v4_only = profiled(&["apply", "--dry-run", config], EXIT_OK);
+    let rail0_v6 = || lines("-6 -o addr show dev rail0");
+    assert_eq!(
+        count(&v4_only, "addresses_read"),
+        lines("-4 -o addr show") + rail0_v6(),
+        "{}",
+        v4_only.stderr()
+    );
 
     // rail0 takes its global IPv6 address; the first host address of its
-    // subnet is another link's.
+    // subnet is another link's, and so is an address after it.
     tb.ip_host("-6 addr add 2001:db8:5::10/64 dev rail0 nodad");
     tb.ip_host("-6 addr add 2001:db8:5::1/64 dev cali1 nodad");
+    tb.ip_host("-6 addr add 2001:db8:5::3/64 dev cali3 nodad");
+    let read = lines("-4 -o addr show") + rail0_v6();
+    assert!(read + 20 <= lines("-o addr show"), "the veths' IPv6 addresses are more than 20");
     // Before and after the apply (which records the address as found).
-    // Before, rail0's IPv6 addresses (its link-local and global ones) are
-    // read first, and they want every link's; after, the record says so
-    // at once: one dump of them all.
-    let rail0_v6 = canonical_lines(&tb.ip_host("-6 -o addr show dev rail0")).len() as u64;
-    for (code, ok, first) in [(EXIT_DRIFT, false, rail0_v6), (EXIT_OK, true, 0)] {
-        let mut cmd = tb.rr_cmd(&["check", config, "--json"]);
-        cmd.env("ROCE_ROUTE_PROFILE", "1");
-        let run = Run::of(cmd).expect_code(code);
-        assert_eq!(read(&run), all() + first, "every address: {}", run.stderr());
+    for (code, ok) in [(EXIT_DRIFT, false), (EXIT_OK, true)] {
+        let run = profiled(&["check", config, "--json"], code);
+        assert_eq!(count(&run, "addresses_read"), read, "IPv4 and rail0's IPv6 ones: {}", run.stderr());
+        // ::1, found cali1's, then ::2.
+        assert_eq!(count(&run, "addresses_asked"), 2, "{}", run.stderr());
         let report = common::json_doc(&run);
         let lookups: Vec<&serde_json::Value> = (report["traffic"].as_array().expect("traffic").iter())
             .filter(|t| t["from"] == "2001:db8:5::10")
@@ -485,16 +493,18 @@ fn other_links_ipv6_addresses_are_read_when_the_run_looks_at_ipv6() {
             Run::of(tb.rr_cmd(&["apply", config])).expect_code(EXIT_OK);
         }
     }
-    // show, for the owned IPv6 rule's lookup.
-    let mut cmd = tb.rr_cmd(&["show", "--json"]);
-    cmd.env("ROCE_ROUTE_PROFILE", "1");
-    let run = Run::of(cmd).expect_code(EXIT_OK);
-    assert!(read(&run) >= all(), "every address: {}", run.stderr());
+    // show, for the owned IPv6 rule's lookup; ::2 is cali2's now: asked
+    // one after the other, ::1, ::2 and ::3 are the host's, ::4 is not.
+    tb.ip_host("-6 addr add 2001:db8:5::2/64 dev cali2 nodad");
+    let run = profiled(&["show", "--json"], EXIT_OK);
+    assert_eq!(count(&run, "addresses_read"), read, "{}", run.stderr());
+    assert_eq!(count(&run, "addresses_asked"), 4, "::1, ::2, ::3 found, ::4 not: {}", run.stderr());
     let shown = common::json_doc(&run);
     let traffic = shown["interfaces"][0]["traffic"].as_array().expect("traffic");
     let from_v6: Vec<&serde_json::Value> = traffic.iter().filter(|t| t["from"] == "2001:db8:5::10").collect();
     assert!(!from_v6.is_empty(), "{shown:#}");
-    assert!(from_v6.iter().all(|t| t["to"] == "2001:db8:5::2" && t["ok"] == true), "{shown:#}");
+    assert!(from_v6.iter().all(|t| t["to"] == "2001:db8:5::4" && t["ok"] == true), "{shown:#}");
+    tb.ip_host("-6 addr del 2001:db8:5::2/64 dev cali2");
 
     // The address moves to a pod veth: the record says rail0 had it.
     tb.ip_host("-6 addr del 2001:db8:5::10/64 dev rail0");
@@ -502,6 +512,38 @@ fn other_links_ipv6_addresses_are_read_when_the_run_looks_at_ipv6() {
     let moved = "2001:db8:5::10/64 was found on rail0 at the last apply and is on cali2 now";
     Run::of(tb.rr_cmd(&["apply", "--dry-run", config])).expect_code(EXIT_OK).expect_stdout(&[moved]);
     Run::of(tb.rr_cmd(&["apply", config])).expect_code(EXIT_OK).expect_stderr(&[moved]);
+}
+
+/// Another link's IPv6 address that the config lists, or gives as a
+/// gateway, is asked for by itself (the veths' addresses are not
+/// dumped): a listed address on a pod veth is said to be there, a
+/// gateway that is a pod veth's address is said to be the host's own.
+#[test]
+fn a_listed_ipv6_address_or_gateway_on_another_link_is_found() {
+    let tb = Testbed::builder().rails(1).build();
+    add_pod_veths(&tb, 4);
+    let config = tb.write_config(&format!(
+        "[[interface]]\nname = \"rail0\"\ntable = {FIRST_TABLE}\n\
+         addresses = [\"198.51.100.10/24\", \"2001:db8:5::10/64\"]\ngateway = [\"2001:db8:5::1\"]\n"
+    ));
+    let config = path_str(&config);
+    let check = |code: i32| {
+        let mut cmd = tb.rr_cmd(&["check", config]);
+        cmd.env("ROCE_ROUTE_PROFILE", "1");
+        Run::of(cmd).expect_code(code)
+    };
+    tb.ip_host("-6 addr add 2001:db8:5::10/64 dev rail0 nodad");
+    tb.ip_host("-6 addr add 2001:db8:5::1/64 dev cali1 nodad");
+    let run = check(EXIT_DRIFT);
+    run.expect_stdout(&["2001:db8:5::1", "is this host's own address (on cali1)"]);
+    let read = canonical_lines(&tb.ip_host("-4 -o addr show")).len()
+        + canonical_lines(&tb.ip_host("-6 -o addr show dev rail0")).len();
+    assert_eq!(profile_count(&run.stderr(), "addresses_read"), read as u64, "{}", run.stderr());
+    tb.ip_host("-6 addr del 2001:db8:5::1/64 dev cali1");
+    tb.ip_host("-6 addr del 2001:db8:5::10/64 dev rail0");
+    tb.ip_host("-6 addr add 2001:db8:5::10/64 dev cali2 nodad");
+    check(EXIT_DRIFT).expect_stdout(&["2001:db8:5::10", "is on cali2, not on rail0"]);
+    Run::of(tb.rr_cmd(&["apply", "--dry-run", config])).expect_stdout(&["is on cali2, not on rail0"]);
 }
 
 /// rollback and remove take their links from what they read (the

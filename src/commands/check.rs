@@ -94,8 +94,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
     let (mut report, desired) = match reconcile::reconcile_reading(&nl, &cfg, false, &record, None).await {
         Ok((desired, plan, reading)) => {
             plan.warnings.iter().filter(|w| !plan.is_a_difference(w)).for_each(|w| ctx.warn(w.clone()));
-            let (traffic, not_verified) =
-                probe_all(&nl, &desired, reconcile::addresses_of(reading.addresses())).await?;
+            let (traffic, not_verified) = probe_all(&nl, &desired, reading.addresses()).await?;
             not_verified.into_iter().for_each(|n| ctx.warn(n));
             let mut report = build_report(&desired, &plan, traffic, &fix_all, &cfg.file);
             report.add_rdma(rdma.drift(&desired.interfaces));
@@ -336,15 +335,18 @@ fn op_rail(op: &Op, desired: &Desired) -> Option<String> {
 }
 
 /// Asks the kernel, for every configured address, which way its traffic
-/// goes, keeping the probes off `local` (the host's addresses, as the
-/// reconcile read them). Also returns, as "not verified: ..." lines, the
-/// probes that could not be made.
+/// goes, keeping the probes off the host's addresses (`addrs`, as the
+/// reconcile read them, and those of other links it picks, asked:
+/// `reconcile::choose_off_local`). Also returns, as "not verified: ..."
+/// lines, the probes that could not be made.
 async fn probe_all(
     nl: &Netlink,
     desired: &Desired,
-    local: BTreeSet<std::net::IpAddr>,
+    addrs: &[crate::model::Address],
 ) -> Result<(Vec<Verdict>, Vec<String>), Error> {
-    let set = behaviour::probes_for_desired(desired, &local);
+    let choose = |local: &BTreeSet<std::net::IpAddr>| behaviour::probes_for_desired(desired, local);
+    let to = |set: &behaviour::Probes| set.probes.iter().map(|p| p.to).collect();
+    let set = reconcile::choose_off_local(nl, addrs, choose, to).await?;
     Ok((
         reconcile::ask(nl, &set.probes).await,
         set.skipped.iter().map(behaviour::Skipped::describe).collect(),

@@ -10,12 +10,11 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::{Ctx, Done, run_notes};
-use crate::behaviour::{self, Verdict};
+use crate::behaviour::{self, Probe, Verdict};
 use crate::cli::SysfsArg;
 use crate::config::DEFAULT_PROTOCOL;
 use crate::error::{Error, exit};
-use crate::model::{Address, Family, Link, Route, Rule, SysctlKey, scope};
-use crate::netlink::Netlink;
+use crate::model::{Address, Link, Route, Rule, SysctlKey, scope};
 use crate::rdma::Port;
 use crate::rdma_read;
 use crate::reconcile;
@@ -210,19 +209,21 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     let (mut interfaces, orphan_rules) = group(&routes, &rules);
     let shown: Vec<&str> = interfaces.iter().map(|i| i.name.as_str()).collect();
     nl.add_links(&shown).context("cannot read the links")?;
-    // Of IPv6, the shown interfaces' addresses, and every link's only
-    // when an owned entry is IPv6: an owned rule's source is where a
-    // lookup starts, and the host's addresses are where it must not go.
-    let v6 = rules.iter().any(|r| r.family == Family::V6) || routes.iter().any(|r| r.family == Family::V6);
-    // Another link's address is only one a lookup must not go to: none
-    // is looked for by name (those in a shown rail's subnet are named).
+    // Of IPv6, the shown interfaces' addresses: another link's address is
+    // only one a lookup must not go to, and the lookups ask about those
+    // they pick (`reconcile::choose_off_local`). None is looked for by
+    // name (those in a shown rail's subnet are named).
     let addresses =
-        nl.run_addresses(&shown, |_| v6, |_| false).await.context("cannot read the interface addresses")?;
-    let local = reconcile::addresses_of(&addresses);
-    for iface in &mut interfaces {
+        nl.run_addresses(&shown, &BTreeSet::new()).await.context("cannot read the interface addresses")?;
+    let choose = |local: &BTreeSet<IpAddr>| -> Vec<Vec<Probe>> {
+        interfaces.iter().map(|i| probes_of(i, &routes, &rules, local)).collect()
+    };
+    let to = |chosen: &Vec<Vec<Probe>>| chosen.iter().flatten().map(|p| p.to).collect();
+    let probes = reconcile::choose_off_local(&nl, &addresses, choose, to).await?;
+    for (iface, probes) in interfaces.iter_mut().zip(probes) {
         iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);
         iface.sysctls = read_sysctls(&iface.name);
-        iface.traffic = probe(&nl, iface, &routes, &rules, &local).await;
+        iface.traffic = reconcile::ask(&nl, &probes).await;
         iface.rdma = rdma.port_of(&iface.name).map(|p| ShownRdma::of(p, &iface.name, &addresses));
     }
     let report = ShowReport { protocols: protocols.into_iter().collect(), interfaces, orphan_rules, notes };
@@ -266,21 +267,20 @@ fn read_sysctls(iface: &str) -> BTreeMap<&'static str, ShownSysctl> {
     out
 }
 
-/// Where the traffic of each owned rule's source address goes now.
-async fn probe(
-    nl: &Netlink,
+/// The lookups that say where the traffic of each owned rule's source
+/// address goes now, kept off `local`. Pure.
+fn probes_of(
     iface: &ShownInterface,
     routes: &[Route],
     rules: &[Rule],
     local: &BTreeSet<IpAddr>,
-) -> Vec<Verdict> {
+) -> Vec<Probe> {
     let mut out = Vec::new();
     for rule in rules.iter().filter(|r| iface.tables.contains(&r.table)) {
         let Some(src) = rule.src.filter(|s| s.len == s.family().max_len()) else {
             continue;
         };
-        let probes = behaviour::probes_from_routes(&iface.name, rule.table, src.addr, routes, local).probes;
-        out.extend(reconcile::ask(nl, &probes).await);
+        out.extend(behaviour::probes_from_routes(&iface.name, rule.table, src.addr, routes, local).probes);
     }
     out
 }

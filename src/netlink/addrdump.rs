@@ -66,6 +66,26 @@ fn filtered(family: Option<u8>, index: u32) -> Table<(u32, Address)> {
     }
 }
 
+/// The IPv6 address `ip`, on whichever link has it: RTM_GETADDR without
+/// NLM_F_DUMP, which the kernel answers from its hash of the namespace's
+/// IPv6 addresses (`ipv6_get_ifaddr`: the first link found with it,
+/// tentative or not), without walking the links; EADDRNOTAVAIL when no
+/// link has it. IPv4 has no such request.
+pub(super) fn at_address(ip: Ipv6Addr) -> Table<(u32, Address)> {
+    let mut body = vec![0; IFADDRMSG_LEN];
+    body[0] = AF_INET6;
+    let attr_len = 4 + 16u16;
+    body.extend_from_slice(&attr_len.to_ne_bytes());
+    body.extend_from_slice(&IFA_ADDRESS.to_ne_bytes());
+    body.extend_from_slice(&ip.octets());
+    Table {
+        what: "addresses",
+        request: rawdump::ask_request(RTM_GETADDR, &body),
+        reply: RTM_NEWADDR,
+        parse: row,
+    }
+}
+
 /// RTM_GETADDR, NLM_F_DUMP, both families.
 fn request() -> Vec<u8> {
     rawdump::request(RTM_GETADDR, &[0; IFADDRMSG_LEN])

@@ -3,7 +3,8 @@
 //! filtered), and how a dump's replies become a result: complete,
 //! interrupted (asked again) or failed (the error in NLMSG_DONE).
 
-use std::net::IpAddr;
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv6Addr};
 
 use nix::errno::Errno;
 use nix::libc::{RTM_NEWADDR, RTM_NEWLINK, RTM_NEWNEIGH, RTM_NEWROUTE, RTM_NEWRULE};
@@ -80,58 +81,52 @@ impl Netlink {
     }
 
     /// The addresses a run of apply, check, show or watch plans with:
-    /// those of `addresses`, but the IPv6 addresses of links other than
-    /// `rails` only when `v6_everywhere` says the run looks at them, and
-    /// an address of a link outside a partial table named only when the
-    /// run compares it with its own (`named_for_run`: `compared` says which
-    /// addresses the run looks for on other links). `v6_everywhere` is
-    /// asked with none of the addresses first, then with rails' addresses
-    /// as they are read; it must stay true once it is.
+    /// every IPv4 address, the IPv6 addresses of `rails`, and of other
+    /// links only the IPv6 addresses in `looked_for` (neither link-local:
+    /// such an address is looked for on its own link only); an address of
+    /// a link outside a partial table is named only when the run compares
+    /// it with its own (`named_for_run`: `looked_for` says which
+    /// addresses the run looks for on other links).
     ///
     /// The kernel walks every link for a family's dump: on a node with a
     /// thousand pod veths, their IPv6 link-local addresses were 0.8 ms of
-    /// a 3.3-4.4 ms no-op (a short-lived process finds them cold), for an
-    /// IPv4 config that never looks at them. So, unless the run wants them
-    /// from the start, the rails' IPv6 addresses come from a dump filtered
-    /// by link each and the IPv4 ones from a dump of that family; but once
-    /// a rail's make the run want every link's (a dual-stack rail), one
-    /// dump of every address, as `addresses`. Kept addresses (watch) are
-    /// narrowed the same way, so that every command plans on the same
-    /// view of the host.
+    /// a 3.3-4.4 ms no-op (a short-lived process finds them cold), and a
+    /// dual-stack run wanted them all. Nothing of a run compares another
+    /// link's IPv6 address but by equality with one it looks for (`plan`:
+    /// a listed or found address moved there, a gateway that is the
+    /// host's own; a lookup's destination, which `check` and `show` ask
+    /// about themselves: `reconcile::choose_off_local`), and ARP flux is
+    /// IPv4's. So the rails' IPv6 addresses come from a dump filtered by
+    /// link each, the IPv4 ones from a dump of that family, and each IPv6
+    /// address looked for that no rail has from a request of its own
+    /// (`addresses_at`). Kept addresses (watch) are narrowed the same way,
+    /// so that every command plans on the same view of the host.
     pub async fn run_addresses(
         &self,
         rails: &[&str],
-        v6_everywhere: impl Fn(&[Address]) -> bool,
-        compared: impl Fn(&IpAddr) -> bool,
+        looked_for: &BTreeSet<IpAddr>,
     ) -> Result<Vec<Address>, NlError> {
-        let rows = self.run_rows(rails, v6_everywhere)?;
-        Ok(self.named_for_run(rows, compared))
+        let rows = self.run_rows(rails, looked_for)?;
+        Ok(self.named_for_run(rows, |ip| looked_for.contains(ip)))
     }
 
     /// `run_addresses`' rows, each with its link's index.
     fn run_rows(
         &self,
         rails: &[&str],
-        v6_everywhere: impl Fn(&[Address]) -> bool,
+        looked_for: &BTreeSet<IpAddr>,
     ) -> Result<Vec<(u32, Address)>, NlError> {
         let indexes: Vec<u32> = rails.iter().filter_map(|n| self.table.index(n)).collect();
-        let of_rails = |rows: &[(u32, Address)]| {
-            self.named(rows.iter().filter(|(i, _)| indexes.contains(i)).cloned().collect())
-        };
         if let Some(kept) = &self.kept_addrs {
-            let every = self.kept_and_fresh(kept)?;
-            return Ok(if v6_everywhere(&of_rails(&every)) { every } else { rails_v6_only(every, &indexes) });
+            return Ok(run_view(self.kept_and_fresh(kept)?, &indexes, looked_for));
         }
-        if v6_everywhere(&[]) {
-            return self.every_address();
-        }
-        let mut v6 = Vec::new();
-        for &index in &indexes {
-            let read = self.addresses_of_links(&[index], Some(Family::V6))?;
-            if v6_everywhere(&of_rails(&read)) {
-                return self.every_address();
+        let mut v6 = self.addresses_of_links(&indexes, Some(Family::V6))?;
+        let elsewhere: Vec<Ipv6Addr> = elsewhere(looked_for, &v6);
+        for row in self.addresses_at(&elsewhere)? {
+            // A rail that took it between the two reads has it already.
+            if !v6.contains(&row) {
+                v6.push(row);
             }
-            v6.extend(read);
         }
         let mut rows = self.read_kept(&super::addrdump::of_family(Family::V4, 0))?;
         crate::profile::count("addresses_read", rows.len());
@@ -140,6 +135,39 @@ impl Netlink {
         v6.sort_by_key(|(i, a)| super::addrtable::place(*i, a));
         rows.extend(v6);
         Ok(rows)
+    }
+
+    /// The IPv6 addresses `ips`, each on the link that has it (the first
+    /// the kernel finds: an address on two links is one of them), one
+    /// request each (`addrdump::at_address`), in the order of `ips`; an
+    /// address no link has is not there.
+    fn addresses_at(&self, ips: &[Ipv6Addr]) -> Result<Vec<(u32, Address)>, NlError> {
+        let mut rows = Vec::new();
+        for ip in ips {
+            crate::profile::count("addresses_asked", 1);
+            match self.read_kept(&super::addrdump::at_address(*ip)) {
+                Ok(read) => rows.extend(read.into_iter().filter(|(_, a)| a.addr.addr == IpAddr::V6(*ip))),
+                Err(e) if e.is(Errno::EADDRNOTAVAIL) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Every address of the host, without its link (one dump of them all).
+    pub async fn host_addresses(&self) -> Result<BTreeSet<IpAddr>, NlError> {
+        Ok(self.every_address()?.into_iter().map(|(_, a)| a.addr.addr).collect())
+    }
+
+    /// Which of `ips` are addresses of this host (IPv6 only: the caller
+    /// has every IPv4 address), each asked (`addresses_at`).
+    pub async fn local_among(&self, ips: &[Ipv6Addr]) -> Result<Vec<Ipv6Addr>, NlError> {
+        let found = self.addresses_at(ips)?;
+        Ok(ips
+            .iter()
+            .copied()
+            .filter(|ip| found.iter().any(|(_, a)| a.addr.addr == IpAddr::V6(*ip)))
+            .collect())
     }
 
     /// `named`, but with a partial table an address of a link outside it
@@ -383,10 +411,32 @@ fn of_link_and_family(rows: Vec<(u32, Address)>, index: u32, family: Option<Fami
     rows.into_iter().filter(|(i, a)| *i == index && family.is_none_or(|f| a.addr.family() == f)).collect()
 }
 
-/// `rows` without the IPv6 addresses of links other than `rails`
-/// (indexes), in their order. Pure.
-fn rails_v6_only(rows: Vec<(u32, Address)>, rails: &[u32]) -> Vec<(u32, Address)> {
-    rows.into_iter().filter(|(i, a)| a.addr.family() == Family::V4 || rails.contains(i)).collect()
+/// What `run_addresses` reads of `rows` (every address): every IPv4
+/// address, the IPv6 addresses of `rails` (indexes), and another link's
+/// IPv6 address only when it is looked for and not link-local; in their
+/// order. Pure.
+fn run_view(rows: Vec<(u32, Address)>, rails: &[u32], looked_for: &BTreeSet<IpAddr>) -> Vec<(u32, Address)> {
+    rows.into_iter()
+        .filter(|(i, a)| {
+            a.addr.family() == Family::V4
+                || rails.contains(i)
+                || (looked_for.contains(&a.addr.addr) && !crate::model::is_v6_link_local(a.addr.addr))
+        })
+        .collect()
+}
+
+/// The IPv6 addresses of `looked_for` to ask for on other links: neither
+/// link-local (looked for on its own link only) nor among `rails_v6` (the
+/// rails' IPv6 addresses, read). Pure.
+fn elsewhere(looked_for: &BTreeSet<IpAddr>, rails_v6: &[(u32, Address)]) -> Vec<Ipv6Addr> {
+    looked_for
+        .iter()
+        .filter_map(|ip| match ip {
+            IpAddr::V6(v6) if !crate::model::is_v6_link_local(*ip) => Some(*v6),
+            _ => None,
+        })
+        .filter(|ip| !rails_v6.iter().any(|(_, a)| a.addr.addr == IpAddr::V6(*ip)))
+        .collect()
 }
 
 /// Whether `a` meets one of `subnets` (`Address::meets`, as ARP flux
@@ -626,9 +676,10 @@ mod tests {
         assert_eq!(of_link_and_family(rows, 3, None).len(), 2, "both families of link 3");
     }
 
-    /// Every IPv4 address stays, and the rails' IPv6 ones, in order.
+    /// Every IPv4 address stays, the rails' IPv6 ones, and another link's
+    /// IPv6 address when it is looked for and not link-local; in order.
     #[test]
-    fn a_run_without_ipv6_elsewhere_keeps_the_rails_ipv6_addresses_only() {
+    fn a_run_keeps_other_links_ipv6_addresses_only_when_looked_for() {
         let a = |cidr: &str| Address { addr: crate::model::prefix(cidr), ..Address::default() };
         let host = vec![
             (1, a("198.51.100.10/24")),
@@ -636,11 +687,38 @@ mod tests {
             (1, a("fe80::1/64")),
             (6, a("fe80::ecee:eeff:feee:eeee/64")),
             (5, a("2001:db8:9::1/64")),
+            (7, a("2001:db8:9::2/64")),
             (2, a("2001:db8:1::11/64")),
         ];
-        let kept = rails_v6_only(host, &[1, 2]);
-        let rows: Vec<String> = kept.iter().map(|(i, a)| format!("{i} {}", a.addr)).collect();
-        assert_eq!(rows, ["1 198.51.100.10/24", "5 203.0.113.9/32", "1 fe80::1/64", "2 2001:db8:1::11/64"]);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let shown = |rows: Vec<(u32, Address)>| -> Vec<String> {
+            rows.iter().map(|(i, a)| format!("{i} {}", a.addr)).collect()
+        };
+        let none = BTreeSet::new();
+        let rails = ["1 198.51.100.10/24", "5 203.0.113.9/32", "1 fe80::1/64", "2 2001:db8:1::11/64"];
+        assert_eq!(shown(run_view(host.clone(), &[1, 2], &none)), rails);
+        // Looked for: 2001:db8:9::2 (link 7), a link-local (on its own
+        // link only) and one on a rail (read there).
+        let looked_for =
+            BTreeSet::from([ip("2001:db8:9::2"), ip("fe80::ecee:eeff:feee:eeee"), ip("2001:db8:1::11")]);
+        let with = shown(run_view(host, &[1, 2], &looked_for));
+        assert_eq!(
+            with,
+            [
+                "1 198.51.100.10/24",
+                "5 203.0.113.9/32",
+                "1 fe80::1/64",
+                "7 2001:db8:9::2/64",
+                "2 2001:db8:1::11/64"
+            ]
+        );
+        // Asked for on other links: neither the link-local one nor the
+        // rail's, nor an IPv4 address (the IPv4 dump has them all).
+        let rails_v6 = vec![(1, a("fe80::1/64")), (2, a("2001:db8:1::11/64"))];
+        let mut asked = looked_for.clone();
+        asked.insert(ip("198.51.100.99"));
+        assert_eq!(elsewhere(&asked, &rails_v6), ["2001:db8:9::2".parse::<Ipv6Addr>().unwrap()]);
+        assert!(elsewhere(&none, &rails_v6).is_empty());
     }
 
     /// An address is in a managed subnet when the subnet holds it, or

@@ -61,11 +61,21 @@ impl<T> Table<T> {
 /// A dump request of `kind` (NLM_F_REQUEST | NLM_F_DUMP; sequence 1 until
 /// it is sent with one of its own) with `body` after the header.
 pub(super) fn request(kind: u16, body: &[u8]) -> Vec<u8> {
+    request_with(kind, libc::NLM_F_DUMP as u16, body)
+}
+
+/// A request of `kind` that is not a dump: answered by its reply, then
+/// its ack (NLM_F_REQUEST | NLM_F_ACK; sequence 1 until it is sent).
+pub(super) fn ask_request(kind: u16, body: &[u8]) -> Vec<u8> {
+    request_with(kind, libc::NLM_F_ACK as u16, body)
+}
+
+fn request_with(kind: u16, flags: u16, body: &[u8]) -> Vec<u8> {
     let len = NLMSG_HDRLEN + body.len();
     let mut m = Vec::with_capacity(len);
     m.extend_from_slice(&(len as u32).to_ne_bytes());
     m.extend_from_slice(&kind.to_ne_bytes());
-    m.extend_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
+    m.extend_from_slice(&(libc::NLM_F_REQUEST as u16 | flags).to_ne_bytes());
     m.extend_from_slice(&1u32.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes());
     m.extend_from_slice(body);

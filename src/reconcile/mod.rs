@@ -6,7 +6,7 @@
 //! sysctls) and from the record of earlier runs.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use anyhow::{Context, Result};
 
@@ -42,8 +42,9 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// Every address of the host, as read (`read_addresses`: another
-    /// link's named only where the run compares it).
+    /// The host's addresses, as read (`read_addresses`: every IPv4 one,
+    /// another link's IPv6 one only when looked for, another link's named
+    /// only where the run compares it).
     pub fn addresses(&self) -> &[crate::model::Address] {
         &self.observed.addresses
     }
@@ -80,16 +81,11 @@ pub async fn reconcile_reading(
     given: Option<Given>,
 ) -> Result<(Desired, Plan, Reading), Error> {
     let addrs = match given {
-        // Read before the record: without the IPv6 addresses of other
-        // links, which an address the last apply found on a rail wants,
-        // and without the name of another link that has such an address
-        // now (`looked_for`), which `plan` says it went to.
-        Some(g)
-            if !g.with_record
-                && ((!v6_everywhere(cfg, &BTreeMap::new(), &g.addrs)
-                    && v6_everywhere(cfg, &record.discovered, &g.addrs))
-                    || unnamed_found(&record.discovered, &g.addrs)) =>
-        {
+        // Read before the record: without another link's IPv6 address
+        // that the last apply found on a rail, and without the name of
+        // another link that has such an address now (`looked_for`), which
+        // `plan` says it went to.
+        Some(g) if !g.with_record && found_unplaced(cfg, &record.discovered, &g.addrs) => {
             read_addresses(nl, cfg, &record.discovered).await?
         }
         Some(g) => g.addrs,
@@ -131,18 +127,15 @@ pub fn recorded_indexes(nl: &Netlink, record: &Record) -> BTreeMap<String, u32> 
 }
 
 /// The addresses a run plans with (`Netlink::run_addresses`): every
-/// IPv4 address, the rails' IPv6 addresses, and the IPv6 addresses of
-/// other links when `v6_everywhere`.
+/// IPv4 address, the rails' IPv6 addresses, and another link's IPv6
+/// address when the run looks for it (`looked_for`).
 pub async fn read_addresses(
     nl: &Netlink,
     cfg: &Config,
     discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
 ) -> Result<Vec<crate::model::Address>, Error> {
     let rails: Vec<&str> = cfg.rail_names().collect();
-    let looked_for = looked_for(cfg, discovered);
-    let addrs = nl
-        .run_addresses(&rails, |addrs| v6_everywhere(cfg, discovered, addrs), |ip| looked_for.contains(ip))
-        .await;
+    let addrs = nl.run_addresses(&rails, &looked_for(cfg, discovered)).await;
     Ok(addrs.context("cannot read the interface addresses")?)
 }
 
@@ -151,7 +144,8 @@ pub async fn read_addresses(
 /// of the host's own?) and each address the last apply found on a rail
 /// (where did it go?). Another link's address that is none of these, nor
 /// in a managed subnet, is compared by nothing of a run but its address
-/// (`Netlink::run_addresses` leaves it unnamed). Pure.
+/// (`Netlink::run_addresses` leaves it unnamed, and reads another link's
+/// IPv6 address only when it is one of these). Pure.
 pub fn looked_for(
     cfg: &Config,
     discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
@@ -162,41 +156,79 @@ pub fn looked_for(
     listed.chain(gateways).chain(found).collect()
 }
 
-/// Whether an address found on a rail at the last apply is among
-/// `addrs` on a link left unnamed (read without the record: see
-/// `looked_for`). Pure.
-fn unnamed_found(
-    discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
-    addrs: &[crate::model::Address],
-) -> bool {
-    let found: BTreeSet<IpAddr> = discovered.values().flatten().map(|p| p.addr).collect();
-    addrs.iter().any(|a| a.ifname.is_empty() && found.contains(&a.addr.addr))
-}
-
-/// Whether a run looks at the IPv6 addresses of links that are not rails:
-/// when the config lists an IPv6 address or gateway, a rail holds an IPv6
-/// address that is not link-local (taken when it lists no `addresses`,
-/// or the source of a route lookup of `check`), or the last apply found
-/// one on a rail (`discovered`: `plan` says where it went). Otherwise
-/// every address a run compares another link's with (a listed or found
-/// address, a gateway, a managed subnet, the host addresses a lookup must
-/// not be sent to) is IPv4, and so is every ARP flux risk. Only the
-/// rails' addresses in `addrs` count, and more of them can only make it
-/// true (`Netlink::run_addresses` asks as it reads them). Pure.
-pub fn v6_everywhere(
+/// Whether an address found on a rail at the last apply is where a read
+/// of `addrs` without the record cannot say: on a link left unnamed, or
+/// nowhere in `addrs` when it is IPv6 and such a read did not look for it
+/// (another link's IPv6 address is read only when looked for). Then the
+/// addresses are read again with the record. Pure.
+fn found_unplaced(
     cfg: &Config,
     discovered: &BTreeMap<String, Vec<crate::model::Prefix>>,
     addrs: &[crate::model::Address],
 ) -> bool {
-    let v6 = |ip: &IpAddr| ip.is_ipv6();
-    cfg.interfaces.iter().any(|i| {
-        i.addresses.iter().flatten().any(|a| v6(&a.addr))
-            || i.gateways.iter().any(|g| v6(&g.addr))
-            || discovered.get(&i.name).is_some_and(|found| found.iter().any(|p| v6(&p.addr)))
-            || addrs.iter().any(|a| {
-                a.ifname == i.name && v6(&a.addr.addr) && !crate::model::is_v6_link_local(a.addr.addr)
-            })
+    let asked = looked_for(cfg, &BTreeMap::new());
+    discovered.values().flatten().map(|p| p.addr).any(|ip| {
+        let mut on = addrs.iter().filter(|a| a.addr.addr == ip).peekable();
+        match on.peek() {
+            Some(_) => on.any(|a| a.ifname.is_empty()),
+            None => ip.is_ipv6() && !crate::model::is_v6_link_local(ip) && !asked.contains(&ip),
+        }
     })
+}
+
+/// At most this many rounds of questions for `choose_off_local`, then
+/// every address of the host is read.
+const LOCAL_ROUNDS: usize = 8;
+
+/// What `choose` picks (route lookups) kept off the host's addresses:
+/// those of `addrs` (a run's: every IPv4 address, the rails' IPv6 ones
+/// and those it looked for), and each IPv6 destination of its pick (`to`)
+/// that another link has, asked (`Netlink::local_among`) until every
+/// destination it picks is known not to be one. `choose` picks its
+/// destinations outside the set it is given, each the first of its
+/// candidates not in it: so its last pick is the one it would make
+/// knowing every address of the host, without a dump of every link's
+/// IPv6 addresses (a thousand pod veths' link-locals).
+pub async fn choose_off_local<T>(
+    nl: &Netlink,
+    addrs: &[crate::model::Address],
+    choose: impl Fn(&BTreeSet<IpAddr>) -> T,
+    to: impl Fn(&T) -> Vec<IpAddr>,
+) -> Result<T, Error> {
+    let mut local = addresses_of(addrs);
+    let mut asked = BTreeSet::new();
+    for _ in 0..LOCAL_ROUNDS {
+        let chosen = choose(&local);
+        let new = unasked_v6(to(&chosen), &local, &mut asked);
+        if new.is_empty() {
+            return Ok(chosen);
+        }
+        let found = nl.local_among(&new).await.context("cannot read the interface addresses")?;
+        if found.is_empty() {
+            return Ok(chosen);
+        }
+        local.extend(found.into_iter().map(IpAddr::V6));
+    }
+    // The host's own addresses, one after another in a subnet: all of them.
+    let every = nl.host_addresses().await.context("cannot read the interface addresses")?;
+    local.extend(every);
+    Ok(choose(&local))
+}
+
+/// The IPv6 destinations of `picked` neither in `local` nor asked about
+/// already (each now is, in `asked`). Pure.
+fn unasked_v6(
+    picked: Vec<IpAddr>,
+    local: &BTreeSet<IpAddr>,
+    asked: &mut BTreeSet<Ipv6Addr>,
+) -> Vec<Ipv6Addr> {
+    picked
+        .into_iter()
+        .filter_map(|ip| match ip {
+            IpAddr::V6(v6) if !local.contains(&ip) && asked.insert(v6) => Some(v6),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Reads what the diff needs (the addresses are read already): every rule, the routes of the tables
@@ -554,41 +586,50 @@ mod tests {
         }
     }
 
-    /// Each way a run comes to look at IPv6 addresses makes it read those
-    /// of every link; a rail's link-local address or another link's IPv6
-    /// address does not.
+    /// A read without the record (apply's DAD wait) is read again when
+    /// an address found at the last apply is on a link it left unnamed,
+    /// or is IPv6 and not among its addresses though it did not look for
+    /// it; not when a rail has it, nor for an IPv4 address it does not
+    /// have (it read every IPv4 address), nor for one it looked for.
     #[test]
-    fn the_ipv6_addresses_of_other_links_are_read_when_a_run_looks_at_them() {
+    fn a_read_without_the_record_is_read_again_when_a_found_address_is_not_placed() {
         let cfg = |text: &str| crate::config::parse("c.toml", text).unwrap();
         let v4 = cfg(
             "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\"]\n\n[[interface]]\nname = \"rail1\"\n",
         );
-        let none = BTreeMap::new();
-        let rail1_global = addr("rail1", "2001:db8:1::11/64", scope::UNIVERSE);
+        let found =
+            |ip: &str| BTreeMap::from([("rail1".to_string(), vec![Prefix::new(ip.parse().unwrap(), 64)])]);
         let host = [
             addr("rail0", "198.51.100.10/24", scope::UNIVERSE),
-            addr("rail0", "fe80::1/64", scope::LINK),
-            addr("rail1", "fe80::2/64", scope::LINK),
-            addr("cali0", "2001:db8:9::1/64", scope::UNIVERSE),
+            addr("rail1", "2001:db8:1::11/64", scope::UNIVERSE),
+            addr("", "203.0.113.9/32", scope::UNIVERSE),
         ];
-        assert!(
-            !v6_everywhere(&v4, &none, &host),
-            "link-locals and another link's IPv6 address do not count"
-        );
-        let with_global = [&host[..], std::slice::from_ref(&rail1_global)].concat();
-        assert!(v6_everywhere(&v4, &none, &with_global), "rail1 takes its global IPv6 address");
-        let found =
-            BTreeMap::from([("rail1".to_string(), vec![Prefix::new("2001:db8:1::11".parse().unwrap(), 64)])]);
-        assert!(v6_everywhere(&v4, &found, &host), "found at the last apply: where is it now?");
-        let elsewhere =
-            BTreeMap::from([("mgmt0".to_string(), vec![Prefix::new("2001:db8:1::11".parse().unwrap(), 64)])]);
-        assert!(!v6_everywhere(&v4, &elsewhere, &host), "not a rail of this config");
-        let listed = cfg(
-            "[[interface]]\nname = \"rail0\"\naddresses = [\"198.51.100.10/24\", \"2001:db8:1::10/64\"]\n",
-        );
-        assert!(v6_everywhere(&listed, &none, &host), "a listed IPv6 address");
-        let gateway = cfg("[[interface]]\nname = \"rail0\"\ngateway = [\"198.51.100.1\", \"fe80::fe\"]\n");
-        assert!(v6_everywhere(&gateway, &none, &host), "an IPv6 gateway, link-local too");
+        assert!(!found_unplaced(&v4, &BTreeMap::new(), &host), "nothing found");
+        assert!(!found_unplaced(&v4, &found("2001:db8:1::11"), &host), "still on rail1");
+        assert!(found_unplaced(&v4, &found("2001:db8:1::12"), &host), "IPv6, not looked for");
+        assert!(found_unplaced(&v4, &found("203.0.113.9"), &host), "on a link left unnamed");
+        assert!(!found_unplaced(&v4, &found("203.0.113.10"), &host), "IPv4: gone, every one was read");
+        assert!(!found_unplaced(&v4, &found("fe80::5"), &host), "link-local: on its own link only");
+        let listed = cfg("[[interface]]\nname = \"rail1\"\naddresses = [\"2001:db8:1::12/64\"]\n");
+        assert!(!found_unplaced(&listed, &found("2001:db8:1::12"), &host), "listed: looked for already");
+    }
+
+    /// Only IPv6 destinations are asked about, each once, and never one
+    /// known to be the host's.
+    #[test]
+    fn only_new_ipv6_destinations_are_asked_about() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let local = BTreeSet::from([ip("2001:db8:1::1")]);
+        let mut asked = BTreeSet::from(["2001:db8:1::3".parse().unwrap()]);
+        let picked = vec![
+            ip("198.51.100.1"),
+            ip("2001:db8:1::1"),
+            ip("2001:db8:1::2"),
+            ip("2001:db8:1::2"),
+            ip("2001:db8:1::3"),
+        ];
+        assert_eq!(unasked_v6(picked, &local, &mut asked), ["2001:db8:1::2".parse::<Ipv6Addr>().unwrap()]);
+        assert!(asked.contains(&"2001:db8:1::2".parse::<Ipv6Addr>().unwrap()));
     }
 
     /// What a run looks for on other links: the listed addresses, the

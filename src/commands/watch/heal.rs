@@ -35,7 +35,7 @@ impl Watcher<'_> {
     ) -> Result<Result<Converged, Vec<String>>, Error> {
         let ctx = self.ctx;
         // The view every command plans on (`reconcile::read_addresses`):
-        // other links' IPv6 addresses only when the run looks at IPv6.
+        // of other links' IPv6 addresses, those the run looks for.
         let given = reconcile::Given {
             addrs: reconcile::read_addresses(nl, cfg, &record.discovered).await?,
             with_record: true,
