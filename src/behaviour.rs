@@ -116,8 +116,9 @@ pub fn probes_for(
 ) -> Probes {
     let mut subnets: Vec<Prefix> = sources.iter().map(|(_, s)| s.network()).collect();
     subnets.extend(avoid.iter().map(Prefix::network));
-    let mut taken = local.clone();
-    taken.extend(gateways.iter().copied());
+    // Not a copy of `local` with the gateways: a set of every address of
+    // the host, copied for each of 32 rails, was 0.3 ms of a check.
+    let taken = |c: &IpAddr| local.contains(c) || gateways.contains(c);
     let mut out = Probes::default();
     for &(from, subnet) in sources {
         let probe = |to: IpAddr, gw: Option<IpAddr>| Probe {
@@ -136,7 +137,7 @@ pub fn probes_for(
             Err(why) => out.skipped.push(skipped(format!("to a peer on its subnet: {why}"))),
         }
         if let Some(gw) = gw {
-            match off_subnet(family, &subnets, &taken) {
+            match off_subnet(family, &subnets, taken) {
                 Ok(far) => out.probes.push(probe(far, Some(gw))),
                 Err(why) => out
                     .skipped
@@ -262,14 +263,16 @@ fn candidates(family: Family) -> Vec<IpAddr> {
     }
 }
 
-/// A destination of `family` outside every subnet in `avoid` and not in
-/// `taken` (local addresses, gateways), to exercise the default route. The
-/// error says why there is none.
-pub fn off_subnet(family: Family, avoid: &[Prefix], taken: &BTreeSet<IpAddr>) -> Result<IpAddr, String> {
+/// A destination of `family` outside every subnet in `avoid` and not
+/// `taken` (a local address, a gateway), to exercise the default route.
+/// The error says why there is none.
+pub fn off_subnet(
+    family: Family,
+    avoid: &[Prefix],
+    taken: impl Fn(&IpAddr) -> bool,
+) -> Result<IpAddr, String> {
     let all = candidates(family);
-    if let Some(far) =
-        all.iter().copied().find(|c| !taken.contains(c) && !avoid.iter().any(|s| s.contains(c)))
-    {
+    if let Some(far) = all.iter().copied().find(|c| !taken(c) && !avoid.iter().any(|s| s.contains(c))) {
         return Ok(far);
     }
     let subnets: BTreeSet<String> =
