@@ -353,6 +353,62 @@ fn a_neighbour_entry_is_read_and_deleted() {
 }
 
 // ---------------------------------------------------------------------------
+// Route lookups
+
+/// `ip -n NS -6 route get DST from SRC`'s link, table and gateway.
+fn ip_route_get(ns: &Netns, dst: &str, src: &str) -> (String, u32, Option<String>) {
+    let out = ns.ip(&format!("-6 route get {dst} from {src}"));
+    let word = |key: &str| {
+        let mut words = out.split_whitespace();
+        words.find(|w| *w == key).and_then(|_| words.next()).map(str::to_string)
+    };
+    let table = match word("table").as_deref() {
+        None | Some("main") => 254,
+        Some(t) => t.parse().unwrap_or_else(|_| panic!("{out}")),
+    };
+    (word("dev").unwrap_or_else(|| panic!("{out}")), table, word("via"))
+}
+
+/// An IPv6 lookup answers with the route that matched (its link, table
+/// and gateway, as `ip route get` says them), also through a source rule
+/// to a default route without a preferred source; a route of several
+/// next hops with the one the kernel picks for this flow, as `ip route
+/// get` does, not with no link.
+#[test]
+fn ipv6_lookups_answer_as_ip_route_get() {
+    let ns = Netns::new();
+    for (k, net) in [(0, 1), (1, 2)] {
+        ns.ip(&format!("link add rr{k} type veth peer name rr{k}p"));
+        ns.ip(&format!("link set rr{k} up"));
+        ns.ip(&format!("link set rr{k}p up"));
+        ns.ip(&format!("-6 addr add 2001:db8:{net}::10/64 dev rr{k} nodad"));
+    }
+    ns.ip("-6 route add default via 2001:db8:1::1 dev rr0 table 100");
+    ns.ip("-6 rule add from 2001:db8:1::10 lookup 100");
+    ns.ip("-6 route add default nexthop via 2001:db8:1::1 dev rr0 nexthop via 2001:db8:2::1 dev rr1");
+    let cases = [
+        ("2001:db8:ffff::1", "2001:db8:1::10"),
+        ("2001:db8:1::5", "2001:db8:1::10"),
+        ("2001:db8:ffff::1", "2001:db8:2::10"),
+        ("2001:db8:8000::1", "2001:db8:2::10"),
+    ];
+    let answers = ns.run(move || async move {
+        let nl = connect().await;
+        let mut out = Vec::new();
+        for (dst, src) in cases {
+            let r = nl.route_get(src.parse().unwrap(), dst.parse().unwrap()).await.expect("lookup");
+            out.push((r.oif, r.table, r.gateway.map(|g| g.to_string())));
+        }
+        out
+    });
+    for ((dst, src), (oif, table, gateway)) in cases.iter().zip(answers) {
+        let (dev, ip_table, via) = ip_route_get(&ns, dst, src);
+        assert_eq!((oif.as_deref(), table, gateway), (Some(dev.as_str()), ip_table, via), "{dst} from {src}");
+    }
+    assert_eq!(ip_route_get(&ns, "2001:db8:ffff::1", "2001:db8:1::10").1, 100, "through the rule");
+}
+
+// ---------------------------------------------------------------------------
 // Addresses
 
 /// Reads the addresses inside `ns` until `ready` holds for them (10 s at

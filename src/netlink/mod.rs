@@ -328,7 +328,33 @@ impl Netlink {
     /// `ip route get DST from SRC` does: the route it picks, including the
     /// table that matched (RTM_F_LOOKUP_TABLE). The header is otherwise
     /// zero, as a strict socket requires.
+    ///
+    /// For IPv6, the route that matched (RTM_F_FIB_MATCH: the same lookup,
+    /// answered with the route's own table, link and gateway): the answer
+    /// of a plain lookup also carries a preferred source address, which
+    /// for a route without one (a default route via a gateway) the kernel
+    /// chooses by walking every link's addresses, a thousand pod veths'
+    /// included (about 0.1 ms a lookup; `check` makes one per address and
+    /// gateway). A route that names no single link (several next hops)
+    /// is asked again the plain way, for the one the kernel picks.
     pub async fn route_get(&self, src: IpAddr, dst: IpAddr) -> Result<Route, NlError> {
+        if dst.is_ipv6() {
+            let matched = self.lookup(src, dst, RouteFlags::FibMatch)?;
+            if matched.oif.is_some() {
+                return Ok(matched);
+            }
+        }
+        let flags = match Family::of(&dst) {
+            // IPv4 reports the matching table only when asked; IPv6 always
+            // reports it and refuses any flag but RTM_F_FIB_MATCH.
+            Family::V4 => RouteFlags::LookupTable,
+            Family::V6 => RouteFlags::empty(),
+        };
+        self.lookup(src, dst, flags)
+    }
+
+    /// One route lookup from `src` to `dst` with `flags`.
+    fn lookup(&self, src: IpAddr, dst: IpAddr, flags: RouteFlags) -> Result<Route, NlError> {
         let family = Family::of(&dst);
         let mut msg = RouteMessage::default();
         msg.header.address_family = af(family);
@@ -338,12 +364,7 @@ impl Netlink {
         msg.header.protocol = RouteProtocol::Unspec;
         msg.header.scope = RouteScope::Universe;
         msg.header.kind = RouteType::Unspec;
-        // IPv4 reports the matching table only when asked; IPv6 always
-        // reports it and refuses any flag but RTM_F_FIB_MATCH.
-        msg.header.flags = match family {
-            Family::V4 => RouteFlags::LookupTable,
-            Family::V6 => RouteFlags::empty(),
-        };
+        msg.header.flags = flags;
         msg.attributes.push(RouteAttribute::Destination(RouteAddress::from(dst)));
         msg.attributes.push(RouteAttribute::Source(RouteAddress::from(src)));
         let answer = self.ask(RouteNetlinkMessage::GetRoute(msg))?;
