@@ -607,8 +607,16 @@ fn shown_interface<'a>(report: &'a Value, name: &str) -> Option<&'a Value> {
 fn show_lists_every_rail_with_its_table_rules_sysctls_and_traffic() {
     let tb = Testbed::builder().rails(4).ipv6(true).build();
     applied(&tb);
+    // Each key's `all` value is its own (read once for every rail).
+    tb.host().set_sysctl("net/ipv4/conf/all/rp_filter", "2");
 
-    let report = show_json(&tb);
+    let mut cmd = tb.rr_cmd(&["show", "--json"]);
+    cmd.env("ROCE_ROUTE_PROFILE", "1");
+    let run = common::Run::of(cmd).expect_code(EXIT_OK);
+    let keys = 4;
+    let reads = common::profile_count(&run.stderr(), "sysctl_reads");
+    assert_eq!(reads, keys * (tb.rails().len() as u64 + 1), "each rail's and `all` once: {}", run.stderr());
+    let report = json_doc(&run);
     assert_eq!(json_array(&report, "interfaces").len(), tb.rails().len(), "{report:#}");
     assert!(json_array(&report, "orphan_rules").is_empty(), "{report:#}");
     for rail in tb.rails() {
@@ -626,6 +634,12 @@ fn show_lists_every_rail_with_its_table_rules_sysctls_and_traffic() {
             assert_eq!(s["effective"], value, "{what}: {key}: {i:#}");
             assert_eq!(s["all"], 0, "{what}: {key}: {i:#}");
         }
+        let rp = &i["sysctls"]["rp_filter"];
+        assert_eq!(
+            (&rp["all"], &rp["effective"]),
+            (&serde_json::json!(2), &serde_json::json!(2)),
+            "{what}: {i:#}"
+        );
         assert_traffic_ok(json_array(i, "traffic"), &what);
     }
 

@@ -220,9 +220,14 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     };
     let to = |chosen: &Vec<Vec<Probe>>| chosen.iter().flatten().map(|p| p.to).collect();
     let probes = reconcile::choose_off_local(&nl, &addresses, choose, to).await?;
+    // `all` once, not once for each interface (32 rails: 128 reads).
+    let all = {
+        let _p = crate::profile::phase("sysctl reads");
+        reconcile::all_sysctls()
+    };
     for (iface, probes) in interfaces.iter_mut().zip(probes) {
         iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);
-        iface.sysctls = read_sysctls(&iface.name);
+        iface.sysctls = read_sysctls(&iface.name, &all);
         iface.traffic = reconcile::ask(&nl, &probes).await;
         iface.rdma = rdma.port_of(&iface.name).map(|p| ShownRdma::of(p, &iface.name, &addresses));
     }
@@ -257,10 +262,13 @@ pub fn group(routes: &[Route], rules: &[Rule]) -> (Vec<ShownInterface>, Vec<Show
     (by_name.into_values().collect(), orphans)
 }
 
-fn read_sysctls(iface: &str) -> BTreeMap<&'static str, ShownSysctl> {
+/// The ARP sysctls of `iface` that can be read, each with its `all`
+/// value (`all`: those that can be read).
+fn read_sysctls(iface: &str, all: &BTreeMap<SysctlKey, u32>) -> BTreeMap<&'static str, ShownSysctl> {
+    let _p = crate::profile::phase("sysctl reads");
     let mut out = BTreeMap::new();
     for key in SysctlKey::ALL {
-        if let (Ok(value), Ok(all)) = (sysctl::read(iface, key), sysctl::read("all", key)) {
+        if let (Ok(value), Some(&all)) = (sysctl::read(iface, key), all.get(&key)) {
             out.insert(key.name(), ShownSysctl { value, all, effective: key.effective(all, value) });
         }
     }

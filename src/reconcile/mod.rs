@@ -321,7 +321,7 @@ pub async fn routes_of_tables(
 }
 
 /// `conf/all/<key>` for every managed key that can be read.
-fn all_sysctls() -> BTreeMap<SysctlKey, u32> {
+pub fn all_sysctls() -> BTreeMap<SysctlKey, u32> {
     SysctlKey::ALL.into_iter().filter_map(|key| Some((key, sysctl::read("all", key).ok()?))).collect()
 }
 
