@@ -364,16 +364,18 @@ fn ip_route_get(ns: &Netns, dst: &str, src: &str) -> (String, u32, Option<String
     };
     let table = match word("table").as_deref() {
         None | Some("main") => 254,
+        Some("local") => 255,
         Some(t) => t.parse().unwrap_or_else(|_| panic!("{out}")),
     };
     (word("dev").unwrap_or_else(|| panic!("{out}")), table, word("via"))
 }
 
-/// An IPv6 lookup answers with the route that matched (its link, table
-/// and gateway, as `ip route get` says them), also through a source rule
-/// to a default route without a preferred source; a route of several
-/// next hops with the one the kernel picks for this flow, as `ip route
-/// get` does, not with no link.
+/// An IPv6 lookup as check and show ask it (`route_matched`) answers
+/// with the link, table and gateway `ip route get` says: through a source
+/// rule to a default route without a preferred source and to a connected
+/// route, by main's connected route, to an address of the host (`dev
+/// lo`, table local), and by a route of several next hops with the one
+/// the kernel picks for this flow, not with no link.
 #[test]
 fn ipv6_lookups_answer_as_ip_route_get() {
     let ns = Netns::new();
@@ -383,12 +385,15 @@ fn ipv6_lookups_answer_as_ip_route_get() {
         ns.ip(&format!("link set rr{k}p up"));
         ns.ip(&format!("-6 addr add 2001:db8:{net}::10/64 dev rr{k} nodad"));
     }
+    ns.ip("-6 route add 2001:db8:1::/64 dev rr0 table 100");
     ns.ip("-6 route add default via 2001:db8:1::1 dev rr0 table 100");
     ns.ip("-6 rule add from 2001:db8:1::10 lookup 100");
     ns.ip("-6 route add default nexthop via 2001:db8:1::1 dev rr0 nexthop via 2001:db8:2::1 dev rr1");
     let cases = [
         ("2001:db8:ffff::1", "2001:db8:1::10"),
         ("2001:db8:1::5", "2001:db8:1::10"),
+        ("2001:db8:2::5", "2001:db8:2::10"),
+        ("2001:db8:2::10", "2001:db8:1::10"),
         ("2001:db8:ffff::1", "2001:db8:2::10"),
         ("2001:db8:8000::1", "2001:db8:2::10"),
     ];
@@ -396,7 +401,7 @@ fn ipv6_lookups_answer_as_ip_route_get() {
         let nl = connect().await;
         let mut out = Vec::new();
         for (dst, src) in cases {
-            let r = nl.route_get(src.parse().unwrap(), dst.parse().unwrap()).await.expect("lookup");
+            let r = nl.route_matched(src.parse().unwrap(), dst.parse().unwrap()).await.expect("lookup");
             out.push((r.oif, r.table, r.gateway.map(|g| g.to_string())));
         }
         out
@@ -405,7 +410,10 @@ fn ipv6_lookups_answer_as_ip_route_get() {
         let (dev, ip_table, via) = ip_route_get(&ns, dst, src);
         assert_eq!((oif.as_deref(), table, gateway), (Some(dev.as_str()), ip_table, via), "{dst} from {src}");
     }
-    assert_eq!(ip_route_get(&ns, "2001:db8:ffff::1", "2001:db8:1::10").1, 100, "through the rule");
+    let table = |dst: &str, src: &str| ip_route_get(&ns, dst, src).1;
+    assert_eq!(table("2001:db8:ffff::1", "2001:db8:1::10"), 100, "through the rule");
+    assert_eq!(table("2001:db8:1::5", "2001:db8:1::10"), 100, "the rule's connected route");
+    assert_eq!(ip_route_get(&ns, "2001:db8:2::10", "2001:db8:1::10"), ("lo".into(), 255, None), "local");
 }
 
 // ---------------------------------------------------------------------------

@@ -212,7 +212,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     // Of IPv6, the shown interfaces' addresses: another link's address is
     // only one a lookup must not go to, and the lookups ask about those
     // they pick (`reconcile::choose_off_local`). None is looked for by
-    // name (those in a shown rail's subnet are named).
+    // name (an IPv4 one in a shown rail's subnet is named).
     let addresses =
         nl.run_addresses(&shown, &BTreeSet::new()).await.context("cannot read the interface addresses")?;
     let choose = |local: &BTreeSet<IpAddr>| -> Vec<Vec<Probe>> {

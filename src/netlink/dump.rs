@@ -100,7 +100,9 @@ impl Netlink {
     /// link each, the IPv4 ones from a dump of that family, and each IPv6
     /// address looked for that no rail has from a request of its own
     /// (`addresses_at`). Kept addresses (watch) are narrowed the same way,
-    /// so that every command plans on the same view of the host.
+    /// so that every command plans on the same view of the host (but for
+    /// an address on two links: the kernel answers with one of them,
+    /// watch keeps both).
     pub async fn run_addresses(
         &self,
         rails: &[&str],
@@ -122,12 +124,7 @@ impl Netlink {
         }
         let mut v6 = self.addresses_of_links(&indexes, Some(Family::V6))?;
         let elsewhere: Vec<Ipv6Addr> = elsewhere(looked_for, &v6);
-        for row in self.addresses_at(&elsewhere)? {
-            // A rail that took it between the two reads has it already.
-            if !v6.contains(&row) {
-                v6.push(row);
-            }
-        }
+        v6.extend(self.addresses_at(&elsewhere)?);
         let mut rows = self.read_kept(&super::addrdump::of_family(Family::V4, 0))?;
         crate::profile::count("addresses_read", rows.len());
         rows.retain(|(_, a)| a.addr.family() == Family::V4);
@@ -147,7 +144,9 @@ impl Netlink {
             crate::profile::count("addresses_asked", 1);
             match self.read_kept(&super::addrdump::at_address(*ip)) {
                 Ok(read) => rows.extend(read.into_iter().filter(|(_, a)| a.addr.addr == IpAddr::V6(*ip))),
-                Err(e) if e.is(Errno::EADDRNOTAVAIL) => {}
+                // No link has it; on a kernel booted with ipv6.disable=1
+                // there is no IPv6 address to ask for (EOPNOTSUPP).
+                Err(e) if e.is(Errno::EADDRNOTAVAIL) || e.is(Errno::EOPNOTSUPP) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -177,8 +176,9 @@ impl Netlink {
     /// (`in_subnets`: ARP flux, a managed subnet). The others keep an
     /// empty `ifname`, as a link-local address does in `named`: every
     /// consumer of a run's addresses looks at another link's by one of
-    /// those, or at its address alone (a route lookup must not take it
-    /// for a peer). A Kubernetes CNI that gives each host-side pod veth an
+    /// those, or at its IPv4 address alone (a route lookup must not take
+    /// it for a peer; an IPv6 destination is asked about instead). A
+    /// Kubernetes CNI that gives each host-side pod veth an
     /// address (the ptp plugin, GKE's) made naming them a system call per
     /// pod: 0.4-0.7 ms of a 3-5 ms no-op at 500 (`bench/scale.py`).
     fn named_for_run(&self, rows: Vec<(u32, Address)>, compared: impl Fn(&IpAddr) -> bool) -> Vec<Address> {

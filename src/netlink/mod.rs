@@ -328,22 +328,7 @@ impl Netlink {
     /// `ip route get DST from SRC` does: the route it picks, including the
     /// table that matched (RTM_F_LOOKUP_TABLE). The header is otherwise
     /// zero, as a strict socket requires.
-    ///
-    /// For IPv6, the route that matched (RTM_F_FIB_MATCH: the same lookup,
-    /// answered with the route's own table, link and gateway): the answer
-    /// of a plain lookup also carries a preferred source address, which
-    /// for a route without one (a default route via a gateway) the kernel
-    /// chooses by walking every link's addresses, a thousand pod veths'
-    /// included (about 0.1 ms a lookup; `check` makes one per address and
-    /// gateway). A route that names no single link (several next hops)
-    /// is asked again the plain way, for the one the kernel picks.
     pub async fn route_get(&self, src: IpAddr, dst: IpAddr) -> Result<Route, NlError> {
-        if dst.is_ipv6() {
-            let matched = self.lookup(src, dst, RouteFlags::FibMatch)?;
-            if matched.oif.is_some() {
-                return Ok(matched);
-            }
-        }
         let flags = match Family::of(&dst) {
             // IPv4 reports the matching table only when asked; IPv6 always
             // reports it and refuses any flag but RTM_F_FIB_MATCH.
@@ -351,6 +336,27 @@ impl Netlink {
             Family::V6 => RouteFlags::empty(),
         };
         self.lookup(src, dst, flags)
+    }
+
+    /// `route_get` for `check` and `show`, which judge the routing the
+    /// host is configured with (the link, table and gateway of the route
+    /// that matched, not a redirect's cached gateway). For IPv6, the route
+    /// that matched (RTM_F_FIB_MATCH: the same lookup): a plain answer
+    /// also carries a preferred source address, which for a route without
+    /// one (a rail table's default route via its gateway) the kernel
+    /// chooses by walking every link's addresses, a thousand pod veths'
+    /// included (about 0.1 ms a lookup; `check` makes one per address and
+    /// gateway). A route that is not unicast (the local table's: `ip
+    /// route get` says `dev lo`) or names no single link (several next
+    /// hops) is asked again the plain way, as `route_get`.
+    pub async fn route_matched(&self, src: IpAddr, dst: IpAddr) -> Result<Route, NlError> {
+        if dst.is_ipv6() {
+            let matched = self.lookup(src, dst, RouteFlags::FibMatch)?;
+            if matched.oif.is_some() && matched.kind == crate::model::rtn::UNICAST {
+                return Ok(matched);
+            }
+        }
+        self.route_get(src, dst).await
     }
 
     /// One route lookup from `src` to `dst` with `flags`.

@@ -14,8 +14,9 @@
 //! The protocol is the one `dump` follows: a result only when it ends in
 //! NLMSG_DONE without an error; asked again when the kernel marks a
 //! message as interrupted (NLM_F_DUMP_INTR), `DUMP_ATTEMPTS` times at most.
-//! A request that is not a dump (a route lookup: no NLM_F_DUMP, NLM_F_ACK
-//! set) is read the same way on the same socket, up to its ack.
+//! A request that is not a dump (a route lookup, an IPv6 address asked
+//! for by itself: no NLM_F_DUMP, NLM_F_ACK set) is read the same way on
+//! the same socket, up to its ack.
 
 use nix::errno::Errno;
 use nix::libc;

@@ -426,7 +426,7 @@ pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate:
     let _p = crate::profile::phase("route lookups");
     let mut verdicts = Vec::with_capacity(probes.len());
     for probe in probes {
-        let answer = nl.route_get(probe.from, probe.to).await.map_err(|e| e.to_string());
+        let answer = nl.route_matched(probe.from, probe.to).await.map_err(|e| e.to_string());
         verdicts.push(crate::behaviour::judge(probe, answer.as_ref().map_err(Clone::clone)));
     }
     verdicts
