@@ -468,25 +468,28 @@ impl Apply<'_> {
     }
 
     /// A line per rail (every command with -v), and one line for the
-    /// announcements (every address with -v).
+    /// announcements (every address with -v); written at once (a write
+    /// per line was a system call per rail).
     fn print_applied(&self, desired: &Desired, plan: &Plan, announced: &[Announced], rounds: u32) {
-        say!(
+        let head = format!(
             "roce-route: applied {}{}:",
             count(plan.ops.len(), "change", "changes"),
             not_ready_tail(&desired.not_ready)
         );
+        let mut lines = vec![head];
         let verbose = self.ctx.verbosity == Verbosity::Verbose;
         if verbose {
-            plan.ops.iter().for_each(|op| say!("  {}", render::command(op)));
+            lines.extend(plan.ops.iter().map(|op| format!("  {}", render::command(op))));
         } else {
             let owners = table_owners(desired, &plan.ops);
-            render::summary(&plan.ops, &owners).iter().for_each(|line| say!("  {line}"));
+            lines.extend(render::summary(&plan.ops, &owners).iter().map(|line| format!("  {line}")));
         }
         match (announced.is_empty(), verbose) {
             (true, _) => {}
-            (false, true) => announced_lines(announced, rounds).iter().for_each(|l| say!("{l}")),
-            (false, false) => say!("{}", announced_summary(announced, rounds)),
+            (false, true) => lines.extend(announced_lines(announced, rounds)),
+            (false, false) => lines.push(announced_summary(announced, rounds)),
         }
+        super::print_lines(&lines);
     }
 }
 

@@ -479,6 +479,14 @@ pub fn print_text(text: &str) {
     let _ = std::io::stdout().write_all(crate::output::localize(text).as_bytes());
 }
 
+/// `say!` of each of `lines`, in one write (stdout writes each line it
+/// is given at once: a system call per line).
+pub fn print_lines(lines: &[String]) {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    print_text(&text);
+}
+
 /// The config of the latest apply in this namespace, for a command that
 /// takes CONFIG or falls back to it (`nccl-env`, `probe`); `usage` is how
 /// to give the config instead.

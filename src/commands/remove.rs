@@ -89,10 +89,9 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     // remove and the next one the apply before it.
     transaction::begin(&env, &ops, header).await?.commit()?;
     if ctx.chatty() {
-        say!("roce-route: removed {}:", count(ops.len(), "item", "items"));
-        for op in &ops {
-            say!("  {}", render::command(op));
-        }
+        let mut lines = vec![format!("roce-route: removed {}:", count(ops.len(), "item", "items"))];
+        lines.extend(ops.iter().map(|op| format!("  {}", render::command(op))));
+        super::print_lines(&lines);
     }
     Ok(Done::new(exit::OK, true, report(ops.iter().map(Change::of).collect())))
 }

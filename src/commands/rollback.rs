@@ -134,14 +134,14 @@ fn say_undone(journal: &Journal, heals: usize, steps: &[Change], dry_run: bool) 
     } else {
         format!("{kind}{of} made {ago} s ago{how}")
     };
-    if dry_run {
-        say!("# roce-route rollback --dry-run: would undo the {what}: {n}");
+    let head = if dry_run {
+        format!("# roce-route rollback --dry-run: would undo the {what}: {n}")
     } else {
-        say!("roce-route: rolled back the {what}: {n} undone");
-    }
-    for s in steps {
-        say!("{}{}", if dry_run { "" } else { "  " }, s.command);
-    }
+        format!("roce-route: rolled back the {what}: {n} undone")
+    };
+    let mut lines = vec![head];
+    lines.extend(steps.iter().map(|s| format!("{}{}", if dry_run { "" } else { "  " }, s.command)));
+    super::print_lines(&lines);
 }
 
 /// How many rules and routes carry one of `protocols`.

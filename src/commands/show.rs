@@ -18,7 +18,6 @@ use crate::model::{Address, Link, Route, Rule, SysctlKey, scope};
 use crate::rdma::Port;
 use crate::rdma_read;
 use crate::reconcile;
-use crate::say;
 use crate::{render, sysctl};
 
 /// The fields of `show --json`.
@@ -293,41 +292,58 @@ fn probes_of(
     out
 }
 
+/// The report as a person reads it, written at once: a line per write
+/// was a system call per line, about a thousand on 32 dual-stack rails.
 fn print_human(r: &ShowReport) {
+    super::print_text(&human(r));
+}
+
+fn human(r: &ShowReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     for n in &r.notes {
-        say!("note: {n}");
+        let _ = writeln!(out, "note: {n}");
     }
     if r.interfaces.is_empty() && r.orphan_rules.is_empty() {
         let protos: Vec<String> = r.protocols.iter().map(u8::to_string).collect();
-        say!("roce-route owns nothing here (no route or rule with proto {})", protos.join(" or "));
-        return;
+        let _ = writeln!(
+            out,
+            "roce-route owns nothing here (no route or rule with proto {})",
+            protos.join(" or ")
+        );
+        return out;
     }
     for i in &r.interfaces {
         let tables: Vec<String> = i.tables.iter().map(u32::to_string).collect();
-        say!("{}  table {}", i.name, tables.join(", "));
-        say!("  link: {}", i.link.map_or("not found", |l| l.describe()));
+        let _ = writeln!(out, "{}  table {}", i.name, tables.join(", "));
+        let _ = writeln!(out, "  link: {}", i.link.map_or("not found", |l| l.describe()));
         if let Some(r) = &i.rdma {
-            say!("  rdma: {}", r.describe());
+            let _ = writeln!(out, "  rdma: {}", r.describe());
         }
-        say!("  routes:");
-        i.routes.iter().for_each(|l| say!("    {}", l.ip));
-        say!("  rules:");
-        i.rules.iter().for_each(|l| say!("    {}", l.ip));
+        let _ = writeln!(out, "  routes:");
+        i.routes.iter().for_each(|l| {
+            let _ = writeln!(out, "    {}", l.ip);
+        });
+        let _ = writeln!(out, "  rules:");
+        i.rules.iter().for_each(|l| {
+            let _ = writeln!(out, "    {}", l.ip);
+        });
         let sysctls: Vec<String> = i
             .sysctls
             .iter()
             .map(|(k, s)| format!("{k}={} (all {}, effective {})", s.value, s.all, s.effective))
             .collect();
-        say!("  sysctls: {}", sysctls.join(", "));
-        say!("  traffic:");
+        let _ = writeln!(out, "  sysctls: {}", sysctls.join(", "));
+        let _ = writeln!(out, "  traffic:");
         for v in &i.traffic {
             let mark = if v.ok { "ok" } else { "WRONG" };
-            say!("    {mark}: {}", v.describe());
+            let _ = writeln!(out, "    {mark}: {}", v.describe());
         }
     }
     for o in &r.orphan_rules {
-        say!("rule without routes in its table (link flapped? re-apply): {}", o.ip);
+        let _ = writeln!(out, "rule without routes in its table (link flapped? re-apply): {}", o.ip);
     }
+    out
 }
 
 #[cfg(test)]
