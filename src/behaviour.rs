@@ -1,6 +1,6 @@
 //! Behaviour checks: which way would traffic from each configured address
 //! really go? Pure: choosing probe destinations and judging the kernel's
-//! answers (the lookups themselves are `Netlink::route_get`).
+//! answers (the lookups themselves are `Netlink::route_matched`).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -66,6 +66,14 @@ pub fn is_v6_link_local(ip: IpAddr) -> bool {
     matches!(ip, IpAddr::V6(a) if a.is_unicast_link_local())
 }
 
+/// Whether a run that looks for `ip` asks for it on every link, by itself
+/// (`Netlink::run_addresses`): an IPv6 address that is not link-local. A
+/// link-local one is unique on its own link only, and a run reads every
+/// IPv4 address anyway.
+pub fn asked_on_every_link(ip: IpAddr) -> bool {
+    ip.is_ipv6() && !is_v6_link_local(ip)
+}
+
 /// An address with a prefix length. `addr` is kept as given: for a route
 /// destination it is the network address, for an interface address or a
 /// rule selector it is the host address.

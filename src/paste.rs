@@ -148,6 +148,26 @@ fn words_outside_backticks(line: &str) -> Vec<&str> {
 mod tests {
     use super::*;
 
+    /// A report's lines written at once (`print_lines`) read as each
+    /// written by itself: the namespace is put in line by line, whatever
+    /// the lines hold.
+    #[test]
+    fn lines_joined_act_in_the_namespace_as_each_alone() {
+        let lines = [
+            "roce-route: removed 2 items:",
+            "  ip -4 rule del priority 1000 from 198.51.100.12 lookup 102 proto 234",
+            "  fix: `ip route add default via 198.51.100.1 dev rail0 table 100`; then `roce-route apply`",
+            "  sysctl -w net.ipv4.conf.rail2.arp_ignore=0",
+            "an unclosed `ip link set rail0 up",
+            "",
+            "  traffic from 2001:db8::10 to 2001:db8::2 leaves via rail0 (table 100)",
+        ];
+        for ns in ["hostA", "a b"] {
+            let each: String = lines.iter().map(|l| in_netns(&format!("{l}\n"), ns)).collect();
+            assert_eq!(in_netns(&format!("{}\n", lines.join("\n")), ns), each, "{ns}");
+        }
+    }
+
     #[test]
     fn script_and_fix_lines_act_in_the_namespace() {
         let script = "# roce-route apply --dry-run: 2 changes\n\

@@ -235,9 +235,7 @@ fn apply_fixes_routing_arp_and_replies_on_every_rail() {
 #[test]
 fn apply_from_scratch_keeps_its_dump_socket_through_missing_tables() {
     let tb = Testbed::builder().rails(8).ipv6(true).build();
-    let mut cmd = tb.rr_cmd(&["apply", path_str(&tb.standard_config())]);
-    cmd.env("ROCE_ROUTE_PROFILE", "1");
-    let run = Run::of(cmd).expect_code(0);
+    let run = tb.rr_profiled(&["apply", path_str(&tb.standard_config())], 0);
     let routes = profile_count(&run.stderr(), "routes_read");
     assert!(routes > 0, "the tables were read: {}", run.stderr());
     let sockets = profile_count(&run.stderr(), "netlink_sockets");
@@ -269,9 +267,7 @@ fn add_pod_veths(tb: &Testbed, n: usize) {
 /// `cmd` with the profile on: its run, expecting exit `code`, and how many
 /// links it read (`links_read`).
 fn links_read(tb: &Testbed, args: &[&str], code: i32) -> (Run, u64) {
-    let mut cmd = tb.rr_cmd(args);
-    cmd.env("ROCE_ROUTE_PROFILE", "1");
-    let run = Run::of(cmd).expect_code(code);
+    let run = tb.rr_profiled(args, code);
     let links = profile_count(&run.stderr(), "links_read");
     (run, links)
 }
@@ -302,10 +298,7 @@ fn apply_and_check_read_only_the_configs_links_and_still_name_the_others() {
     let all = canonical_lines(&tb.ip_host("-o link show")).len() as u64;
     assert!(all >= 44, "lo, the rails and 40 veths: {all}");
     let addresses = canonical_lines(&tb.ip_host("-o addr show")).len() as u64;
-    let v4 = canonical_lines(&tb.ip_host("-4 -o addr show")).len() as u64;
-    let rails_v6 =
-        (0..4).map(|k| canonical_lines(&tb.ip_host(&format!("-6 -o addr show dev rail{k}"))).len() as u64);
-    let planned = v4 + rails_v6.sum::<u64>();
+    let planned = planned_addresses(&tb, &["rail0", "rail1", "rail2", "rail3"]);
     assert!(
         planned + 40 <= addresses,
         "the 40 veths' link-locals are not planned with: {planned} of {addresses}"
@@ -388,11 +381,7 @@ fn an_outside_links_address_is_named_where_the_run_compares_it() {
         tb.ip_host(&format!("addr add 203.0.113.{}/32 dev cali{k}", k + 1));
     }
     let named = |run: &Run| profile_count(&run.stderr(), "links_named");
-    let profiled = |args: &[&str], code: i32| {
-        let mut cmd = tb.rr_cmd(args);
-        cmd.env("ROCE_ROUTE_PROFILE", "1");
-        Run::of(cmd).expect_code(code)
-    };
+    let profiled = |args: &[&str], code: i32| tb.rr_profiled(args, code);
     let check = |config: &Path, code: i32| profiled(&["check", path_str(config)], code);
     // rail1 lists an address of another subnet, which cali2 has now.
     let moved = tb.write_config(
@@ -452,27 +441,17 @@ fn other_links_ipv6_addresses_are_asked_for_not_dumped() {
     let config = tb.write_config(&format!("[[interface]]\nname = \"rail0\"\ntable = {FIRST_TABLE}\n"));
     let config = path_str(&config);
     let lines = |args: &str| canonical_lines(&tb.ip_host(args)).len() as u64;
-    let profiled = |args: &[&str], code: i32| {
-        let mut cmd = tb.rr_cmd(args);
-        cmd.env("ROCE_ROUTE_PROFILE", "1");
-        Run::of(cmd).expect_code(code)
-    };
+    let profiled = |args: &[&str], code: i32| tb.rr_profiled(args, code);
     // The veths' link-local addresses are not read.
     let v4_only = profiled(&["apply", "--dry-run", config], EXIT_OK);
-    let rail0_v6 = || lines("-6 -o addr show dev rail0");
-    assert_eq!(
-        count(&v4_only, "addresses_read"),
-        lines("-4 -o addr show") + rail0_v6(),
-        "{}",
-        v4_only.stderr()
-    );
+    assert_eq!(count(&v4_only, "addresses_read"), planned_addresses(&tb, &["rail0"]), "{}", v4_only.stderr());
 
     // rail0 takes its global IPv6 address; the first host address of its
     // subnet is another link's, and so is an address after it.
     tb.ip_host("-6 addr add 2001:db8:5::10/64 dev rail0 nodad");
     tb.ip_host("-6 addr add 2001:db8:5::1/64 dev cali1 nodad");
     tb.ip_host("-6 addr add 2001:db8:5::3/64 dev cali3 nodad");
-    let read = lines("-4 -o addr show") + rail0_v6();
+    let read = planned_addresses(&tb, &["rail0"]);
     assert!(read + 20 <= lines("-o addr show"), "the veths' IPv6 addresses are more than 20");
     // Before and after the apply (which records the address as found).
     for (code, ok) in [(EXIT_DRIFT, false), (EXIT_OK, true)] {
@@ -527,23 +506,25 @@ fn a_listed_ipv6_address_or_gateway_on_another_link_is_found() {
          addresses = [\"198.51.100.10/24\", \"2001:db8:5::10/64\"]\ngateway = [\"2001:db8:5::1\"]\n"
     ));
     let config = path_str(&config);
-    let check = |code: i32| {
-        let mut cmd = tb.rr_cmd(&["check", config]);
-        cmd.env("ROCE_ROUTE_PROFILE", "1");
-        Run::of(cmd).expect_code(code)
-    };
+    let check = |code: i32| tb.rr_profiled(&["check", config], code);
     tb.ip_host("-6 addr add 2001:db8:5::10/64 dev rail0 nodad");
     tb.ip_host("-6 addr add 2001:db8:5::1/64 dev cali1 nodad");
     let run = check(EXIT_DRIFT);
     run.expect_stdout(&["2001:db8:5::1", "is this host's own address (on cali1)"]);
-    let read = canonical_lines(&tb.ip_host("-4 -o addr show")).len()
-        + canonical_lines(&tb.ip_host("-6 -o addr show dev rail0")).len();
-    assert_eq!(profile_count(&run.stderr(), "addresses_read"), read as u64, "{}", run.stderr());
+    let read = planned_addresses(&tb, &["rail0"]);
+    assert_eq!(profile_count(&run.stderr(), "addresses_read"), read, "{}", run.stderr());
     tb.ip_host("-6 addr del 2001:db8:5::1/64 dev cali1");
     tb.ip_host("-6 addr del 2001:db8:5::10/64 dev rail0");
     tb.ip_host("-6 addr add 2001:db8:5::10/64 dev cali2 nodad");
     check(EXIT_DRIFT).expect_stdout(&["2001:db8:5::10", "is on cali2, not on rail0"]);
     Run::of(tb.rr_cmd(&["apply", "--dry-run", config])).expect_stdout(&["is on cali2, not on rail0"]);
+}
+
+/// How many addresses a run that looks for none on other links reads:
+/// every IPv4 address of the host and the IPv6 ones of `rails`.
+fn planned_addresses(tb: &Testbed, rails: &[&str]) -> u64 {
+    let count = |args: &str| canonical_lines(&tb.ip_host(args)).len() as u64;
+    count("-4 -o addr show") + rails.iter().map(|r| count(&format!("-6 -o addr show dev {r}"))).sum::<u64>()
 }
 
 /// rollback and remove take their links from what they read (the
@@ -689,9 +670,7 @@ fn a_run_that_sets_one_sysctl_reads_back_that_one() {
     let config = tb.standard_config();
     tb.apply_ok(&config);
     let reads = |expect: &[&str]| {
-        let mut cmd = tb.rr_cmd(&["apply", path_str(&config)]);
-        cmd.env("ROCE_ROUTE_PROFILE", "1");
-        let run = Run::of(cmd).expect_code(0);
+        let run = tb.rr_profiled(&["apply", path_str(&config)], 0);
         run.expect_stdout(expect);
         profile_count(&run.stderr(), "sysctl_reads")
     };

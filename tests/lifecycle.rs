@@ -610,9 +610,7 @@ fn show_lists_every_rail_with_its_table_rules_sysctls_and_traffic() {
     // Each key's `all` value is its own (read once for every rail).
     tb.host().set_sysctl("net/ipv4/conf/all/rp_filter", "2");
 
-    let mut cmd = tb.rr_cmd(&["show", "--json"]);
-    cmd.env("ROCE_ROUTE_PROFILE", "1");
-    let run = common::Run::of(cmd).expect_code(EXIT_OK);
+    let run = tb.rr_profiled(&["show", "--json"], EXIT_OK);
     let keys = 4;
     let reads = common::profile_count(&run.stderr(), "sysctl_reads");
     assert_eq!(reads, keys * (tb.rails().len() as u64 + 1), "each rail's and `all` once: {}", run.stderr());

@@ -13,8 +13,8 @@
 //! applied as `apply --dry-run` prints it, with `sh -e`, since the request
 //! side of the onlink flag is also being added there. What is checked
 //! through roce-route's netlink code: the dumped routes equal the desired
-//! ones (the onlink flag is read back), and `route_get` + `judge` accept
-//! every probe.
+//! ones (the onlink flag is read back), and `route_matched` (check's
+//! lookup) + `judge` accept every probe.
 
 mod common;
 
@@ -87,7 +87,7 @@ fn read_back(ns: &str, tables: BTreeSet<u32>, probes: Probes) -> (Vec<Route>, Ve
             }
             let mut verdicts = Vec::new();
             for p in &probes.probes {
-                let answer = nl.route_get(p.from, p.to).await.map_err(|e| e.to_string());
+                let answer = nl.route_matched(p.from, p.to).await.map_err(|e| e.to_string());
                 verdicts.push(behaviour::judge(p, answer.as_ref().map_err(Clone::clone)));
             }
             (routes, verdicts)

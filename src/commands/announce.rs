@@ -59,7 +59,7 @@ pub async fn run(ctx: &Ctx, cfg: Config) -> Result<Done, Error> {
     };
     if ctx.chatty() {
         if !report.announced.is_empty() {
-            announced_lines(&report.announced, rounds).iter().for_each(|l| say!("{l}"));
+            super::print_lines(&announced_lines(&report.announced, rounds));
         } else if report.failed.is_empty() {
             say!("roce-route: nothing to announce");
         }

@@ -366,10 +366,10 @@ fn print_human(r: &CheckReport) {
         }
         return;
     }
-    say!("roce-route check: {}", count(r.differences.len(), "difference", "differences"));
-    for d in &r.differences {
-        say!("  {}\n    fix: {}", d.description, d.fix);
-    }
+    let mut lines =
+        vec![format!("roce-route check: {}", count(r.differences.len(), "difference", "differences"))];
+    lines.extend(r.differences.iter().map(|d| format!("  {}\n    fix: {}", d.description, d.fix)));
+    super::print_lines(&lines);
 }
 
 #[cfg(test)]

@@ -220,7 +220,9 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     let to = |chosen: &Vec<Vec<Probe>>| chosen.iter().flatten().map(|p| p.to).collect();
     let probes = reconcile::choose_off_local(&nl, &addresses, choose, to).await?;
     // `all` once, not once for each interface (32 rails: 128 reads).
-    let all = {
+    let all = if interfaces.is_empty() {
+        BTreeMap::new()
+    } else {
         let _p = crate::profile::phase("sysctl reads");
         reconcile::all_sysctls()
     };
@@ -350,6 +352,44 @@ fn human(r: &ShowReport) -> String {
 mod tests {
     use super::*;
     use crate::model::prefix;
+
+    /// The report as a person reads it: the notes, then each interface's
+    /// lines in order, then the rules without routes; or, owning
+    /// nothing, one line.
+    #[test]
+    fn the_human_report_lists_each_interface_then_the_orphan_rules() {
+        let route =
+            Route::connected(100, prefix("198.51.100.0/24"), "rail0", "198.51.100.10".parse().unwrap(), 234);
+        let rule = |table| Rule::source(1000, "198.51.100.10".parse().unwrap(), table, 234);
+        let (mut ifaces, orphans) = group(&[route], &[rule(100), rule(101)]);
+        ifaces[0].sysctls.insert("arp_ignore", ShownSysctl { value: 1, all: 2, effective: 2 });
+        let report = ShowReport {
+            protocols: vec![234],
+            interfaces: ifaces,
+            orphan_rules: orphans,
+            notes: vec!["n".into()],
+        };
+        let text = human(&report);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "note: n");
+        assert_eq!(lines[1], "rail0  table 100");
+        assert_eq!(lines[2], "  link: not found");
+        assert_eq!(lines[3], "  routes:");
+        assert!(lines[4].starts_with("    ip -4 route: ") && lines[4].contains("table 100"), "{text}");
+        assert_eq!(lines[5], "  rules:");
+        assert!(lines[6].contains("lookup 100"), "{text}");
+        assert_eq!(lines[7], "  sysctls: arp_ignore=1 (all 2, effective 2)");
+        assert_eq!(lines[8], "  traffic:");
+        assert!(
+            lines[9].starts_with("rule without routes in its table") && lines[9].contains("lookup 101"),
+            "{text}"
+        );
+        assert_eq!(lines.len(), 10, "{text}");
+        assert!(text.ends_with('\n'));
+        let none =
+            ShowReport { protocols: vec![234, 235], interfaces: vec![], orphan_rules: vec![], notes: vec![] };
+        assert_eq!(human(&none), "roce-route owns nothing here (no route or rule with proto 234 or 235)\n");
+    }
 
     #[test]
     fn groups_by_interface_of_the_table() {

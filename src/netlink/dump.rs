@@ -420,7 +420,7 @@ fn run_view(rows: Vec<(u32, Address)>, rails: &[u32], looked_for: &BTreeSet<IpAd
         .filter(|(i, a)| {
             a.addr.family() == Family::V4
                 || rails.contains(i)
-                || (looked_for.contains(&a.addr.addr) && !crate::model::is_v6_link_local(a.addr.addr))
+                || (crate::model::asked_on_every_link(a.addr.addr) && looked_for.contains(&a.addr.addr))
         })
         .collect()
 }
@@ -431,9 +431,10 @@ fn run_view(rows: Vec<(u32, Address)>, rails: &[u32], looked_for: &BTreeSet<IpAd
 fn elsewhere(looked_for: &BTreeSet<IpAddr>, rails_v6: &[(u32, Address)]) -> Vec<Ipv6Addr> {
     looked_for
         .iter()
+        .filter(|ip| crate::model::asked_on_every_link(**ip))
         .filter_map(|ip| match ip {
-            IpAddr::V6(v6) if !crate::model::is_v6_link_local(*ip) => Some(*v6),
-            _ => None,
+            IpAddr::V6(v6) => Some(*v6),
+            IpAddr::V4(_) => None,
         })
         .filter(|ip| !rails_v6.iter().any(|(_, a)| a.addr.addr == IpAddr::V6(*ip)))
         .collect()

@@ -339,9 +339,9 @@ impl Netlink {
     }
 
     /// `route_get` for `check` and `show`, which judge the routing the
-    /// host is configured with (the link, table and gateway of the route
-    /// that matched, not a redirect's cached gateway). For IPv6, the route
-    /// that matched (RTM_F_FIB_MATCH: the same lookup): a plain answer
+    /// host is configured with. For IPv6, the route that matched
+    /// (RTM_F_FIB_MATCH: the same lookup, answered with the route's own
+    /// link, table and gateway, not a redirect's cached gateway): a plain answer
     /// also carries a preferred source address, which for a route without
     /// one (a rail table's default route via its gateway) the kernel
     /// chooses by walking every link's addresses, a thousand pod veths'

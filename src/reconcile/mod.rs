@@ -171,7 +171,7 @@ fn found_unplaced(
         let mut on = addrs.iter().filter(|a| a.addr.addr == ip).peekable();
         match on.peek() {
             Some(_) => on.any(|a| a.ifname.is_empty()),
-            None => ip.is_ipv6() && !crate::model::is_v6_link_local(ip) && !asked.contains(&ip),
+            None => crate::model::asked_on_every_link(ip) && !asked.contains(&ip),
         }
     })
 }

@@ -1135,6 +1135,14 @@ impl Testbed {
         Run::of(self.rr_cmd(args))
     }
 
+    /// `rr` with the profile on (ROCE_ROUTE_PROFILE=1: its counts on
+    /// stderr, `profile_count`), expecting exit `code`.
+    pub fn rr_profiled(&self, args: &[&str], code: i32) -> Run {
+        let mut cmd = self.rr_cmd(args);
+        cmd.env("ROCE_ROUTE_PROFILE", "1");
+        Run::of(cmd).expect_code(code)
+    }
+
     /// Like `rr`, with the state base `base`.
     pub fn rr_in(&self, base: &Path, args: &[&str]) -> Run {
         Run::of(self.roce_route_in(base, args))
