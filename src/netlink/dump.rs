@@ -161,11 +161,14 @@ impl Netlink {
     /// Which of `ips` are addresses of this host (IPv6 only: the caller
     /// has every IPv4 address), each asked (`addresses_at`).
     pub async fn local_among(&self, ips: &[Ipv6Addr]) -> Result<Vec<Ipv6Addr>, NlError> {
+        // `addresses_at` keeps only the rows of the addresses it asked for.
         let found = self.addresses_at(ips)?;
-        Ok(ips
-            .iter()
-            .copied()
-            .filter(|ip| found.iter().any(|(_, a)| a.addr.addr == IpAddr::V6(*ip)))
+        Ok(found
+            .into_iter()
+            .filter_map(|(_, a)| match a.addr.addr {
+                IpAddr::V6(ip) => Some(ip),
+                IpAddr::V4(_) => None,
+            })
             .collect())
     }
 
