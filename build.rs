@@ -1,14 +1,22 @@
-//! Links GCC's unwinder statically on linux-gnu, as `gcc -static-libgcc`
-//! does, which rustc cannot ask for (rust-lang/rust#29527): its `unwind`
-//! crate names `-lgcc_s`, so every run of the binary loaded libgcc_s.so,
-//! whose constructor asks the CPU for its features. On a virtual machine
-//! every `cpuid` traps to the hypervisor: loading it was about 0.2 ms of
-//! CPU of each run here (bench/README.md, "Issue 26, fourteenth session").
+//! Two things of the link, both for the start of a short run (bench/README.md).
 //!
+//! GCC's unwinder is linked statically on linux-gnu, as `gcc
+//! -static-libgcc` does, which rustc cannot ask for (rust-lang/rust#29527):
+//! its `unwind` crate names `-lgcc_s`, so every run of the binary loaded
+//! libgcc_s.so, whose constructor asks the CPU for its features. On a
+//! virtual machine every `cpuid` traps to the hypervisor: loading it was
+//! about 0.2 ms of CPU of each run here ("Issue 26, fourteenth session").
 //! A linker script named `libgcc_s.so`, first on the search path, stands
 //! for `libgcc_eh.a`, the same unwinder as an archive. Nothing changes
 //! where the toolchain has no libgcc_eh.a (the binary then needs
 //! libgcc_s.so.1 as before).
+//!
+//! The functions a short run executes (layout/hot-functions.txt, written by
+//! bench/hot-functions.py) are placed first in the binary's code, together,
+//! where the linker is lld (rustc's own since 1.90 on x86_64 Linux):
+//! a no-op apply touched nearly every 64 KB of the 5.6 MB of code, a page
+//! fault each ("Issue 26, seventeenth session"). Only the binary is linked
+//! so, and a linker that does not take the option leaves it as it was.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,10 +25,20 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CC");
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
-    let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
         return;
     }
+    static_unwinder();
+    hot_functions_first();
+}
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_default()
+}
+
+/// The unwinder as an archive: a linker script `libgcc_s.so` that names
+/// `libgcc_eh.a`.
+fn static_unwinder() {
     // With crt-static the unwind crate links libgcc_eh.a already.
     if var("CARGO_CFG_TARGET_FEATURE").split(',').any(|f| f == "crt-static") {
         return;
@@ -56,4 +74,48 @@ fn toolchain_has(file: &str) -> bool {
         .filter(|o| o.status.success())
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
         .is_some_and(|p| p.is_absolute() && p.exists())
+}
+
+/// Asks the linker to place the listed functions first, in the list's
+/// order, where it can: lld takes `--symbol-ordering-file` (names it does
+/// not find are skipped, silently with `--no-warn-symbol-ordering`: a stale
+/// list costs speed, never the build). Whether the linker is lld is asked by
+/// linking an empty program with the option, as the binary will be linked
+/// (the same rustc, target, flags and linker).
+fn hot_functions_first() {
+    let list = PathBuf::from(var("CARGO_MANIFEST_DIR")).join("layout").join("hot-functions.txt");
+    println!("cargo:rerun-if-changed={}", list.display());
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    if !list.exists() {
+        return;
+    }
+    let ordering = format!("-Wl,--symbol-ordering-file={}", list.display());
+    if !links_with(&[&ordering, "-Wl,--no-warn-symbol-ordering"]) {
+        println!("cargo:warning=the linker is not lld: the binary's functions keep the compiler's order");
+        return;
+    }
+    println!("cargo:rustc-link-arg-bins={ordering}");
+    println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+}
+
+/// Whether rustc links an empty program with these linker arguments.
+fn links_with(link_args: &[&str]) -> bool {
+    let out = PathBuf::from(var("OUT_DIR")).join("link-probe");
+    std::fs::create_dir_all(&out).expect("create OUT_DIR/link-probe");
+    let source = out.join("probe.rs");
+    std::fs::write(&source, "fn main() {}\n").expect("write the link probe");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let mut cmd = Command::new(rustc);
+    cmd.arg(&source).arg("--crate-type=bin").arg("-o").arg(out.join("probe"));
+    cmd.arg("--target").arg(var("TARGET"));
+    let flags = var("CARGO_ENCODED_RUSTFLAGS");
+    cmd.args(flags.split('\x1f').filter(|f| !f.is_empty()));
+    if let Ok(linker) = std::env::var("RUSTC_LINKER") {
+        cmd.arg(format!("-Clinker={linker}"));
+    }
+    for a in link_args {
+        cmd.arg(format!("-Clink-arg={a}"));
+    }
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    cmd.status().is_ok_and(|s| s.success())
 }
