@@ -1,8 +1,10 @@
 //! The thin binary: parse the command line, validate, enter the
 //! namespace, run one command, report (the JSON envelope with --json) and
 //! map errors to exit codes.
+// The process starts at `main` below, not at std's runtime start.
+#![no_main]
 
-use std::process::ExitCode;
+use std::ffi::{c_char, c_int};
 use std::time::Duration;
 
 use roce_route::cli::{Cli, Command};
@@ -11,8 +13,59 @@ use roce_route::error::{Error, exit};
 use roce_route::signals::StopFlag;
 use roce_route::{config, netns, tell};
 
-fn main() -> ExitCode {
+/// The process's entry, in place of std's runtime start (`lang_start`),
+/// doing of it what a command needs: standard descriptors that are open
+/// and SIGPIPE ignored, as std leaves them (`std_start`); a panic's exit
+/// code 101; stdout flushed at exit. What it leaves out:
+/// std read /proc/self/maps (`pthread_getattr_np`) and set up an
+/// alternate signal stack and SIGSEGV and SIGBUS handlers, to say "has
+/// overflowed its stack" before aborting on a stack overflow: 15 system
+/// calls and 90k instructions of every run, 0.09 ms of a trivial
+/// program's 0.9 here (bench/README.md, seventeenth session). A stack
+/// overflow is a plain SIGSEGV now, and a panic's message names the
+/// thread '<unnamed>', not 'main'. std's arguments come from glibc's init
+/// array, as with its own start. (tests/linkage.rs)
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+    std_start();
+    let code = match std::panic::catch_unwind(run_main) {
+        Ok(code) => c_int::from(code),
+        // The panic hook has said what; std's start exits so too.
+        Err(_) => 101,
+    };
+    // As std's exit does: what stdout holds is written.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    code
+}
+
+/// What std's start does that a command relies on. A standard
+/// descriptor closed by the caller is opened on /dev/null, so that no
+/// socket or file of ours gets its number (without it, watch's signal
+/// socket pair took fd 1, and what was written to "stdout" went there);
+/// SIGPIPE is ignored, so that a write to a closed pipe is an error the
+/// writer sees (std's default).
+fn std_start() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
+    // SAFETY: poll on a local array of 3; open and fcntl take no memory of
+    // ours but a constant C string; signal sets a disposition.
+    unsafe {
+        let polled = libc::poll(fds.as_mut_ptr(), 3, 0) >= 0;
+        let closed = fds.map(|p| {
+            if polled { p.revents & libc::POLLNVAL != 0 } else { libc::fcntl(p.fd, libc::F_GETFD) == -1 }
+        });
+        for _ in closed.into_iter().filter(|c| *c) {
+            // The lowest free number: the closed one.
+            if libc::open(c"/dev/null".as_ptr(), libc::O_RDWR, 0) == -1 {
+                std::process::abort();
+            }
+        }
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+fn run_main() -> u8 {
     roce_route::profile::start();
+    roce_route::testhooks::panic_if_asked();
     let parsed = {
         let _p = roce_route::profile::phase("arguments");
         parse()
@@ -47,7 +100,7 @@ fn main() -> ExitCode {
         }
     }
     roce_route::profile::finish();
-    ExitCode::from(code as u8)
+    code as u8
 }
 
 /// Whether `command` prints a page or a script that nothing may follow.
@@ -57,11 +110,14 @@ fn cli_text_only(command: &str) -> bool {
 
 /// The command line, or the exit code of a usage error (said as every
 /// other error is: one prefix, and the JSON envelope under --json).
-fn parse() -> Result<Cli, ExitCode> {
+fn parse() -> Result<Cli, u8> {
     use clap::FromArgMatches;
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let matches = roce_route::cli::command_for(&args).try_get_matches_from(args);
-    let e = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
+    // The matches are read in place: `from_arg_matches` clones them first.
+    let parsed = roce_route::cli::command_for(&args)
+        .try_get_matches_from(args)
+        .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches));
+    let e = match parsed {
         Ok(cli) => return Ok(cli),
         Err(e) => e,
     };
@@ -81,7 +137,7 @@ fn parse() -> Result<Cli, ExitCode> {
         let command = std::env::args().skip(1).find(|a| names.contains(a)).unwrap_or_default();
         print_envelope(&command, exit::INVALID, false, Vec::new(), error, serde_json::json!({}));
     }
-    Err(ExitCode::from(exit::INVALID as u8))
+    Err(exit::INVALID as u8)
 }
 
 /// The one JSON document every command prints with --json.

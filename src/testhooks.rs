@@ -27,6 +27,9 @@
 //! - `ROCE_ROUTE_RDMA_LIBS=RDMACM,IBVERBS`: the library names `probe
 //!   --rdma` opens instead of librdmacm.so.1 and libibverbs.so.1, to show
 //!   what a host without rdma-core is told.
+//! - `ROCE_ROUTE_PANIC=1`: print a line without its newline, then panic,
+//!   first thing in main: what a bug makes of the process (its exit code,
+//!   what stdout held).
 
 #[cfg(feature = "fault-injection")]
 mod hooks {
@@ -152,6 +155,14 @@ mod hooks {
         Some((a.to_string(), b.to_string()))
     }
 
+    /// `ROCE_ROUTE_PANIC=1`: a partial line on stdout, then a panic.
+    pub fn panic_if_asked() {
+        if std::env::var("ROCE_ROUTE_PANIC").is_ok_and(|v| v == "1") {
+            print!("before the panic");
+            panic!("ROCE_ROUTE_PANIC=1");
+        }
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -172,7 +183,7 @@ mod hooks {
 
 #[cfg(feature = "fault-injection")]
 pub use hooks::{
-    after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay,
+    after_commit, after_journal, after_step, before_step, guard_stall, panic_if_asked, probe_drain_delay,
     probe_echo_read_delay, probe_rcvbuf, rdma_libs, step_delay, watch_rcvbuf,
 };
 
@@ -195,6 +206,8 @@ mod hooks {
     #[inline(always)]
     pub fn guard_stall() {}
     #[inline(always)]
+    pub fn panic_if_asked() {}
+    #[inline(always)]
     pub fn probe_rcvbuf() -> Option<usize> {
         None
     }
@@ -210,6 +223,6 @@ mod hooks {
 
 #[cfg(not(feature = "fault-injection"))]
 pub use hooks::{
-    after_commit, after_journal, after_step, before_step, guard_stall, probe_drain_delay,
+    after_commit, after_journal, after_step, before_step, guard_stall, panic_if_asked, probe_drain_delay,
     probe_echo_read_delay, probe_rcvbuf, rdma_libs, step_delay, watch_rcvbuf,
 };
