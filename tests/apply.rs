@@ -231,11 +231,19 @@ fn apply_fixes_routing_arp_and_replies_on_every_rail() {
 /// socket is kept through the kernel's errors, not opened again for each
 /// table. It was: 22 sockets for 8 rails, 7-8 system calls each. The links
 /// and the addresses are read on it too, and the changes go on one other:
-/// two sockets in all (the links and addresses once took one each).
+/// two sockets in all (the links and addresses once took one each). Each
+/// table is read in one dump of both families, and the rules in one (an
+/// AF_UNSPEC dump, `Netlink::table_routes`): a dump per family was twice
+/// the round trips.
 #[test]
 fn apply_from_scratch_keeps_its_dump_socket_through_missing_tables() {
     let tb = Testbed::builder().rails(8).ipv6(true).build();
     let run = tb.rr_profiled(&["apply", path_str(&tb.standard_config())], 0);
+    let dumps =
+        |run: &Run| (profile_count(&run.stderr(), "route_dumps"), profile_count(&run.stderr(), "rule_dumps"));
+    assert_eq!(dumps(&run), (16, 2), "8 tables and the rules, read and read back:\n{}", run.stderr());
+    let again = tb.rr_profiled(&["apply", path_str(&tb.standard_config())], 0);
+    assert_eq!(dumps(&again), (8, 1), "a no-op reads them once:\n{}", again.stderr());
     let routes = profile_count(&run.stderr(), "routes_read");
     assert!(routes > 0, "the tables were read: {}", run.stderr());
     let sockets = profile_count(&run.stderr(), "netlink_sockets");

@@ -144,6 +144,47 @@ fn a_table_that_does_not_exist_reads_as_empty() {
     });
 }
 
+/// `table_routes` reads a table's routes of both families in one
+/// AF_UNSPEC dump: the same routes as a dump per family, IPv4's first, for
+/// a table with both families, with one only and with none; not those of
+/// another table nor of main. The kernel's own answers first: an AF_UNSPEC
+/// dump of table 100 carries both families, and one of a table no family
+/// has is empty, not ENOENT as a family's own dump is (else `table_routes`
+/// would fall back to a dump per family and read the same).
+#[test]
+fn both_families_of_a_table_come_in_one_dump() {
+    let ns = Netns::new();
+    ns.ip("link add rr0 type veth peer name rr0p");
+    ns.ip("link set rr0 up");
+    ns.ip("link set rr0p up");
+    ns.ip("route add 203.0.113.0/24 dev rr0 table 100");
+    ns.ip("route add default via 203.0.113.1 dev rr0 table 100");
+    ns.ip("-6 route add 2001:db8:5::/64 dev rr0 table 100");
+    ns.ip("-6 route add 2001:db8:6::/64 dev rr0 table 101");
+    ns.ip("route add 198.51.100.0/24 dev rr0 table 102");
+    ns.ip("route add 198.51.100.0/25 dev rr0");
+    ns.run(|| async {
+        let nl = connect().await;
+        let unspec = |table| {
+            let mut m = route_dump(Family::V4, table);
+            m.header.address_family = rtnetlink::packet_route::AddressFamily::Unspec;
+            RouteNetlinkMessage::GetRoute(m)
+        };
+        let raw = nl.dump(unspec(100)).await.expect("an AF_UNSPEC dump of table 100");
+        assert_eq!(raw.len(), 3, "both families' routes of table 100: {raw:?}");
+        let raw = nl.dump(unspec(4242)).await.expect("an AF_UNSPEC dump of a missing table is no error");
+        assert!(raw.is_empty(), "{raw:?}");
+        for (table, count) in [(100, 3), (101, 1), (102, 1), (4242, 0)] {
+            let both = nl.table_routes(table).await.expect("table_routes");
+            let mut apart = nl.routes(Family::V4, Some(table), None).await.expect("IPv4");
+            apart.extend(nl.routes(Family::V6, Some(table), None).await.expect("IPv6"));
+            assert_eq!(both, apart, "table {table}");
+            assert_eq!(both.len(), count, "table {table}: {both:?}");
+            assert!(both.iter().all(|r| r.item.table == table), "table {table}: {both:?}");
+        }
+    });
+}
+
 #[test]
 fn a_dump_the_kernel_rejects_is_an_error_not_an_empty_result() {
     let ns = Netns::new();

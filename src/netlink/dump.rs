@@ -11,11 +11,11 @@ use nix::libc::{RTM_NEWADDR, RTM_NEWLINK, RTM_NEWNEIGH, RTM_NEWROUTE, RTM_NEWRUL
 use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkDeserializable, NetlinkHeader, NetlinkMessage,
 };
-use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::route::{
     RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use rtnetlink::packet_route::rule::RuleMessage;
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use super::rawdump::{self, Table};
 use super::{Netlink, NlError, af, route, rule};
@@ -327,16 +327,25 @@ impl Netlink {
 
     /// Every policy rule of both families, with its dumped bytes. Rule dumps
     /// cannot be filtered in the kernel, so callers filter.
+    ///
+    /// One AF_UNSPEC dump: the kernel walks every family's rules (multicast
+    /// routing's, families 128 and 129, are left out here), and the IPv4
+    /// ones come first, as two dumps gave them. A kernel that refuses it is
+    /// asked family by family.
     pub async fn rules(&self) -> Result<Vec<Live<Rule>>, NlError> {
-        let (v4, v6) = futures::join!(self.rules_of(Family::V4), self.rules_of(Family::V6));
-        let mut all = v4?;
-        all.extend(v6?);
+        if let Ok(mut all) = self.rules_of(None).await {
+            all.sort_by_key(|r| r.item.family == Family::V6);
+            return Ok(all);
+        }
+        let mut all = self.rules_of(Some(Family::V4)).await?;
+        all.extend(self.rules_of(Some(Family::V6)).await?);
         Ok(all)
     }
 
-    async fn rules_of(&self, family: Family) -> Result<Vec<Live<Rule>>, NlError> {
+    async fn rules_of(&self, family: Option<Family>) -> Result<Vec<Live<Rule>>, NlError> {
         let mut msg = RuleMessage::default();
-        msg.header.family = af(family);
+        msg.header.family = family.map_or(AddressFamily::Unspec, af);
+        crate::profile::count("rule_dumps", 1);
         let msgs = self.dump(RouteNetlinkMessage::GetRule(msg)).await?;
         Ok(msgs
             .into_iter()
@@ -356,7 +365,23 @@ impl Netlink {
         table: Option<u32>,
         protocol: Option<u8>,
     ) -> Result<Vec<Live<Route>>, NlError> {
-        self.routes_filtered(family, table, protocol, None).await
+        self.routes_filtered(Some(family), table, protocol, None).await
+    }
+
+    /// Both families' routes of `table`, IPv4's first: one AF_UNSPEC dump,
+    /// whose every family's handler filters on the table (strict dump
+    /// checking) and answers nothing for one it does not have, where a dump
+    /// per family took two. A kernel where a family refuses the filter
+    /// (MPLS's handler answers EINVAL "Unsupported attribute in dump
+    /// request") is asked family by family, as before.
+    pub async fn table_routes(&self, table: u32) -> Result<Vec<Live<Route>>, NlError> {
+        if let Ok(mut all) = self.routes_filtered(None, Some(table), None, None).await {
+            all.sort_by_key(|r| r.item.family == Family::V6);
+            return Ok(all);
+        }
+        let mut all = self.routes(Family::V4, Some(table), None).await?;
+        all.extend(self.routes(Family::V6, Some(table), None).await?);
+        Ok(all)
     }
 
     /// `routes` of one table whose output interface is `ifname` (RTA_OIF,
@@ -370,13 +395,14 @@ impl Netlink {
         ifname: &str,
     ) -> Result<Vec<Live<Route>>, NlError> {
         let oif = self.ifindex(ifname)?;
-        let routes = self.routes_filtered(family, Some(table), None, Some(oif)).await?;
+        let routes = self.routes_filtered(Some(family), Some(table), None, Some(oif)).await?;
         Ok(routes.into_iter().filter(|r| r.item.oif.as_deref() == Some(ifname)).collect())
     }
 
+    /// Routes of `family` (None: every family's handler) as filtered.
     async fn routes_filtered(
         &self,
-        family: Family,
+        family: Option<Family>,
         table: Option<u32>,
         protocol: Option<u8>,
         oif: Option<u32>,
@@ -385,6 +411,7 @@ impl Netlink {
         if let Some(i) = oif {
             request.attributes.push(RouteAttribute::Oif(i));
         }
+        crate::profile::count("route_dumps", 1);
         let dump = self.dump(RouteNetlinkMessage::GetRoute(request)).await;
         let msgs = if table.is_some() { empty_if_missing_table(dump)? } else { dump? };
         crate::profile::count("routes_read", msgs.len());
@@ -496,9 +523,9 @@ fn whole(kind: u16, what: &str, payload: &[u8]) -> Result<Option<RouteNetlinkMes
 /// `protocol` (header) and on nothing else: type unspec and table unspec
 /// in the header, since a strict socket filters on every field that is
 /// set (a builder's defaults would ask for static unicast routes of main).
-fn route_filter(family: Family, table: Option<u32>, protocol: Option<u8>) -> RouteMessage {
+fn route_filter(family: Option<Family>, table: Option<u32>, protocol: Option<u8>) -> RouteMessage {
     let mut msg = RouteMessage::default();
-    msg.header.address_family = af(family);
+    msg.header.address_family = family.map_or(AddressFamily::Unspec, af);
     msg.header.protocol = RouteProtocol::from(protocol.unwrap_or(0));
     msg.header.scope = RouteScope::Universe;
     msg.header.kind = RouteType::Unspec;
@@ -553,7 +580,7 @@ mod tests {
     use crate::netlink::rawdump::tests::{datagram, framed, read_whole};
 
     fn route(table: u32, oif: u32) -> RouteNetlinkMessage {
-        let mut m = route_filter(Family::V4, Some(table), Some(234));
+        let mut m = route_filter(Some(Family::V4), Some(table), Some(234));
         m.header.kind = RouteType::Unicast;
         m.header.destination_prefix_length = 24;
         m.attributes.push(RouteAttribute::Oif(oif));
@@ -561,7 +588,7 @@ mod tests {
     }
 
     fn routes() -> Table<RouteNetlinkMessage> {
-        table_of(RouteNetlinkMessage::GetRoute(route_filter(Family::V4, Some(1000), None)), NLM_F_DUMP)
+        table_of(RouteNetlinkMessage::GetRoute(route_filter(Some(Family::V4), Some(1000), None)), NLM_F_DUMP)
             .unwrap()
     }
 
@@ -576,7 +603,7 @@ mod tests {
         assert_eq!(
             req.payload,
             NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetRoute(route_filter(
-                Family::V4,
+                Some(Family::V4),
                 Some(1000),
                 None
             )))
@@ -750,13 +777,13 @@ mod tests {
 
     #[test]
     fn a_route_dump_filters_on_table_and_protocol_only() {
-        let m = route_filter(Family::V4, Some(1000), Some(234));
+        let m = route_filter(Some(Family::V4), Some(1000), Some(234));
         assert_eq!(m.header.address_family, af(Family::V4));
         assert_eq!(m.header.table, RouteHeader::RT_TABLE_UNSPEC, "tables above 255 need the attribute");
         assert_eq!(m.header.protocol, RouteProtocol::from(234));
         assert_eq!(m.header.kind, RouteType::Unspec, "a type would filter too");
         assert_eq!(m.attributes, [RouteAttribute::Table(1000)]);
-        let m = route_filter(Family::V6, None, None);
+        let m = route_filter(Some(Family::V6), None, None);
         assert_eq!(m.header.address_family, af(Family::V6));
         assert_eq!(m.header.protocol, RouteProtocol::Unspec);
         assert!(m.attributes.is_empty(), "no table: every table");

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use crate::config::Config;
 use crate::diff::{self, Plan};
 use crate::error::Error;
-use crate::model::{Family, RESERVED_TABLES, SysctlKey};
+use crate::model::{RESERVED_TABLES, SysctlKey};
 use crate::netlink::Netlink;
 use crate::observed::Observed;
 use crate::plan::{self, Desired};
@@ -300,18 +300,15 @@ async fn observe(
     Ok((observed, tables))
 }
 
-/// The routes of both families in `tables`, one kernel-filtered dump each,
-/// all in flight at once.
+/// The routes of both families in `tables`, one kernel-filtered dump of
+/// both families each (`Netlink::table_routes`).
 pub async fn routes_of_tables(
     nl: &Netlink,
     tables: &BTreeSet<u32>,
 ) -> Result<Vec<crate::model::Live<crate::model::Route>>> {
-    let dumps =
-        tables.iter().flat_map(|t| [(Family::V4, *t), (Family::V6, *t)]).map(|(family, table)| async move {
-            nl.routes(family, Some(table), None)
-                .await
-                .with_context(|| format!("cannot read the routes of table {table}"))
-        });
+    let dumps = tables.iter().map(|&table| async move {
+        nl.table_routes(table).await.with_context(|| format!("cannot read the routes of table {table}"))
+    });
     let _p = crate::profile::phase("dumps");
     let mut routes = Vec::new();
     for dump in futures::future::join_all(dumps).await {
@@ -498,7 +495,7 @@ fn plan_uses(cfg: &Config, a: &crate::model::Address) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Address, Prefix, scope};
+    use crate::model::{Address, Family, Prefix, scope};
     use crate::model::{Live, Op, Route, Rule, SysctlKey};
 
     fn route(table: u32, dst: &str) -> Route {
