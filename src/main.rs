@@ -16,7 +16,7 @@ use roce_route::{config, netns, tell};
 /// The process's entry, in place of std's runtime start (`lang_start`),
 /// doing of it what a command needs: standard descriptors that are open
 /// and SIGPIPE ignored, as std leaves them (`std_start`); a panic's exit
-/// code 101; stdout flushed at exit. What it leaves out:
+/// code 101; std's exit (stdout flushed). What it leaves out:
 /// std read /proc/self/maps (`pthread_getattr_np`) and set up an
 /// alternate signal stack and SIGSEGV and SIGBUS handlers, to say "has
 /// overflowed its stack" before aborting on a stack overflow: 15 system
@@ -30,12 +30,16 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     std_start();
     let code = match std::panic::catch_unwind(run_main) {
         Ok(code) => c_int::from(code),
-        // The panic hook has said what; std's start exits so too.
-        Err(_) => 101,
+        // The panic hook has said what; std's start exits so too (and
+        // does not drop the payload, whose drop could panic again).
+        Err(payload) => {
+            std::mem::forget(payload);
+            101
+        }
     };
-    // As std's exit does: what stdout holds is written.
-    let _ = std::io::Write::flush(&mut std::io::stdout());
-    code
+    // std's exit, as its start ends: stdout written (without waiting for
+    // a thread that holds it), one exit at a time.
+    std::process::exit(code)
 }
 
 /// What std's start does that a command relies on. A standard

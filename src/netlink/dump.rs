@@ -331,15 +331,29 @@ impl Netlink {
     /// One AF_UNSPEC dump: the kernel walks every family's rules (multicast
     /// routing's, families 128 and 129, are left out here), and the IPv4
     /// ones come first, as two dumps gave them. A kernel that refuses it is
-    /// asked family by family.
+    /// asked family by family (`unspec_refused`); there, a kernel without
+    /// IPv6 (`ipv6.disable=1`) answers the IPv6 dump EAFNOSUPPORT: no rules.
     pub async fn rules(&self) -> Result<Vec<Live<Rule>>, NlError> {
-        if let Ok(mut all) = self.rules_of(None).await {
+        if let Some(mut all) = self.unspec(self.rules_of(None)).await {
             all.sort_by_key(|r| r.item.family == Family::V6);
             return Ok(all);
         }
         let mut all = self.rules_of(Some(Family::V4)).await?;
-        all.extend(self.rules_of(Some(Family::V6)).await?);
+        match self.rules_of(Some(Family::V6)).await {
+            Err(e) if e.is(Errno::EAFNOSUPPORT) => {}
+            v6 => all.extend(v6?),
+        }
         Ok(all)
+    }
+
+    /// The answer of an AF_UNSPEC dump, or None once the kernel refused
+    /// one (then and from then on, the caller asks family by family).
+    async fn unspec<T>(&self, dump: impl Future<Output = Result<T, NlError>>) -> Option<T> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.unspec_refused.load(Relaxed) {
+            return None;
+        }
+        dump.await.map_err(|_| self.unspec_refused.store(true, Relaxed)).ok()
     }
 
     async fn rules_of(&self, family: Option<Family>) -> Result<Vec<Live<Rule>>, NlError> {
@@ -375,7 +389,7 @@ impl Netlink {
     /// (MPLS's handler answers EINVAL "Unsupported attribute in dump
     /// request") is asked family by family, as before.
     pub async fn table_routes(&self, table: u32) -> Result<Vec<Live<Route>>, NlError> {
-        if let Ok(mut all) = self.routes_filtered(None, Some(table), None, None).await {
+        if let Some(mut all) = self.unspec(self.routes_filtered(None, Some(table), None, None)).await {
             all.sort_by_key(|r| r.item.family == Family::V6);
             return Ok(all);
         }
@@ -423,8 +437,12 @@ impl Netlink {
                     // The kernel filters; check again so that a kernel
                     // without strict checking cannot widen the result.
                     let item = &live.item;
-                    let wanted =
-                        table.is_none_or(|t| t == item.table) && protocol.is_none_or(|p| p == item.protocol);
+                    // And on the family: a kernel without IPv6
+                    // (`ipv6.disable=1`) answers an IPv6 dump with every
+                    // family's routes.
+                    let wanted = table.is_none_or(|t| t == item.table)
+                        && protocol.is_none_or(|p| p == item.protocol)
+                        && family.is_none_or(|f| f == item.family);
                     wanted.then_some(live)
                 }
                 _ => None,

@@ -96,6 +96,10 @@ pub struct Netlink {
     /// The addresses as watch keeps them (`keep_addresses`), or None: every
     /// `addresses` reads them all.
     kept_addrs: Option<KeptAddrs>,
+    /// Whether the kernel refused a route or rule dump of every family
+    /// (AF_UNSPEC: `table_routes`, `rules`): the next ones go family by
+    /// family at once, not after another refusal each.
+    unspec_refused: std::sync::atomic::AtomicBool,
 }
 
 /// The addresses kept from notifications, and the links whose addresses
@@ -139,6 +143,7 @@ impl Netlink {
             dumper: std::sync::Mutex::new(None),
             writer: std::sync::Mutex::new(None),
             kept_addrs: None,
+            unspec_refused: Default::default(),
         };
         nl.read_links()?;
         Ok(nl)
