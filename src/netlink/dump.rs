@@ -346,14 +346,25 @@ impl Netlink {
         Ok(all)
     }
 
-    /// The answer of an AF_UNSPEC dump, or None once the kernel refused
-    /// one (then and from then on, the caller asks family by family).
+    /// The answer of an AF_UNSPEC dump, or None when it failed (the caller
+    /// then asks family by family). A refusal of the request itself
+    /// (EINVAL, EOPNOTSUPP) is remembered: the next ones are not sent. A
+    /// passing failure (interrupted dumps, a full buffer) is not: watch
+    /// lives long.
     async fn unspec<T>(&self, dump: impl Future<Output = Result<T, NlError>>) -> Option<T> {
         use std::sync::atomic::Ordering::Relaxed;
         if self.unspec_refused.load(Relaxed) {
             return None;
         }
-        dump.await.map_err(|_| self.unspec_refused.store(true, Relaxed)).ok()
+        match dump.await {
+            Ok(answer) => Some(answer),
+            Err(e) => {
+                if e.is(Errno::EINVAL) || e.is(Errno::EOPNOTSUPP) {
+                    self.unspec_refused.store(true, Relaxed);
+                }
+                None
+            }
+        }
     }
 
     async fn rules_of(&self, family: Option<Family>) -> Result<Vec<Live<Rule>>, NlError> {

@@ -97,8 +97,9 @@ pub struct Netlink {
     /// `addresses` reads them all.
     kept_addrs: Option<KeptAddrs>,
     /// Whether the kernel refused a route or rule dump of every family
-    /// (AF_UNSPEC: `table_routes`, `rules`): the next ones go family by
-    /// family at once, not after another refusal each.
+    /// (AF_UNSPEC: `table_routes`, `rules`) as a request it does not take:
+    /// the next ones go family by family at once, not after another
+    /// refusal each.
     unspec_refused: std::sync::atomic::AtomicBool,
 }
 
