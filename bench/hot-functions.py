@@ -20,9 +20,9 @@ bench.py testbed (8 rails): apply from scratch, a no-op apply, check, show,
 apply --dry-run, --version and remove. The list is their union in the order
 of how often a host runs them (the no-op first), each run's functions that
 an earlier one did not execute sorted by name (a module's functions
-together, and the same list from the same code). Symbol names carry a hash of the toolchain,
-the dependencies and the build settings: after a change of any of them, write
-the list again (the check below says so). The static build (README) names
+together, and the same list from the same code). Symbol names carry a hash
+of the toolchain, the dependencies and the build settings: after a change of
+any of them, write the list again (the check below says so). The static build (README) names
 its functions with other hashes: give both binaries, and the list holds both
 builds' names, one after the other (the linker skips names it does not have).
 
@@ -35,11 +35,12 @@ binary (the list is stale) or when the binary's code does not begin with the
 listed functions in their order (the linker did not take the list). With
 --runs (root, valgrind) it runs the commands again and fails when more than
 --max-unlisted of the Rust functions they execute are not listed (the C
-library's variants are the CPU's choice): a change that
-makes a short run execute new functions, or renames some (a function's name
-can carry a hash of its module's code: `.llvm.N`), leaves them among the
-cold ones, a page fault or two each (17 of 1,547 unlisted cost a no-op 30
-more faults, 0.1 ms), so the list is written again with the change.
+library's variants are the CPU's choice): a change that makes a short run
+execute new functions, or renames some (a changed type renames the functions
+it is part of; with several codegen units any edit renames its module's
+promoted ones, `.llvm.N`: Cargo.toml keeps the crate in one), leaves them
+among the cold ones, a page fault or two each (17 of 1,547 unlisted cost a
+no-op 30 more faults, 0.1 ms), so the list is written again with the change.
 """
 
 from __future__ import annotations
