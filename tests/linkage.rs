@@ -8,7 +8,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Netns, TempDir};
+use common::{Background, Netns, TempDir};
 
 /// GCC's unwinder is linked in as an archive (build.rs), as
 /// `gcc -static-libgcc` would: a binary that needs libgcc_s.so.1 loads it
@@ -57,19 +57,21 @@ fn a_closed_standard_descriptor_is_opened_on_dev_null() {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().expect("start watch");
-    let fd = |n: u32| std::fs::read_link(format!("/proc/{}/fd/{n}", child.id())).ok();
+    // Killed and reaped if the test fails before it is waited for.
+    let watch = Background::spawn(cmd, "watch with fds 0-2 closed");
+    let pid = watch.pid();
+    let fd = |n: u32| std::fs::read_link(format!("/proc/{pid}/fd/{n}")).ok();
     // Watching once it holds its netlink sockets (more than 0, 1 and 2).
     common::poll_until("watch holds its sockets", Duration::from_secs(10), || {
-        std::fs::read_dir(format!("/proc/{}/fd", child.id())).map(|d| d.count() > 4).unwrap_or(false)
+        std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count() > 4).unwrap_or(false)
     });
     let seen: Vec<_> = (0..3).map(fd).collect();
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGTERM);
-    let status = child.wait().expect("wait for watch");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM);
+    let run = watch.wait_timeout(Duration::from_secs(10));
     for (n, link) in seen.iter().enumerate() {
         assert_eq!(link.as_deref(), Some(std::path::Path::new("/dev/null")), "fd {n} of watch: {seen:?}");
     }
-    assert_eq!(status.code(), Some(0), "watch on SIGTERM: {status:?}");
+    run.expect_code(0);
 }
 
 /// A report written to a pipe whose reader has gone is an error the
