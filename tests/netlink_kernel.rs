@@ -41,6 +41,13 @@ impl Netns {
         sh("ip", &all)
     }
 
+    /// The veth rr0 and its peer rr0p, both up (with carrier).
+    fn veth_up(&self) {
+        self.ip("link add rr0 type veth peer name rr0p");
+        self.ip("link set rr0 up");
+        self.ip("link set rr0p up");
+    }
+
     /// `ip -n NS FAMILY -batch -` with `commands` on its stdin.
     fn batch(&self, family: &str, commands: &str) {
         batch_in(&self.name, family, commands);
@@ -120,9 +127,7 @@ fn route_dump(family: Family, table: u32) -> RouteMessage {
 #[test]
 fn a_table_that_does_not_exist_reads_as_empty() {
     let ns = Netns::new();
-    ns.ip("link add rr0 type veth peer name rr0p");
-    ns.ip("link set rr0 up");
-    ns.ip("link set rr0p up");
+    ns.veth_up();
     ns.ip("route add 203.0.113.0/24 dev rr0 table 100");
     ns.ip("-6 route add 2001:db8:5::/64 dev rr0 table 100");
     ns.run(|| async {
@@ -154,9 +159,7 @@ fn a_table_that_does_not_exist_reads_as_empty() {
 #[test]
 fn both_families_of_a_table_come_in_one_dump() {
     let ns = Netns::new();
-    ns.ip("link add rr0 type veth peer name rr0p");
-    ns.ip("link set rr0 up");
-    ns.ip("link set rr0p up");
+    ns.veth_up();
     ns.ip("route add 203.0.113.0/24 dev rr0 table 100");
     ns.ip("route add default via 203.0.113.1 dev rr0 table 100");
     ns.ip("-6 route add 2001:db8:5::/64 dev rr0 table 100");
@@ -296,9 +299,7 @@ fn a_rule_at_priority_0_is_restored_at_priority_0() {
 #[test]
 fn each_change_gets_its_own_answer() {
     let ns = Netns::new();
-    ns.ip("link add rr0 type veth peer name rr0p");
-    ns.ip("link set rr0 up");
-    ns.ip("link set rr0p up");
+    ns.veth_up();
     ns.ip("addr add 198.51.100.10/24 dev rr0");
     ns.run(|| async {
         let nl = connect().await;
