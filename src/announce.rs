@@ -18,7 +18,7 @@
 //! sends there.
 //!
 //! Pure: which interfaces to announce, and the packets, byte for byte.
-//! They are sent by `packet` (an AF_PACKET socket bound to the rail).
+//! They are sent by `packet` (an AF_PACKET socket, each frame out of its rail).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -1,4 +1,4 @@
-//! AF_PACKET: ready-made announcements (from `announce`) sent out of one
+//! AF_PACKET: ready-made announcements (from `announce`), each sent out of its
 //! interface. A socket belongs to the network namespace the process is in
 //! when it is opened, so these are opened after `--netns` was entered.
 //! Needs CAP_NET_RAW.
@@ -19,29 +19,50 @@ use std::io;
 use nix::libc;
 use socket2::{Domain, SockAddr, SockAddrStorage, Socket, Type};
 
-/// A packet socket bound to one interface. It is bound with protocol 0,
-/// so it receives nothing: it only sends.
+/// A packet socket that sends out of any interface of its namespace: each
+/// frame names its interface (`sll_ifindex`), so one socket serves every
+/// rail. It is bound to nothing and opened with protocol 0, so it receives
+/// nothing: it only sends.
+///
+/// One, not one per interface: closing a packet socket waits for an RCU
+/// grace period (`packet_release()` calls `synchronize_net()`), 8-16 ms
+/// each on a 2-CPU VM, so eight sockets cost an apply on 8 rails ~100 ms
+/// at their close (measured, bench/README "eighteenth session").
 pub struct PacketSocket {
     socket: Socket,
-    ifindex: u32,
 }
 
 impl PacketSocket {
     /// `link_header`: SOCK_RAW, frames carry their link-layer header
     /// (Ethernet); otherwise SOCK_DGRAM, the driver writes it (IPoIB).
-    pub fn bound(ifindex: u32, link_header: bool) -> io::Result<PacketSocket> {
+    pub fn open(link_header: bool) -> io::Result<PacketSocket> {
         let kind = if link_header { Type::RAW } else { Type::DGRAM };
         // socket2 opens it close-on-exec; protocol None is 0.
         let socket = Socket::new(Domain::PACKET, kind, None)?;
-        socket.bind(&link_sockaddr(ifindex, 0, &[])?)?;
-        Ok(PacketSocket { socket, ifindex })
+        crate::profile::count("packet_sockets", 1);
+        Ok(PacketSocket { socket })
     }
 
-    /// Sends `packet` with link-layer protocol `protocol` (EtherType) to
-    /// the link-layer address `dest`. Never blocks: a full queue is an
-    /// error (EAGAIN/ENOBUFS), not a wait.
-    pub fn send(&self, packet: &[u8], protocol: u16, dest: &[u8]) -> io::Result<()> {
-        send_to_link(&self.socket, self.ifindex, packet, protocol, dest)
+    /// Room in the send buffer for `frames` frames in flight at once (all
+    /// the rails' announcements of a round share this socket): asked for
+    /// past the default's ~270 small frames only, and forced (root), since
+    /// `wmem_max` caps a plain request at that default. A refusal keeps
+    /// the default: a frame that finds it full is then reported unsent.
+    pub fn make_room(&self, frames: usize) {
+        const PER_FRAME: usize = 1024;
+        const DEFAULT_FRAMES: usize = 200;
+        if frames > DEFAULT_FRAMES {
+            let bytes = frames.saturating_mul(PER_FRAME).min(i32::MAX as usize / 2);
+            let _ =
+                nix::sys::socket::setsockopt(&self.socket, nix::sys::socket::sockopt::SndBufForce, &bytes);
+        }
+    }
+
+    /// Sends `packet` out of `ifindex` with link-layer protocol `protocol`
+    /// (EtherType) to the link-layer address `dest`. Never blocks: a full
+    /// queue is an error (EAGAIN/ENOBUFS), not a wait.
+    pub fn send(&self, ifindex: u32, packet: &[u8], protocol: u16, dest: &[u8]) -> io::Result<()> {
+        send_to_link(&self.socket, ifindex, packet, protocol, dest)
     }
 }
 

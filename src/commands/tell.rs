@@ -104,11 +104,14 @@ fn router_flags(ctx: &Ctx, targets: &[crate::announce::Target]) -> BTreeMap<Stri
 }
 
 /// Sends every announcement `rounds` times, `announce::INTERVAL` apart,
-/// from one socket per interface (opened once); a stop request ends it
-/// between rounds.
+/// each frame out of its own interface, from one packet socket for
+/// Ethernet and one for IPoIB (opened once: see `PacketSocket`); a stop
+/// request ends it between rounds.
 async fn send_rounds(ctx: &Ctx, sends: &mut [Send], rounds: u32) {
     use crate::packet::PacketSocket;
-    let mut sockets: BTreeMap<u32, Result<PacketSocket, String>> = BTreeMap::new();
+    let mut sockets: BTreeMap<bool, Result<PacketSocket, String>> = BTreeMap::new();
+    let sends_of = |kind: bool| sends.iter().filter(|p| p.out.link_header == kind).count();
+    let frames: BTreeMap<bool, usize> = [true, false].into_iter().map(|k| (k, sends_of(k))).collect();
     for round in 0..rounds {
         if round > 0 {
             if ctx.stop.requested().is_some() {
@@ -117,11 +120,16 @@ async fn send_rounds(ctx: &Ctx, sends: &mut [Send], rounds: u32) {
             tokio::time::sleep(crate::announce::INTERVAL).await;
         }
         for p in sends.iter_mut() {
-            let socket = sockets.entry(p.target.ifindex).or_insert_with(|| {
-                PacketSocket::bound(p.target.ifindex, p.out.link_header).map_err(|e| socket_error(&e))
+            let kind = p.out.link_header;
+            let socket = sockets.entry(kind).or_insert_with(|| {
+                let s = PacketSocket::open(kind).map_err(|e| socket_error(&e))?;
+                s.make_room(frames[&kind]);
+                Ok(s)
             });
             let result = match socket {
-                Ok(s) => s.send(&p.out.bytes, p.out.protocol, &p.out.dest).map_err(|e| e.to_string()),
+                Ok(s) => s
+                    .send(p.target.ifindex, &p.out.bytes, p.out.protocol, &p.out.dest)
+                    .map_err(|e| e.to_string()),
                 Err(e) => Err(e.clone()),
             };
             match result {
