@@ -30,6 +30,8 @@ use socket2::{Domain, SockAddr, SockAddrStorage, Socket, Type};
 /// at their close (measured, bench/README "eighteenth session").
 pub struct PacketSocket {
     socket: Socket,
+    /// The frames its send buffer was last made room for (`make_room`).
+    room: usize,
 }
 
 impl PacketSocket {
@@ -40,21 +42,22 @@ impl PacketSocket {
         // socket2 opens it close-on-exec; protocol None is 0.
         let socket = Socket::new(Domain::PACKET, kind, None)?;
         crate::profile::count("packet_sockets", 1);
-        Ok(PacketSocket { socket })
+        Ok(PacketSocket { socket, room: DEFAULT_FRAMES })
     }
 
     /// Room in the send buffer for `frames` frames in flight at once (all
     /// the rails' announcements of a round share this socket): asked for
     /// past the default's ~270 small frames only, and forced (root), since
-    /// `wmem_max` caps a plain request at that default. A refusal keeps
-    /// the default: a frame that finds it full is then reported unsent.
-    pub fn make_room(&self, frames: usize) {
+    /// `wmem_max` caps a plain request at that default; never shrunk. A
+    /// refusal keeps the default: a frame that finds it full is then
+    /// reported unsent.
+    pub fn make_room(&mut self, frames: usize) {
         const PER_FRAME: usize = 1024;
-        const DEFAULT_FRAMES: usize = 200;
-        if frames > DEFAULT_FRAMES {
+        if frames > self.room {
             let bytes = frames.saturating_mul(PER_FRAME).min(i32::MAX as usize / 2);
             let _ =
                 nix::sys::socket::setsockopt(&self.socket, nix::sys::socket::sockopt::SndBufForce, &bytes);
+            self.room = frames;
         }
     }
 
@@ -65,6 +68,11 @@ impl PacketSocket {
         send_to_link(&self.socket, ifindex, packet, protocol, dest)
     }
 }
+
+/// The frames a socket's default send buffer (212,992 bytes) surely holds
+/// in flight: ~270 of the size of an announcement (a 42-byte frame takes
+/// ~768 bytes of it).
+const DEFAULT_FRAMES: usize = 200;
 
 /// Sends `packet` out of `ifindex` on a packet socket (`probe`'s too),
 /// to the link-layer address `dest` (however long: see the module), with

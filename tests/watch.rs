@@ -69,6 +69,36 @@ fn an_admin_down_up_of_a_rail_is_healed() {
     assert!(triggers.contains("rail1: up") || triggers.contains("rail1: down"), "{heal:#}");
 }
 
+/// Each heal tells the peers (one round) from the same packet socket,
+/// opened at the first and kept until watch ends: closing one waits for an
+/// RCU grace period (8-16 ms here), which held the event loop after every
+/// heal, for each rail the heal announced on.
+#[test]
+fn heals_tell_the_peers_from_one_packet_socket_kept_open() {
+    let (tb, _cfg) = applied(3);
+    let w = Watch::start_with(&tb, "profiled", |c| {
+        c.env("ROCE_ROUTE_PROFILE", "1");
+    });
+    for (n, k) in [1, 2, 1].into_iter().enumerate() {
+        tb.ip_host(&format!("link set rail{k} down"));
+        tb.ip_host(&format!("link set rail{k} up"));
+        wait_healed(&tb, &w, k, "admin down/up");
+        poll_until("watch's heal line", HEAL_TIMEOUT, || w.heals() > n);
+    }
+    let announced: Vec<String> = w
+        .docs()
+        .into_iter()
+        .filter(|d| d["event"] == "heal")
+        .map(|d| d["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(announced.iter().all(|m| m.contains("announced")), "every heal told the peers: {announced:#?}");
+    run("kill", &["-TERM", &w.bg.pid().to_string()]);
+    let Watch { bg, out: _, err } = w;
+    assert_eq!(bg.wait_timeout(Duration::from_secs(5)).code(), Some(EXIT_OK));
+    let err = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(profile_count(&err, "packet_sockets"), 1, "three heals, two rails:\n{err}");
+}
+
 /// Carrier loss keeps the routes (marked linkdown): watch must leave them
 /// as they are, neither healing nor fighting, and the rail routes by its
 /// table when the carrier is back.

@@ -103,13 +103,20 @@ fn router_flags(ctx: &Ctx, targets: &[crate::announce::Target]) -> BTreeMap<Stri
     routers
 }
 
+thread_local! {
+    /// The packet sockets of this process, one per medium (true: Ethernet),
+    /// opened at the first announcement and kept to the end: closing one
+    /// waits for an RCU grace period (see `PacketSocket`), which after each
+    /// of watch's heals would hold its event loop 8-16 ms. Opened in the
+    /// namespace the process works in (entered before any announcement).
+    static SOCKETS: std::cell::RefCell<BTreeMap<bool, crate::packet::PacketSocket>> =
+        const { std::cell::RefCell::new(BTreeMap::new()) };
+}
+
 /// Sends every announcement `rounds` times, `announce::INTERVAL` apart,
-/// each frame out of its own interface, from one packet socket for
-/// Ethernet and one for IPoIB (opened once: see `PacketSocket`); a stop
-/// request ends it between rounds.
+/// each frame out of its own interface, from this process's packet socket
+/// for its medium (`SOCKETS`); a stop request ends it between rounds.
 async fn send_rounds(ctx: &Ctx, sends: &mut [Send], rounds: u32) {
-    use crate::packet::PacketSocket;
-    let mut sockets: BTreeMap<bool, Result<PacketSocket, String>> = BTreeMap::new();
     let sends_of = |kind: bool| sends.iter().filter(|p| p.out.link_header == kind).count();
     let frames: BTreeMap<bool, usize> = [true, false].into_iter().map(|k| (k, sends_of(k))).collect();
     for round in 0..rounds {
@@ -120,24 +127,31 @@ async fn send_rounds(ctx: &Ctx, sends: &mut [Send], rounds: u32) {
             tokio::time::sleep(crate::announce::INTERVAL).await;
         }
         for p in sends.iter_mut() {
-            let kind = p.out.link_header;
-            let socket = sockets.entry(kind).or_insert_with(|| {
-                let s = PacketSocket::open(kind).map_err(|e| socket_error(&e))?;
-                s.make_room(frames[&kind]);
-                Ok(s)
-            });
-            let result = match socket {
-                Ok(s) => s
-                    .send(p.target.ifindex, &p.out.bytes, p.out.protocol, &p.out.dest)
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.clone()),
-            };
-            match result {
+            match send_one(p, frames[&p.out.link_header]) {
                 Ok(()) => p.sent += 1,
                 Err(e) => p.error = p.error.take().or(Some(e)),
             }
         }
     }
+}
+
+/// One frame of `p`, from the socket of its medium (opened if need be,
+/// with room for a round of `frames` frames; a socket that cannot be
+/// opened is tried again for the next frame).
+fn send_one(p: &Send, frames: usize) -> Result<(), String> {
+    use crate::packet::PacketSocket;
+    let kind = p.out.link_header;
+    SOCKETS.with(|sockets| {
+        let mut sockets = sockets.borrow_mut();
+        let socket = match sockets.entry(kind) {
+            std::collections::btree_map::Entry::Occupied(s) => s.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(PacketSocket::open(kind).map_err(|e| socket_error(&e))?)
+            }
+        };
+        socket.make_room(frames);
+        socket.send(p.target.ifindex, &p.out.bytes, p.out.protocol, &p.out.dest).map_err(|e| e.to_string())
+    })
 }
 
 /// What the rounds did: an address sent at least once is announced (short
