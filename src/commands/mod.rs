@@ -384,17 +384,35 @@ fn netns_cookie() -> Option<u64> {
 }
 
 /// One change in a report: its kind, the equivalent command, and the
-/// entry it is about as structured fields.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// entry it is about as structured fields (`{"kind", "command", "op"}`).
+/// The command is rendered when it is printed: apply's and remove's text
+/// says how many of each kind changed, and rendering the 56 commands of
+/// an apply on 8 rails was 7% of its instructions (callgrind).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Change {
     pub kind: &'static str,
-    pub command: String,
     pub op: Op,
 }
 
 impl Change {
     pub fn of(op: &Op) -> Change {
-        Change { kind: op.kind(), command: crate::render::command(op), op: op.clone() }
+        Change { kind: op.kind(), op: op.clone() }
+    }
+
+    /// The equivalent iproute2 command (or `sysctl -w`).
+    pub fn command(&self) -> String {
+        crate::render::command(&self.op)
+    }
+}
+
+impl Serialize for Change {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Change", 3)?;
+        st.serialize_field("kind", self.kind)?;
+        st.serialize_field("command", &self.command())?;
+        st.serialize_field("op", &self.op)?;
+        st.end()
     }
 }
 

@@ -140,7 +140,7 @@ fn say_undone(journal: &Journal, heals: usize, steps: &[Change], dry_run: bool) 
         format!("roce-route: rolled back the {what}: {n} undone")
     };
     let mut lines = vec![head];
-    lines.extend(steps.iter().map(|s| format!("{}{}", if dry_run { "" } else { "  " }, s.command)));
+    lines.extend(steps.iter().map(|s| format!("{}{}", if dry_run { "" } else { "  " }, s.command())));
     super::print_lines(&lines);
 }
 
