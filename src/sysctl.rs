@@ -73,7 +73,13 @@ pub fn path(iface: &str, key: SysctlKey) -> io::Result<PathBuf> {
             format!("refusing interface name {iface:?}: it {why}"),
         ));
     }
-    Ok(PathBuf::from(ROOT).join(iface).join(key.name()))
+    // One allocation (`join` twice made three and checked each part).
+    let key = key.name();
+    let mut p = String::with_capacity(ROOT.len() + iface.len() + key.len() + 2);
+    for part in [ROOT, "/", iface, "/", key] {
+        p.push_str(part);
+    }
+    Ok(PathBuf::from(p))
 }
 
 /// The `sysctl` command's name for it: dots in the interface name become
