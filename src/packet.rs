@@ -26,8 +26,9 @@ use socket2::{Domain, SockAddr, SockAddrStorage, Socket, Type};
 ///
 /// One, not one per interface: closing a packet socket waits for an RCU
 /// grace period (`packet_release()` calls `synchronize_net()`), 8-16 ms
-/// each on a 2-CPU VM, so eight sockets cost an apply on 8 rails ~100 ms
-/// at their close (measured, bench/README "eighteenth session").
+/// each on a 2-CPU VM, so eight sockets cost an apply on 8 rails ~80 ms
+/// at their close (measured, bench/README "eighteenth session"); the
+/// process keeps its one (`commands::tell`).
 pub struct PacketSocket {
     socket: Socket,
     /// The frames its send buffer was last made room for (`make_room`).
