@@ -105,6 +105,10 @@ fn a_correct_pair_of_hosts_is_right_on_every_pair_ipv4_and_ipv6() {
     let run = t.rr_profiled(&t.a, &["probe", &cfg, "--peers", &peers]).expect_code(EXIT_OK);
     // The config's links, asked by name as apply asks them: not lo too.
     assert_eq!(profile_count(&run.stderr(), "links_read"), 4, "{}", run.stderr());
+    // Its four packet sockets (three observers and the sender) are closed
+    // together: each close waits for an RCU grace period. Three beside the
+    // first (0 when closed in turn).
+    assert_eq!(profile_count(&run.stderr(), "packet_closes_beside"), 3, "{}", run.stderr());
     let text = run.stdout();
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("rail") && lines[0].contains("198.51.100.110"), "{text}");

@@ -424,7 +424,11 @@ pub fn run(rails: &[RailIo], jobs: &[Job], timeout: Duration, stop: &StopFlag) -
         }
     }
     let drops = run.sockets.observers.iter().map(|(s, _)| packet_drops(s).unwrap_or(0)).sum();
-    Ok(Outcome { seen: run.states.into_iter().map(|s| s.seen).collect(), drops })
+    let Run { states, sockets, .. } = run;
+    // Each close waits for an RCU grace period: together, not in turn.
+    let Sockets { observers, sender } = sockets;
+    crate::packet::close_together(observers.into_iter().map(|(s, _)| s).chain([sender]).collect());
+    Ok(Outcome { seen: states.into_iter().map(|s| s.seen).collect(), drops })
 }
 
 /// Frames the kernel dropped on `socket` since the last call
