@@ -347,7 +347,7 @@ class Bench:
         ns, p = self.apply(tb, announce=announce)
         if "in sync" in p.stdout:
             raise BenchError(f"apply from scratch changed nothing?\n{p.stdout}{p.stderr}")
-        if announce and " on 8 rails to the peers" not in p.stdout:
+        if announce and f" on {RAILS} rails to the peers" not in p.stdout:
             raise BenchError(f"apply did not tell the peers:\n{p.stdout}{p.stderr}")
         return ns
 
