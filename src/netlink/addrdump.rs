@@ -257,7 +257,7 @@ mod tests {
                 m
             },
         ];
-        let table = Table { what: "addresses", request: Vec::new(), reply: RTM_NEWADDR, parse: row };
+        let table = Table { what: "addresses", request: request(), reply: RTM_NEWADDR, parse: row };
         let bytes =
             datagram(msgs.iter().map(|m| (RouteNetlinkMessage::NewAddress(m.clone()), 0)).collect(), Some(0));
         let rows = read_whole(&table, &[bytes]).unwrap();

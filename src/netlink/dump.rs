@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use nix::errno::Errno;
 use nix::libc::{RTM_NEWADDR, RTM_NEWLINK, RTM_NEWNEIGH, RTM_NEWROUTE, RTM_NEWRULE};
 use rtnetlink::packet_core::{
-    NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkDeserializable, NetlinkHeader, NetlinkMessage,
+    NLM_F_DUMP, NLM_F_REQUEST, NetlinkDeserializable, NetlinkHeader, NetlinkMessage,
 };
 use rtnetlink::packet_route::route::{
     RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
@@ -41,12 +41,12 @@ impl Netlink {
     }
 
     /// Sends `request`, which is not a dump (a route lookup), on the
-    /// socket dumps are read on, and returns its replies, read up to its
-    /// ack. Through netlink-proto each lookup also went to the
-    /// connection's task and back; `check` asks one per address and
-    /// family.
+    /// socket dumps are read on, and returns its one reply (no ack asked:
+    /// the reply or the error is the answer). Through netlink-proto each
+    /// lookup also went to the connection's task and back; `check` asks
+    /// one per address and family.
     pub(super) fn ask(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
-        self.read_kept(&table_of(request, NLM_F_ACK)?)
+        self.read_kept(&table_of(request, 0)?)
     }
 
     /// `table`'s exchange on the kept strict socket (opened at the first
@@ -506,7 +506,7 @@ fn in_subnets(subnets: &[Prefix], a: &Address) -> bool {
 }
 
 /// The exchange of `request`: its bytes (NLM_F_REQUEST and `flags`:
-/// NLM_F_DUMP, or NLM_F_ACK for a request that is not a dump; sequence 1
+/// NLM_F_DUMP, or 0 for a request that is not a dump; sequence 1
 /// until it is sent with one of its own), and what its replies are: their
 /// name in errors, their type, their parse (netlink-packet-route's,
 /// whole). Pure.
@@ -679,22 +679,23 @@ mod tests {
         assert_eq!(got, NlError { errno: Errno::EINVAL, ext_ack: Some(text.into()) });
     }
 
-    /// A request that is not a dump (a route lookup) asks for an ack and
-    /// ends at it, with its reply; refused, it is its error with the
-    /// kernel's text. The same ack ending a dump is still an error: a dump
-    /// ends at NLMSG_DONE.
+    /// A request that is not a dump (a route lookup) asks for no ack and
+    /// ends at its one reply, read from a datagram of its own as the
+    /// kernel sends it; refused, it is its error with the kernel's text.
+    /// An ack ending it (were one asked for) ends it too; the same ack
+    /// ending a dump is an error: a dump ends at NLMSG_DONE.
     #[test]
-    fn a_lookup_ends_at_its_ack_and_a_dump_does_not() {
+    fn a_lookup_ends_at_its_reply_and_a_dump_does_not() {
         let mut lookup = RouteMessage::default();
         lookup.header.address_family = af(Family::V4);
-        let ask = table_of(RouteNetlinkMessage::GetRoute(lookup), NLM_F_ACK).unwrap();
+        let ask = table_of(RouteNetlinkMessage::GetRoute(lookup), 0).unwrap();
         let req = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&ask.request).unwrap();
-        assert_eq!(req.header.flags, NLM_F_REQUEST | NLM_F_ACK, "no NLM_F_DUMP: a lookup, not every route");
+        assert_eq!(req.header.flags, NLM_F_REQUEST, "no NLM_F_DUMP (a lookup, not every route), no ack");
         let reply = route(1000, 3);
+        let alone = datagram(vec![(reply.clone(), 0)], None);
+        assert_eq!(read_whole(&ask, std::slice::from_ref(&alone)).unwrap(), std::slice::from_ref(&reply));
         let ack = framed(NetlinkPayload::Error(ErrorMessage::default()), 0);
-        let mut answer = datagram(vec![(reply.clone(), 0)], None);
-        answer.extend(&ack);
-        assert_eq!(read_whole(&ask, &[answer]).unwrap(), std::slice::from_ref(&reply));
+        assert_eq!(read_whole(&ask, std::slice::from_ref(&ack)).unwrap(), []);
 
         let text = "Network is unreachable";
         let mut e = ErrorMessage::default();
@@ -703,7 +704,7 @@ mod tests {
         let refused = read_whole(&ask, &[framed(NetlinkPayload::Error(e), 0)]).unwrap_err();
         assert_eq!(refused, NlError { errno: Errno::ENETUNREACH, ext_ack: Some(text.into()) });
 
-        let mut dumped = datagram(vec![(reply, 0)], None);
+        let mut dumped = alone;
         dumped.extend(&ack);
         let e = rawdump::tests::read_whole(&routes(), &[dumped]).unwrap_err();
         assert!(e.to_string().contains("acked the routes dump"), "{e}");

@@ -93,7 +93,8 @@ pub(super) fn named(name: &str) -> Table<LinkRow> {
     request.extend(nlattr(IFLA_IFNAME, &[name.as_bytes(), &[0]].concat()));
     let len = request.len() as u32;
     request[..4].copy_from_slice(&len.to_ne_bytes());
-    request[6..8].copy_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16).to_ne_bytes());
+    // Not a dump, and no ack: the link or ENODEV is the whole answer.
+    request[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
     Table { what: "links", request, reply: RTM_NEWLINK, parse: |p| row(p).map(Some) }
 }
 
@@ -168,16 +169,17 @@ mod tests {
     }
 
     /// A link asked by name: RTM_GETLINK with the name and the statistics
-    /// left out, acked and not a dump (a dump would send every link), its
+    /// left out, not a dump (a dump would send every link) and not acked
+    /// (the link is the answer), its
     /// length the message's, as netlink-packet-route reads it.
     #[test]
     fn a_link_asked_by_name_is_one_getlink_of_that_name() {
-        use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload};
+        use rtnetlink::packet_core::{NLM_F_REQUEST, NetlinkMessage, NetlinkPayload};
         for name in ["rail0", "ens1f0np0", "a", "abcdefghijklmno"] {
             let t = named(name);
             let req = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&t.request).unwrap();
             assert_eq!(req.header.length as usize, t.request.len(), "{name}");
-            assert_eq!(req.header.flags, NLM_F_REQUEST | NLM_F_ACK, "{name}");
+            assert_eq!(req.header.flags, NLM_F_REQUEST, "{name}");
             assert_eq!(req.header.message_type, RTM_GETLINK);
             let NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetLink(m)) = req.payload else {
                 panic!("not a GetLink: {:?}", req.payload);
@@ -224,8 +226,7 @@ mod tests {
             },
             link(11, vec![LinkAttribute::Address(Vec::new()), LinkAttribute::Broadcast(Vec::new())]),
         ];
-        let table =
-            Table { what: "links", request: Vec::new(), reply: RTM_NEWLINK, parse: |p| row(p).map(Some) };
+        let table = table();
         let rows = read_whole(
             &table,
             &[datagram(msgs.iter().map(|m| (RouteNetlinkMessage::NewLink(m.clone()), 0)).collect(), Some(0))],

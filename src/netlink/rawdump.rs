@@ -14,9 +14,12 @@
 //! The protocol is the one `dump` follows: a result only when it ends in
 //! NLMSG_DONE without an error; asked again when the kernel marks a
 //! message as interrupted (NLM_F_DUMP_INTR), `DUMP_ATTEMPTS` times at most.
-//! A request that is not a dump (a route lookup, an IPv6 address asked
-//! for by itself: no NLM_F_DUMP, NLM_F_ACK set) is read the same way on
-//! the same socket, up to its ack.
+//! A request that is not a dump (a route lookup, a link or an IPv6 address
+//! asked for by itself: no NLM_F_DUMP) is read the same way on the same
+//! socket, up to its one reply or its error. It asks for no ack: the
+//! kernel answers such a request with one message, and sends an error
+//! whether asked or not, so an ack would only cost a read (one of each
+//! link lookup's two, of each route lookup's two).
 
 use nix::errno::Errno;
 use nix::libc;
@@ -40,7 +43,8 @@ const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
 const READ_SIZE: usize = 64 * 1024;
 
 /// What is dumped: its name in errors ("links"), the request (header
-/// first, NLM_F_DUMP set; or NLM_F_ACK for a request that is not a dump),
+/// first, NLM_F_DUMP set; or neither NLM_F_DUMP nor NLM_F_ACK for a
+/// request that is not a dump, answered by one reply),
 /// the type of its reply messages, and how one reads (None: a reply that
 /// is not wanted).
 pub(super) struct Table<T> {
@@ -52,7 +56,7 @@ pub(super) struct Table<T> {
 
 impl<T> Table<T> {
     /// Whether the request is a dump (NLM_F_DUMP in its header), not a
-    /// request answered by one reply and an ack.
+    /// request answered by one reply.
     fn is_dump(&self) -> bool {
         let flags = self.request.get(6..8).map_or(0, |f| u16::from_ne_bytes(f.try_into().unwrap()));
         flags & libc::NLM_F_DUMP as u16 == libc::NLM_F_DUMP as u16
@@ -65,10 +69,10 @@ pub(super) fn request(kind: u16, body: &[u8]) -> Vec<u8> {
     request_with(kind, libc::NLM_F_DUMP as u16, body)
 }
 
-/// A request of `kind` that is not a dump: answered by its reply, then
-/// its ack (NLM_F_REQUEST | NLM_F_ACK; sequence 1 until it is sent).
+/// A request of `kind` that is not a dump, answered by its one reply or
+/// its error (NLM_F_REQUEST alone; sequence 1 until it is sent).
 pub(super) fn ask_request(kind: u16, body: &[u8]) -> Vec<u8> {
-    request_with(kind, libc::NLM_F_ACK as u16, body)
+    request_with(kind, 0, body)
 }
 
 fn request_with(kind: u16, flags: u16, body: &[u8]) -> Vec<u8> {
@@ -275,8 +279,8 @@ impl<'t, T> Dump<'t, T> {
                 // text: an error, and its socket is not kept, since the
                 // kernel may still run a dump on it (EBUSY: one runs
                 // already; ENOBUFS for its first datagram leaves it
-                // running). The answer that ends a request that is not a
-                // dump: its error, or the ack.
+                // running). A request that is not a dump ends at its
+                // error (or an ack, had it asked for one).
                 NLMSG_ERROR => match (
                     NlError::of_error_code(code(), payload.get(4..).unwrap_or_default()),
                     self.table.is_dump(),
@@ -291,7 +295,11 @@ impl<'t, T> Dump<'t, T> {
                         ));
                     }
                 },
-                t if t == self.table.reply => self.rows.extend((self.table.parse)(payload)?),
+                // A request that is not a dump ends at its one reply.
+                t if t == self.table.reply => {
+                    self.rows.extend((self.table.parse)(payload)?);
+                    self.done = !self.table.is_dump();
+                }
                 _ => {}
             }
             buf = &buf[(msg.length() as usize).next_multiple_of(4).min(buf.len())..];
