@@ -21,7 +21,10 @@ pub fn enter(name: &str) -> Result<(), Error> {
         Error::NotPermitted(format!(
             "cannot enter network namespace {name:?}: {e}; run roce-route as root (CAP_SYS_ADMIN)"
         ))
-    })
+    })?;
+    // The sysctls' directory this thread may hold is the old namespace's.
+    crate::sysctl::forget_directory();
+    Ok(())
 }
 
 use caps::{CapSet, Capability};

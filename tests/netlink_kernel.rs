@@ -1098,3 +1098,30 @@ fn ours_and_ips_addresses(ns: &Netns) -> (Vec<Address>, Vec<Address>) {
     want.sort_by_key(key);
     (read, want)
 }
+
+/// A thread that enters another namespace reads that namespace's sysctls.
+/// (Not netlink, but the same namespaces: /proc/sys files are opened
+/// relative to a directory of /proc/sys/net, which stays the namespace's
+/// it was opened in; `netns::enter` must forget it. Red when it does not:
+/// the second read is the first namespace's 1.)
+#[test]
+fn sysctls_are_read_in_the_namespace_entered_last() {
+    use roce_route::model::SysctlKey;
+    let (a, b) = (Netns::new(), Netns::new());
+    for (ns, value) in [(&a, "1"), (&b, "2")] {
+        sh(
+            "ip",
+            &["netns", "exec", &ns.name, "sysctl", "-qw", &format!("net.ipv4.conf.lo.arp_ignore={value}")],
+        );
+    }
+    let names = (a.name.clone(), b.name.clone());
+    let read = std::thread::spawn(move || {
+        let mut values = Vec::new();
+        for name in [&names.0, &names.1, &names.0] {
+            roce_route::netns::enter(name).expect("enter");
+            values.push(roce_route::sysctl::read("lo", SysctlKey::ArpIgnore).expect("read"));
+        }
+        values
+    });
+    assert_eq!(read.join().unwrap(), [1, 2, 1]);
+}
