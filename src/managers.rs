@@ -136,9 +136,9 @@ pub fn scan() -> Environment {
 /// That list may miss a thread made or gone while it is read: the thread is
 /// then read like a process, never the other way round.
 fn kernel_threads() -> Vec<u32> {
-    let is_kthreadd = fs::read_to_string("/proc/2/stat").is_ok_and(|stat| is_kernel_thread(&stat));
+    let is_kthreadd = proc_text("/proc/2/stat").is_some_and(|stat| is_kernel_thread(&stat));
     let mut pids: Vec<u32> = if is_kthreadd {
-        fs::read_to_string("/proc/2/task/2/children")
+        proc_text("/proc/2/task/2/children")
             .unwrap_or_default()
             .split_ascii_whitespace()
             .filter_map(|p| p.parse().ok())
@@ -149,6 +149,18 @@ fn kernel_threads() -> Vec<u32> {
     };
     pids.sort_unstable();
     pids
+}
+
+/// A /proc file's text, read into a page from the start. /proc files say
+/// their size is 0, so `fs::read_to_string` asked for it (statx) and then
+/// read 32, 32, 64, 128... bytes at a time: six system calls for
+/// /proc/2/stat, where this makes two reads (the text, then its end).
+fn proc_text(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(4096);
+    // `take` reads without asking for the size first.
+    fs::File::open(path).ok()?.take(u64::MAX).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// PF_KTHREAD, in the flags of a task's /proc/PID/stat.
