@@ -22,8 +22,10 @@ pub fn enter(name: &str) -> Result<(), Error> {
             "cannot enter network namespace {name:?}: {e}; run roce-route as root (CAP_SYS_ADMIN)"
         ))
     })?;
-    // The sysctls' directory this thread may hold is the old namespace's.
+    // The sysctls' directory this thread may hold is the old namespace's,
+    // and so is the run directory's key.
     crate::sysctl::forget_directory();
+    crate::state::rundir::forget_netns_key();
     Ok(())
 }
 

@@ -1099,13 +1099,15 @@ fn ours_and_ips_addresses(ns: &Netns) -> (Vec<Address>, Vec<Address>) {
     (read, want)
 }
 
-/// A thread that enters another namespace reads that namespace's sysctls.
-/// (Not netlink, but the same namespaces: /proc/sys files are opened
-/// relative to a directory of /proc/sys/net, which stays the namespace's
-/// it was opened in; `netns::enter` must forget it. Red when it does not:
-/// the second read is the first namespace's 1.)
+/// A thread that enters another namespace reads that namespace's sysctls
+/// and keys the run directory by it. (Not netlink, but the same
+/// namespaces: /proc/sys files are opened relative to a directory of
+/// /proc/sys/net, which stays the namespace's it was opened in, and the
+/// key is asked of the kernel once; `netns::enter` must forget both. Red
+/// when it does not: the second read is the first namespace's 1, and the
+/// second key the first's.)
 #[test]
-fn sysctls_are_read_in_the_namespace_entered_last() {
+fn sysctls_and_the_run_directory_follow_the_namespace_entered_last() {
     use roce_route::model::SysctlKey;
     let (a, b) = (Netns::new(), Netns::new());
     for (ns, value) in [(&a, "1"), (&b, "2")] {
@@ -1116,12 +1118,16 @@ fn sysctls_are_read_in_the_namespace_entered_last() {
     }
     let names = (a.name.clone(), b.name.clone());
     let read = std::thread::spawn(move || {
-        let mut values = Vec::new();
+        let (mut values, mut keys) = (Vec::new(), Vec::new());
         for name in [&names.0, &names.1, &names.0] {
             roce_route::netns::enter(name).expect("enter");
             values.push(roce_route::sysctl::read("lo", SysctlKey::ArpIgnore).expect("read"));
+            keys.push(roce_route::state::rundir::netns_key().expect("key"));
         }
-        values
+        (values, keys)
     });
-    assert_eq!(read.join().unwrap(), [1, 2, 1]);
+    let (values, keys) = read.join().unwrap();
+    assert_eq!(values, [1, 2, 1]);
+    assert_ne!(keys[0], keys[1], "{keys:?}");
+    assert_eq!(keys[0], keys[2], "{keys:?}");
 }

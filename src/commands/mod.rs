@@ -349,8 +349,13 @@ pub async fn connect_named(names: &[&str], sysfs: &crate::cli::SysfsArg) -> Resu
 /// boot id keeps a state directory on a persistent /run from applying to
 /// the next boot. Older kernels fall back to the inode.
 pub fn netns_id() -> Result<String, Error> {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+    // One read: the file says its size is 0, and read_to_string asked for
+    // it, then read 32 bytes at a time.
+    let mut boot = [0u8; 64];
+    let n = std::fs::File::open("/proc/sys/kernel/random/boot_id")
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut boot))
         .context("cannot read /proc/sys/kernel/random/boot_id")?;
+    let boot = String::from_utf8_lossy(&boot[..n]);
     let boot: String = boot.trim().chars().filter(char::is_ascii_hexdigit).take(12).collect();
     let ns = match netns_cookie() {
         Some(cookie) => cookie.to_string(),

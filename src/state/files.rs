@@ -33,7 +33,7 @@ pub(super) enum Kind {
 /// by the effective uid, not writable by group or others. Symlinks never
 /// get this far: everything is opened with O_NOFOLLOW (`open_safe`).
 fn check_safe(path: &Path, meta: &Metadata, kind: Kind) -> Result<(), StateError> {
-    let euid = geteuid().as_raw();
+    let euid = euid();
     let mode = meta.mode() & 0o7777;
     let (is_kind, kind_name) = match kind {
         Kind::Dir => (meta.is_dir(), "directory"),
@@ -60,6 +60,13 @@ fn check_safe(path: &Path, meta: &Metadata, kind: Kind) -> Result<(), StateError
     } else {
         Ok(())
     }
+}
+
+/// The effective uid, asked once: a run checks some ten files and
+/// directories, and roce-route never changes its uid.
+fn euid() -> u32 {
+    static EUID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *EUID.get_or_init(|| geteuid().as_raw())
 }
 
 /// Opens `path` without following a symlink (new files get mode 0600), and
@@ -106,11 +113,18 @@ pub(super) fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, S
     }
 }
 
-/// Creates a 0700 directory if missing, and checks it.
+/// Creates a 0700 directory if missing, and checks it. Opened first: the
+/// directories a run needs are there but on its first run, and a mkdir
+/// that finds one was a system call for nothing (five of them a run).
 pub(super) fn ensure_dir(path: &Path) -> Result<(), StateError> {
-    match DirBuilder::new().mode(0o700).create(path) {
-        Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(io_error(path, e)),
-        _ => open_safe(path, OpenOptions::new().read(true), Kind::Dir).map(drop),
+    match open_safe(path, OpenOptions::new().read(true), Kind::Dir) {
+        Err(StateError::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {
+            match DirBuilder::new().mode(0o700).create(path) {
+                Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(io_error(path, e)),
+                _ => open_safe(path, OpenOptions::new().read(true), Kind::Dir).map(drop),
+            }
+        }
+        opened => opened.map(drop),
     }
 }
 

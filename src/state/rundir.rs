@@ -9,7 +9,7 @@
 //!
 //! Abstract unix socket names, which these replace, can be bound by any
 //! user of the namespace first; a file in a directory only root may write
-//! cannot. `<id>` is `ns-<dev>-<ino>` of `/proc/self/ns/net`: the kernel
+//! cannot. `<id>` is `ns-<dev>-<ino>` of `/proc/thread-self/ns/net`: the kernel
 //! reuses the inode number of a deleted namespace, so the directories of
 //! short-lived namespaces (tests, containers) do not pile up, and what a
 //! reused directory holds is safe to find again (a flock is gone with its
@@ -26,10 +26,31 @@ use super::files::{ensure_dir, io_error};
 pub const BASE: &str = "/run/roce-route";
 
 /// `ns-<dev>-<ino>` of the current network namespace.
+/// The calling thread's namespace (/proc/thread-self: /proc/self is the
+/// main thread's, which a thread that entered another one is not in).
+/// Asked of the kernel once a thread (a run needs it for the lock, then
+/// for the confirmation socket), until `forget_netns_key`, which
+/// `netns::enter` calls.
 pub fn netns_key() -> Result<String, StateError> {
-    let path = Path::new("/proc/self/ns/net");
-    let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
-    Ok(format!("ns-{}-{}", meta.dev(), meta.ino()))
+    KEY.with(|key| {
+        let mut key = key.borrow_mut();
+        if let Some(key) = key.as_ref() {
+            return Ok(key.clone());
+        }
+        let path = Path::new("/proc/thread-self/ns/net");
+        let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
+        Ok(key.insert(format!("ns-{}-{}", meta.dev(), meta.ino())).clone())
+    })
+}
+
+thread_local! {
+    static KEY: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Forgets the key `netns_key` gave this thread: it is in another
+/// namespace now.
+pub fn forget_netns_key() {
+    KEY.with(|key| key.borrow_mut().take());
 }
 
 /// The run directory of the current network namespace, without creating
