@@ -9,8 +9,8 @@
 //!
 //! Abstract unix socket names, which these replace, can be bound by any
 //! user of the namespace first; a file in a directory only root may write
-//! cannot. `<id>` is `ns-<dev>-<ino>` of `/proc/thread-self/ns/net`: the kernel
-//! reuses the inode number of a deleted namespace, so the directories of
+//! cannot. `<id>` is `ns-<dev>-<ino>` of `/proc/thread-self/ns/net`: the
+//! kernel reuses the inode number of a deleted namespace, so the directories of
 //! short-lived namespaces (tests, containers) do not pile up, and what a
 //! reused directory holds is safe to find again (a flock is gone with its
 //! holder; a stale socket refuses connections and is replaced).
@@ -25,12 +25,11 @@ use super::files::{ensure_dir, io_error};
 /// state directories, and only a root-owned place keeps users out.
 pub const BASE: &str = "/run/roce-route";
 
-/// `ns-<dev>-<ino>` of the current network namespace.
-/// The calling thread's namespace (/proc/thread-self: /proc/self is the
-/// main thread's, which a thread that entered another one is not in).
-/// Asked of the kernel once a thread (a run needs it for the lock, then
-/// for the confirmation socket), until `forget_netns_key`, which
-/// `netns::enter` calls.
+/// `ns-<dev>-<ino>` of the calling thread's network namespace
+/// (/proc/thread-self: /proc/self is the main thread's, which a thread
+/// that entered another one is not in). Asked of the kernel once a thread
+/// (a run needs it for the lock, then for the confirmation socket), until
+/// `forget_netns_key`, which `netns::enter` calls.
 pub fn netns_key() -> Result<String, StateError> {
     KEY.with(|key| {
         let mut key = key.borrow_mut();
