@@ -596,7 +596,9 @@ def report(sc: Scenario, args, binary: Path, plain: Bed, var: Bed, cases, sample
         print("|---|" + "---:|" * len(cols))
         keys = sorted({k for runs in profiles.values() for r in runs for k in r.get("counts", {})})
         meaning = {"routes_read": "route messages the kernel sent",
-                   "netlink_sockets": "netlink sockets opened for dumps, lookups and changes"}
+                   "netlink_sockets": "netlink sockets opened for dumps, lookups and changes",
+                   "asks": "requests that are not dumps: links by name, route lookups",
+                   "ask_reads": "datagrams read for those: one each, their answer"}
         for k in keys:
             vals = [statistics.median([r.get("counts", {}).get(k, 0) for r in profiles[c]]) for c in cols]
             label = f"{k} ({meaning[k]})" if k in meaning else k

@@ -690,6 +690,24 @@ fn a_run_that_sets_one_sysctl_reads_back_that_one() {
     assert_reapply_in_sync(&tb, &config, &[]);
 }
 
+/// A request that is not a dump (a link asked by name, a route lookup)
+/// reads one datagram from the kernel, its answer: it asks for no ack,
+/// which would be a second read each (red with NLM_F_ACK: twice as many
+/// reads as requests). A no-op asks for its rails' links; check also for
+/// a route lookup per address and family.
+#[test]
+fn a_lookup_reads_its_answer_alone() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = tb.standard_config();
+    tb.apply_ok(&config);
+    for args in [["apply", path_str(&config)], ["check", path_str(&config)]] {
+        let run = tb.rr_profiled(&args, 0);
+        let (asks, reads) = (profile_count(&run.stderr(), "asks"), profile_count(&run.stderr(), "ask_reads"));
+        assert!(asks >= 4, "{args:?} asks for the 4 rails' links at least:\n{}", run.stderr());
+        assert_eq!(reads, asks, "{args:?}: one datagram for each request:\n{}", run.stderr());
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 3. Stale entries go, foreign ones stay
 

@@ -190,12 +190,21 @@ fn dump_once<T>(socket: &Socket, table: &Table<T>, read_size: usize) -> Result<A
         field.copy_from_slice(&seq.to_ne_bytes());
     }
     socket.send(&request, 0).map_err(io("cannot send a dump request"))?;
+    // Counted for the profile: a request that is not a dump reads one
+    // datagram, its answer (tests/apply.rs holds it to that).
+    let asked = !table.is_dump();
+    if asked {
+        crate::profile::count("asks", 1);
+    }
     let mut dump = Dump::new(table, seq);
     let mut buf = Vec::with_capacity(read_size);
     while !dump.done {
         buf.clear();
         // MSG_TRUNC: the datagram's real size, also when it did not fit.
         let size = socket.recv(&mut buf, libc::MSG_TRUNC).map_err(io("cannot read a dump"))?;
+        if asked {
+            crate::profile::count("ask_reads", 1);
+        }
         dump.read(&buf, size)?;
     }
     Ok(dump.attempt())
