@@ -118,9 +118,8 @@ pub fn read(iface: &str, key: SysctlKey) -> io::Result<u32> {
 }
 
 thread_local! {
-    /// ROOT, opened at this thread's first sysctl (None inside: it could
-    /// not be, and the full path is used).
-    static CONF: RefCell<Option<Option<OwnedFd>>> = const { RefCell::new(None) };
+    /// ROOT, opened at this thread's first sysctl.
+    static CONF: RefCell<Option<OwnedFd>> = const { RefCell::new(None) };
 }
 
 /// Forgets this thread's ROOT, so that the next sysctl opens the one of
@@ -129,8 +128,12 @@ pub fn forget_directory() {
     CONF.with(|conf| conf.borrow_mut().take());
 }
 
+/// ROOT as a C string.
+const ROOT_C: &CStr = c"/proc/sys/net/ipv4/conf";
+
 /// The sysctl file, opened with `flags` (and O_CLOEXEC) relative to this
-/// thread's ROOT; by its full path when ROOT cannot be opened.
+/// thread's ROOT. A ROOT that cannot be opened is the error (no file
+/// under it could be); it is tried again at the next sysctl.
 fn open(iface: &str, key: SysctlKey, flags: i32) -> io::Result<fs::File> {
     component(iface)?;
     // "<iface>/<key>\0": at most 15 + 1 + the longest key + 1 bytes.
@@ -144,25 +147,22 @@ fn open(iface: &str, key: SysctlKey, flags: i32) -> io::Result<fs::File> {
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     CONF.with(|conf| {
         let mut conf = conf.borrow_mut();
-        let dir = conf.get_or_insert_with(|| {
-            // SAFETY: a constant C string (ROOT's); the descriptor is ours alone.
-            let fd = unsafe {
-                libc::open(
-                    c"/proc/sys/net/ipv4/conf".as_ptr(),
-                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                )
-            };
-            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-        });
-        let fd = match dir {
-            // SAFETY: a directory descriptor held open by CONF, a C string.
-            Some(dir) => unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) },
+        let dir = match &mut *conf {
+            Some(dir) => dir,
             None => {
-                let full = std::ffi::CString::new(format!("{ROOT}/{}", name.to_string_lossy()))?;
-                // SAFETY: a C string of ours.
-                unsafe { libc::open(full.as_ptr(), flags | libc::O_CLOEXEC) }
+                // SAFETY: a constant C string; the descriptor is ours alone.
+                let fd = unsafe {
+                    libc::open(ROOT_C.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+                };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: a descriptor just opened, owned by nothing else.
+                conf.insert(unsafe { OwnedFd::from_raw_fd(fd) })
             }
         };
+        // SAFETY: a directory descriptor held open by CONF, a C string.
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -217,6 +217,11 @@ mod tests {
         let e = at(e, "all", SysctlKey::ArpIgnore);
         assert!(e.to_string().starts_with("/proc/sys/net/ipv4/conf/all/arp_ignore: not a number"), "{e}");
         assert!(parse_value(b"1 2\n").is_err(), "one number only");
+    }
+
+    #[test]
+    fn the_directory_opened_is_the_root_of_the_paths() {
+        assert_eq!(ROOT_C.to_str(), Ok(ROOT));
     }
 
     #[test]
