@@ -23,8 +23,9 @@ pub fn enter(name: &str) -> Result<(), Error> {
         ))
     })?;
     // The sysctls' directory this thread may hold is the old namespace's,
-    // and so is the run directory's key.
+    // and so are the run directory's key and the sysctls read with links.
     crate::sysctl::forget_directory();
+    crate::sysctl::new_epoch();
     crate::state::rundir::forget_netns_key();
     Ok(())
 }

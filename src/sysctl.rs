@@ -14,6 +14,11 @@
 //! directory belongs to the network namespace it was opened in, whatever
 //! namespace the thread is in later: `netns::enter` forgets it
 //! (`forget_directory`).
+//!
+//! A link's reply carries its IPv4 devconf values too (IFLA_INET_CONF, the
+//! same `in_device` words these files show): a run may take them from the
+//! links it read instead of reading these files, while its `epoch` is the
+//! one the read began in (see `epoch`).
 
 use std::cell::RefCell;
 use std::ffi::CStr;
@@ -21,6 +26,7 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::model::SysctlKey;
 
@@ -180,8 +186,36 @@ fn parse_value(bytes: &[u8]) -> io::Result<u32> {
 }
 
 pub fn write(iface: &str, key: SysctlKey, value: u32) -> io::Result<()> {
-    let mut f = open(iface, key, libc::O_WRONLY).map_err(|e| at(e, iface, key))?;
-    f.write_all(format!("{value}\n").as_bytes()).map_err(|e| at(e, iface, key))
+    let written = open(iface, key, libc::O_WRONLY)
+        .and_then(|mut f| f.write_all(format!("{value}\n").as_bytes()))
+        .map_err(|e| at(e, iface, key));
+    // After the write (or its failure): a reading begun before it ended
+    // may predate it.
+    new_epoch();
+    written
+}
+
+/// Counts what this process did that may change a sysctl under a reading
+/// of it taken earlier: each write of one, each take and release of the
+/// namespace's lock (another run changes sysctls only under it), each
+/// entry into another namespace. A value read with the links
+/// (IFLA_INET_CONF) is used instead of the file only while the epoch is
+/// still the one its read began in; otherwise the file is read. Between
+/// two such steps nothing roce-route does changes a sysctl, and another
+/// actor's change is the same race as one an instant after a read of the
+/// file. (Global, not per namespace: a step in another thread only makes
+/// a reading read the files.)
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The epoch now (see `EPOCH`).
+pub fn epoch() -> u64 {
+    EPOCH.load(Ordering::SeqCst)
+}
+
+/// Ends the epoch: values read before now are not used without reading
+/// their files (see `EPOCH`).
+pub fn new_epoch() {
+    EPOCH.fetch_add(1, Ordering::SeqCst);
 }
 
 /// `e` said of the sysctl's file (its full path), unless it is the

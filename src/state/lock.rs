@@ -29,9 +29,22 @@ const POLL: Duration = Duration::from_millis(20);
 pub const LOCK_FILE: &str = "lock";
 
 /// Held while it lives; dropping it (or exiting) releases the flock.
+/// Taking and releasing it each end the sysctls' epoch
+/// (`sysctl::new_epoch`): a value read with the links before the one or
+/// after the other may be older than another run's change.
 #[derive(Debug)]
 pub struct NetnsLock {
-    _flock: Flock<File>,
+    /// Some while held; taken out by `drop` to release it first.
+    flock: Option<Flock<File>>,
+}
+
+impl Drop for NetnsLock {
+    fn drop(&mut self) {
+        // Released, then the epoch ended: a read begun before the end
+        // cannot be taken for one made under the lock.
+        drop(self.flock.take());
+        crate::sysctl::new_epoch();
+    }
 }
 
 /// Who holds a flock: its pid from /proc/locks.
@@ -65,7 +78,7 @@ impl NetnsLock {
         let mut file = open_lock_file(path)?;
         loop {
             file = match try_flock(path, file)? {
-                Ok(flock) => return Ok(NetnsLock { _flock: flock }),
+                Ok(flock) => return Ok(NetnsLock::held(flock)),
                 Err(file) => file,
             };
             if let Some(signal) = stop.requested() {
@@ -77,6 +90,20 @@ impl NetnsLock {
             }
             std::thread::sleep(POLL.min(timeout - waited));
         }
+    }
+
+    fn held(flock: Flock<File>) -> NetnsLock {
+        crate::sysctl::new_epoch();
+        NetnsLock { flock: Some(flock) }
+    }
+
+    /// The lock of the current network namespace if no other run holds it
+    /// now, without waiting; None when one does (or it cannot be taken:
+    /// `acquire` says why).
+    pub fn try_now() -> Option<NetnsLock> {
+        let path = rundir::ensure().ok()?.join(LOCK_FILE);
+        let flock = try_flock(&path, open_lock_file(&path).ok()?).ok()?.ok()?;
+        Some(NetnsLock::held(flock))
     }
 
     /// Who holds the lock now, if anyone and if this user may see it (for
