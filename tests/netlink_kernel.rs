@@ -1109,6 +1109,8 @@ fn ours_and_ips_addresses(ns: &Netns) -> (Vec<Address>, Vec<Address>) {
 #[test]
 fn sysctls_and_the_run_directory_follow_the_namespace_entered_last() {
     use roce_route::model::SysctlKey;
+    // `netns::enter` ends the sysctls' epoch.
+    let _one = EPOCH_TESTS.lock().unwrap_or_else(|p| p.into_inner());
     let (a, b) = (Netns::new(), Netns::new());
     for (ns, value) in [(&a, "1"), (&b, "2")] {
         sh(
@@ -1130,4 +1132,63 @@ fn sysctls_and_the_run_directory_follow_the_namespace_entered_last() {
     assert_eq!(values, [1, 2, 1]);
     assert_ne!(keys[0], keys[1], "{keys:?}");
     assert_eq!(keys[0], keys[2], "{keys:?}");
+}
+
+/// Held by the tests of this binary that end the sysctls' epoch or count
+/// on it not ending (it is one per process): one at a time.
+static EPOCH_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A link's reply carries its IPv4 devconf values (IFLA_INET_CONF), and
+/// `Netlink::devconf` gives each of the four keys as its file does (each
+/// set to a value of its own, so that a key read from another's word
+/// shows), until this process does something that may change one: a
+/// sysctl write, the namespace's lock taken or released, notifications
+/// taken in. Then the file is read (None) until the links are read again.
+/// Red when a step does not end the epoch (a stale value would be
+/// planned with) or when a word is misplaced.
+#[test]
+fn sysctl_values_read_with_the_links_are_the_files_until_the_epoch_ends() {
+    use roce_route::model::SysctlKey;
+    use roce_route::netlink::LinkNews;
+    use roce_route::state::NetnsLock;
+    let _one = EPOCH_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+    let ns = Netns::new();
+    ns.veth_up();
+    for (key, value) in [("arp_ignore", 2), ("arp_announce", 1), ("rp_filter", 2), ("arp_filter", 1)] {
+        sh("ip", &["netns", "exec", &ns.name, "sysctl", "-qw", &format!("net.ipv4.conf.rr0.{key}={value}")]);
+    }
+    let dir = std::env::temp_dir().join(format!("rr-epoch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let lock_path = dir.join("lock");
+    let seen = ns.run(move || async move {
+        let mut nl = Netlink::connect_for(&["rr0"]).await.expect("connect");
+        let read = |nl: &Netlink| SysctlKey::ALL.map(|k| nl.devconf("rr0", k));
+        let files = SysctlKey::ALL.map(|k| roce_route::sysctl::read("rr0", k).ok());
+        let mut seen = vec![("read", read(&nl), files)];
+        assert_eq!(nl.devconf("lo", SysctlKey::ArpIgnore), None, "lo is not in the table asked for");
+        roce_route::sysctl::write("rr0", SysctlKey::ArpIgnore, 1).expect("write");
+        seen.push(("written", read(&nl), [None; 4]));
+        nl.refresh_links().await.unwrap();
+        let files = SysctlKey::ALL.map(|k| roce_route::sysctl::read("rr0", k).ok());
+        seen.push(("read again", read(&nl), files));
+        let stop = roce_route::signals::StopFlag::default();
+        let lock = NetnsLock::acquire_at(&lock_path, std::time::Duration::ZERO, &stop).expect("lock");
+        seen.push(("lock taken", read(&nl), [None; 4]));
+        nl.refresh_links().await.unwrap();
+        seen.push(("read under the lock", read(&nl), files));
+        drop(lock);
+        seen.push(("lock released", read(&nl), [None; 4]));
+        nl.refresh_links().await.unwrap();
+        assert!(nl.learn(&[LinkNews::Gone(u32::MAX)]));
+        seen.push(("news taken in", read(&nl), [None; 4]));
+        seen
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(seen[0].2, [Some(2), Some(1), Some(2), Some(1)], "the files as set");
+    for (when, got, want) in &seen {
+        assert_eq!(got, want, "{when}: {seen:?}");
+    }
+    assert_eq!(seen[2].2[0], Some(1), "the write");
 }

@@ -1,6 +1,7 @@
 //! The link table, read on the connection's dump socket (`rawdump`) and
 //! parsed only for what roce-route uses: the header (index, flags, type),
-//! IFLA_IFNAME, IFLA_ADDRESS, IFLA_BROADCAST and IFLA_MTU. The kernel also
+//! IFLA_IFNAME, IFLA_ADDRESS, IFLA_BROADCAST, IFLA_MTU and the four IPv4
+//! devconf values roce-route manages (IFLA_AF_SPEC). The kernel also
 //! leaves the statistics out (RTEXT_FILTER_SKIP_STATS), and a link costs a
 //! walk over its attributes. Link notifications read the same way
 //! (`news`).
@@ -11,14 +12,56 @@ use rtnetlink::packet_core::{NetlinkBuffer, NlasIterator};
 
 use super::NlError;
 use super::rawdump::{self, Table};
-use crate::model::{HwAddr, Link, LinkType};
+use crate::model::{HwAddr, Link, LinkType, SysctlKey};
 
-/// A link, its IFLA_BROADCAST (when it has a non-empty one) and its MTU.
+/// A link, its IFLA_BROADCAST (when it has a non-empty one), its MTU and
+/// its IPv4 devconf values.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkRow {
     pub link: Link,
     pub broadcast: Option<Vec<u8>>,
     pub mtu: Option<u32>,
+    /// None for a link without IPv4 (no `in_device`: an MTU below 68),
+    /// which has no /proc/sys/net/ipv4/conf directory either.
+    pub devconf: Option<DevConf>,
+}
+
+/// The values of a link's `/proc/sys/net/ipv4/conf/<link>/` files
+/// roce-route manages, as the link's message carries them:
+/// IFLA_AF_SPEC → AF_INET → IFLA_INET_CONF, one u32 per IPV4_DEVCONF_*
+/// (linux/ip.h), the kernel's `in_device` words those files show
+/// (`inet_fill_link_af`). A key the array is too short for is None.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DevConf([Option<u32>; 4]);
+
+impl DevConf {
+    /// The value of `key`, when the message carried it.
+    pub fn get(&self, key: SysctlKey) -> Option<u32> {
+        self.0[key as usize]
+    }
+
+    /// From IFLA_INET_CONF's value.
+    fn from_words(value: &[u8]) -> DevConf {
+        let word = |id: usize| {
+            let at = (id - 1) * 4;
+            value.get(at..at + 4).map(|w| u32::from_ne_bytes(w.try_into().unwrap()))
+        };
+        let mut conf = DevConf::default();
+        for key in SysctlKey::ALL {
+            conf.0[key as usize] = word(devconf_id(key));
+        }
+        conf
+    }
+}
+
+/// IPV4_DEVCONF_* of `key` (linux/ip.h: the array's first word is id 1).
+fn devconf_id(key: SysctlKey) -> usize {
+    match key {
+        SysctlKey::RpFilter => 8,
+        SysctlKey::ArpFilter => 13,
+        SysctlKey::ArpAnnounce => 18,
+        SysctlKey::ArpIgnore => 19,
+    }
 }
 
 const IFINFOMSG_LEN: usize = 16;
@@ -30,6 +73,9 @@ const IFLA_BROADCAST: u16 = libc::IFLA_BROADCAST;
 const IFLA_IFNAME: u16 = libc::IFLA_IFNAME;
 const IFLA_MTU: u16 = libc::IFLA_MTU;
 const IFLA_EXT_MASK: u16 = libc::IFLA_EXT_MASK;
+const IFLA_AF_SPEC: u16 = libc::IFLA_AF_SPEC;
+/// IFLA_INET_CONF (linux/if_link.h; not in the libc crate).
+const IFLA_INET_CONF: u16 = 1;
 /// RTEXT_FILTER_SKIP_STATS (linux/rtnetlink.h; not in the libc crate).
 const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 
@@ -117,7 +163,7 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
     let link_type = u16::from_ne_bytes([header[2], header[3]]);
     let index = u32::from_ne_bytes(header[4..8].try_into().unwrap());
     let flags = u32::from_ne_bytes(header[8..12].try_into().unwrap());
-    let (mut name, mut mac, mut broadcast, mut mtu) = (String::new(), None, None, None);
+    let (mut name, mut mac, mut broadcast, mut mtu, mut devconf) = (String::new(), None, None, None, None);
     let outside = || malformed(&format!("an attribute of link {index} is outside its message"));
     for attr in NlasIterator::new(&payload[IFINFOMSG_LEN..]) {
         let attr = attr.map_err(|_| outside())?;
@@ -133,6 +179,7 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
             IFLA_ADDRESS if !value.is_empty() => mac = Some(HwAddr::new(value)),
             IFLA_BROADCAST if !value.is_empty() => broadcast = Some(value.to_vec()),
             IFLA_MTU if value.len() == 4 => mtu = Some(u32::from_ne_bytes(value.try_into().unwrap())),
+            IFLA_AF_SPEC => devconf = inet_conf(value).map_err(|_| outside())?,
             _ => {}
         }
     }
@@ -144,15 +191,33 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
         mac,
         link_type: LinkType::from(link_type),
     };
-    Ok(LinkRow { link, broadcast, mtu })
+    Ok(LinkRow { link, broadcast, mtu, devconf })
+}
+
+/// The IPv4 devconf values in IFLA_AF_SPEC's value (a nest per address
+/// family); None without an AF_INET nest or IFLA_INET_CONF in it.
+fn inet_conf(af_spec: &[u8]) -> Result<Option<DevConf>, ()> {
+    for family in NlasIterator::new(af_spec) {
+        let family = family.map_err(|_| ())?;
+        if family.kind() != libc::AF_INET as u16 {
+            continue;
+        }
+        for attr in NlasIterator::new(family.value()) {
+            let attr = attr.map_err(|_| ())?;
+            if attr.kind() == IFLA_INET_CONF {
+                return Ok(Some(DevConf::from_words(attr.value())));
+            }
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
 mod tests {
     use rtnetlink::packet_route::RouteNetlinkMessage;
     use rtnetlink::packet_route::link::{
-        AfSpecInet6, AfSpecUnspec, LinkAttribute, LinkExtentMask, LinkFlags, LinkLayerType, LinkMessage,
-        State, Stats64,
+        AfSpecInet, AfSpecInet6, AfSpecUnspec, InetDevConf, LinkAttribute, LinkExtentMask, LinkFlags,
+        LinkLayerType, LinkMessage, State, Stats64,
     };
 
     use super::super::rawdump::NLMSG_HDRLEN;
@@ -208,9 +273,10 @@ mod tests {
                     LinkAttribute::IfName("rail0".into()),
                     LinkAttribute::OperState(State::Up),
                     LinkAttribute::Stats64(Stats64::default()),
-                    LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(vec![AfSpecInet6::Token(
-                        "::1".parse().unwrap(),
-                    )])]),
+                    LinkAttribute::AfSpecUnspec(vec![
+                        AfSpecUnspec::Inet6(vec![AfSpecInet6::Token("::1".parse().unwrap())]),
+                        AfSpecUnspec::Inet(vec![AfSpecInet::DevConf(numbered_devconf())]),
+                    ]),
                     LinkAttribute::Address(eth.clone()),
                     LinkAttribute::Broadcast(vec![0xff; 6]),
                 ],
@@ -241,6 +307,7 @@ mod tests {
                     LinkAttribute::Mtu(mtu) => Some(*mtu),
                     _ => None,
                 }),
+                devconf: inet_devconf(m).map(|c| DevConf(SysctlKey::ALL.map(|k| Some(field(&c, k))))),
             })
             .collect();
         assert_eq!(rows, want);
@@ -249,6 +316,50 @@ mod tests {
         assert_eq!(rows[0].link.mac, Some(HwAddr::new(&eth)));
         assert_eq!(rows[1].link.link_type, LinkType::Infiniband);
         assert!(!rows[1].link.lower_up);
+        let conf = rows[0].devconf.expect("rail0's IPv4 devconf");
+        assert_eq!(SysctlKey::ALL.map(|k| conf.get(k)), [Some(119), Some(118), Some(108), Some(113)]);
+        assert_eq!(rows[1].devconf, None, "no AF_INET in IFLA_AF_SPEC");
+    }
+
+    /// Every IPv4 devconf word numbered 100 + its IPV4_DEVCONF_* id, so
+    /// that a key read from the wrong word shows.
+    fn numbered_devconf() -> InetDevConf {
+        let words: Vec<u8> = (1..=33u32).flat_map(|id| (100 + id).to_ne_bytes()).collect();
+        InetDevConf::parse(&words).expect("33 words")
+    }
+
+    /// netlink-packet-route's reading of a link's IPv4 devconf.
+    fn inet_devconf(m: &LinkMessage) -> Option<InetDevConf> {
+        m.attributes.iter().find_map(|a| match a {
+            LinkAttribute::AfSpecUnspec(specs) => specs.iter().find_map(|s| match s {
+                AfSpecUnspec::Inet(inet) => inet.iter().find_map(|i| match i {
+                    AfSpecInet::DevConf(c) => Some(*c),
+                    _ => None,
+                }),
+                _ => None,
+            }),
+            _ => None,
+        })
+    }
+
+    /// The field of netlink-packet-route's InetDevConf that holds `key`.
+    fn field(c: &InetDevConf, key: SysctlKey) -> u32 {
+        (match key {
+            SysctlKey::ArpIgnore => c.arp_ignore,
+            SysctlKey::ArpAnnounce => c.arp_announce,
+            SysctlKey::RpFilter => c.rp_filter,
+            SysctlKey::ArpFilter => c.arpfilter,
+        }) as u32
+    }
+
+    /// An IFLA_INET_CONF shorter than a key's word (a kernel of fewer
+    /// devconf values) leaves that key unknown, not zero.
+    #[test]
+    fn a_short_devconf_array_leaves_the_keys_past_it_unknown() {
+        let words: Vec<u8> = (1..=18u32).flat_map(|id| (100 + id).to_ne_bytes()).collect();
+        let conf = DevConf::from_words(&words);
+        assert_eq!(SysctlKey::ALL.map(|k| conf.get(k)), [None, Some(118), Some(108), Some(113)]);
+        assert_eq!(DevConf::from_words(&[]), DevConf::default());
     }
 
     /// A name that is not UTF-8 (Linux allows it) reads lossily; it does

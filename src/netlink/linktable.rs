@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::linkdump::{LinkNews, LinkRow};
+use super::linkdump::{DevConf, LinkNews, LinkRow};
 use crate::model::Link;
 
 /// The links (in the kernel's order: by index since Linux 6.7, by hash
@@ -21,6 +21,9 @@ pub(super) struct LinkTable {
     broadcasts: HashMap<u32, Vec<u8>>,
     /// Each link's MTU (by index), beside `Link` for the same reason.
     mtus: HashMap<u32, u32>,
+    /// Each link's IPv4 devconf values (by index) as its message carried
+    /// them; `Netlink::devconf` says when they may still be used.
+    devconfs: HashMap<u32, DevConf>,
 }
 
 impl LinkTable {
@@ -29,6 +32,7 @@ impl LinkTable {
         let mut table = LinkTable::default();
         table.broadcasts = rows.iter().filter_map(|r| Some((r.link.index, r.broadcast.clone()?))).collect();
         table.mtus = rows.iter().filter_map(|r| Some((r.link.index, r.mtu?))).collect();
+        table.devconfs = rows.iter().filter_map(|r| Some((r.link.index, r.devconf?))).collect();
         table.links = rows.into_iter().map(|r| r.link).collect();
         table.by_index = table.links.iter().map(|l| (l.index, l.name.clone())).collect();
         table.by_name = table.links.iter().map(|l| (l.name.clone(), l.index)).collect();
@@ -66,6 +70,10 @@ impl LinkTable {
             Some(m) => self.mtus.insert(index, m),
             None => self.mtus.remove(&index),
         };
+        match row.devconf {
+            Some(c) => self.devconfs.insert(index, c),
+            None => self.devconfs.remove(&index),
+        };
         match self.links.iter_mut().find(|l| l.index == index) {
             Some(l) => *l = row.link.clone(),
             None => {
@@ -83,6 +91,7 @@ impl LinkTable {
         }
         self.broadcasts.remove(&index);
         self.mtus.remove(&index);
+        self.devconfs.remove(&index);
         self.links.retain(|l| l.index != index);
     }
 
@@ -105,6 +114,10 @@ impl LinkTable {
     pub fn mtu(&self, index: u32) -> Option<u32> {
         self.mtus.get(&index).copied()
     }
+
+    pub fn devconf(&self, index: u32) -> Option<DevConf> {
+        self.devconfs.get(&index).copied()
+    }
 }
 
 #[cfg(test)]
@@ -121,7 +134,7 @@ mod tests {
             mac: None,
             link_type: LinkType::Ether,
         };
-        LinkRow { link, broadcast: Some(vec![0xff; 6]), mtu: Some(mtu) }
+        LinkRow { link, broadcast: Some(vec![0xff; 6]), mtu: Some(mtu), devconf: Some(DevConf::default()) }
     }
 
     /// News taken in leave the table as a read of the links after them
@@ -153,6 +166,7 @@ mod tests {
         assert_eq!(table.by_index, after.by_index);
         assert_eq!(table.mtus, after.mtus);
         assert_eq!(table.broadcasts, after.broadcasts);
+        assert_eq!(table.devconfs, after.devconfs);
         assert_eq!((table.index("cali9"), table.index("rail2"), table.mtu(1)), (None, Some(9), None));
     }
 
