@@ -677,17 +677,52 @@ fn a_run_that_sets_one_sysctl_reads_back_that_one() {
     let tb = Testbed::builder().rails(4).build();
     let config = tb.standard_config();
     tb.apply_ok(&config);
+    // (Files read, values taken from the link replies.)
     let reads = |expect: &[&str]| {
         let run = tb.rr_profiled(&["apply", path_str(&config)], 0);
         run.expect_stdout(expect);
-        profile_count(&run.stderr(), "sysctl_reads")
+        (profile_count(&run.stderr(), "sysctl_reads"), profile_count(&run.stderr(), "sysctls_with_links"))
     };
     let in_sync = reads(&["in sync"]);
-    assert!(in_sync >= 8, "a run reads every rail's ARP sysctls: {in_sync}");
+    assert!(in_sync.0 + in_sync.1 >= 8, "a run reads every rail's ARP sysctls: {in_sync:?}");
     tb.set_host_sysctl("rail2", "arp_ignore", 0);
-    assert_eq!(reads(&["applied 1 change"]), in_sync + 1, "the reading, and rail2's arp_ignore again");
+    assert_eq!(
+        reads(&["applied 1 change"]),
+        (in_sync.0 + 1, in_sync.1),
+        "the reading, and rail2's arp_ignore again from its file"
+    );
     assert_eq!(tb.host_sysctl("rail2", "arp_ignore"), 1);
     assert_reapply_in_sync(&tb, &config, &[]);
+}
+
+/// A run takes its rails' sysctl values from the replies of the links it
+/// asks for (IFLA_INET_CONF) rather than reading their files: an apply
+/// (it holds the namespace's lock before it reads the links), its
+/// dry-run, check and show read only `conf/all`'s four files. Red when
+/// they read a file per rail and key (12 more files here, 16 for show).
+/// The values are the files' values: the tests around this one find a
+/// reset sysctl through them.
+#[test]
+fn a_run_takes_its_rails_sysctls_from_the_links_it_reads() {
+    let tb = Testbed::builder().rails(4).ipv6(true).build();
+    let config = tb.standard_config();
+    tb.apply_ok(&config);
+    let cfg = path_str(&config);
+    for (args, with_links) in [
+        (vec!["apply", cfg], 8),
+        (vec!["apply", "--dry-run", cfg], 8),
+        (vec!["check", cfg], 8),
+        (vec!["show"], 16),
+    ] {
+        let run = tb.rr_profiled(&args, 0);
+        let counts = (
+            profile_count(&run.stderr(), "sysctl_reads"),
+            profile_count(&run.stderr(), "sysctls_with_links"),
+        );
+        assert_eq!(counts, (4, with_links), "{args:?}: conf/all's files only:\n{}", run.stderr());
+    }
+    tb.set_host_sysctl("rail1", "arp_announce", 0);
+    tb.rr(&["check", cfg]).expect_code(EXIT_DRIFT).expect_stdout(&["arp_announce"]);
 }
 
 /// A request that is not a dump (a link asked by name, a route lookup)

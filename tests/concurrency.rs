@@ -306,6 +306,39 @@ fn a_held_lock_times_out_with_exit_1() {
     assert_eq!(journal_files(&base).len(), 1, "the timed-out apply left a journal");
 }
 
+/// An apply that read the links while another run held the lock plans
+/// with the sysctls as that run left them, not with the values the links'
+/// replies carried before its change: the slow apply sets rail0's
+/// arp_ignore to 2 after the waiting one read the links (arp_ignore 1
+/// then), and the waiting one, whose config says 1, sets it back. Red when
+/// it plans with what it read before the lock: it finds rail0 in sync and
+/// leaves 2.
+#[test]
+fn a_run_that_waited_for_the_lock_plans_with_the_sysctls_left_by_the_holder() {
+    let tb = Testbed::builder().rails(2).build();
+    let standard = tb.standard_config();
+    tb.rr(&["apply", path_str(&standard)]).expect_code(EXIT_OK);
+    let two = tb.write_config(&tb.render_config_for(
+        |_| true,
+        |r| if r.name == "rail0" { vec!["arp_ignore = 2".to_string()] } else { Vec::new() },
+    ));
+    let base = tb.state_base();
+    let mut slow = tb.roce_route_in(&base, &["apply", "--no-announce", path_str(&two)]);
+    slow.env("ROCE_ROUTE_STEP_DELAY_MS", "1500");
+    let held = Background::spawn(slow, "apply of arp_ignore 2 with 1.5 s steps");
+    poll_until("the slow apply to start", CONFIRM_WAIT, || !journal_files(&base).is_empty());
+    assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 1, "the slow apply changed it already");
+    let waiting = Background::spawn(
+        tb.roce_route_in(&base, &["apply", "--no-announce", path_str(&standard)]),
+        "apply of the standard config",
+    );
+    held.wait_timeout(Duration::from_secs(30)).expect_code(EXIT_OK);
+    let run = waiting.wait_timeout(Duration::from_secs(30)).expect_code(EXIT_OK);
+    run.expect_stdout(&["applied 1 change"]);
+    assert_eq!(tb.host_sysctl("rail0", "arp_ignore"), 1, "{}", run.report());
+    tb.rr(&["check", path_str(&standard)]).expect_code(EXIT_OK);
+}
+
 /// While `apply --confirm` waits, another apply is refused at once: the
 /// revert of the waiting change would undo it.
 #[test]

@@ -201,6 +201,11 @@ pub async fn run(
     cfg: Config,
     config_files: Vec<(String, String)>,
 ) -> Result<Done, Error> {
+    // The lock, when no other run holds it, is taken before the links are
+    // read: the sysctl values their replies carry are then those this run
+    // plans with (`Netlink::devconf`), not 16 more file reads. Held by
+    // another run, it is waited for below, and the files are read.
+    let mut early = if args.dry_run { None } else { ctx.try_lock() };
     // The config's links only: see `connect_for`.
     let mut nl = connect_for(&cfg, &args.sysfs).await?;
     // What breaks RDMA that apply cannot change (a port that is down, an
@@ -208,13 +213,15 @@ pub async fn run(
     // is refused before anything changes; warned about once planned.
     let rdma = rdma_read::read_lenient(&args.sysfs, nl.links())?;
     let run = Apply { ctx, args, cfg: &cfg, rdma: &rdma };
+    // Not held through a wait for DAD (seconds): other runs go on meanwhile.
     let (settled, addrs) =
-        reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop).await?;
+        reconcile::settle_dad(&nl, &cfg, Duration::from_secs(args.settle), &ctx.stop, || drop(early.take()))
+            .await?;
     if args.dry_run {
         return run.dry_run(&nl, addrs).await;
     }
     let state = ctx.state()?;
-    let (lock, read_again) = run.lock(&state, &mut nl, settled).await?;
+    let (lock, read_again) = run.lock(&state, &mut nl, settled, early).await?;
     // The addresses settle_dad read are planned with, as the links are,
     // unless the host was read again after a wait.
     let given = (!read_again).then_some(reconcile::Given { addrs, with_record: false });
@@ -336,15 +343,20 @@ impl Apply<'_> {
     /// of one whose guard died (it is not kept by building on it). A wait
     /// for --settle (`settled`) or for the lock may have seen rails come
     /// and go: the plan is made on the links as they are now, and the
-    /// addresses are read again (returned true).
+    /// addresses are read again (returned true). `early`: the lock, taken
+    /// before the host was read.
     async fn lock(
         &self,
         state: &StateDir,
         nl: &mut crate::netlink::Netlink,
         settled: bool,
+        early: Option<crate::state::NetnsLock>,
     ) -> Result<(crate::state::NetnsLock, bool), Error> {
         let asked = std::time::Instant::now();
-        let lock = self.ctx.lock()?;
+        let lock = match early {
+            Some(lock) => lock,
+            None => self.ctx.lock()?,
+        };
         if let Some(what) = self.ctx.settle_confirmation("this apply", state, nl).await? {
             self.ctx.warn(what);
         }

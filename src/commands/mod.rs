@@ -229,6 +229,13 @@ impl Ctx {
         Ok(NetnsLock::acquire(self.lock_timeout, &self.stop)?)
     }
 
+    /// The lock of this network namespace if no other run holds it now
+    /// (see `NetnsLock::try_now`).
+    pub fn try_lock(&self) -> Option<NetnsLock> {
+        let _p = crate::profile::phase("lock");
+        NetnsLock::try_now()
+    }
+
     /// Before a run changes the host, under the lock: refuses while an
     /// `apply --confirm` waits for its confirmation (its guard would revert
     /// on top of `what`), and reverts the trial of one whose guard is gone

@@ -18,7 +18,7 @@ use crate::model::{Address, Link, Route, Rule, SysctlKey, scope};
 use crate::rdma::Port;
 use crate::rdma_read;
 use crate::reconcile;
-use crate::{render, sysctl};
+use crate::render;
 
 /// The fields of `show --json`.
 #[derive(Debug, Serialize)]
@@ -228,7 +228,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     };
     for (iface, probes) in interfaces.iter_mut().zip(probes) {
         iface.link = nl.links().iter().find(|l| l.name == iface.name).map(LinkState::of);
-        iface.sysctls = read_sysctls(&iface.name, &all);
+        iface.sysctls = read_sysctls(&nl, &iface.name, &all);
         iface.traffic = reconcile::ask(&nl, &probes).await;
         iface.rdma = rdma.port_of(&iface.name).map(|p| ShownRdma::of(p, &iface.name, &addresses));
     }
@@ -265,11 +265,15 @@ pub fn group(routes: &[Route], rules: &[Rule]) -> (Vec<ShownInterface>, Vec<Show
 
 /// The ARP sysctls of `iface` that can be read, each with its `all`
 /// value (`all`: those that can be read).
-fn read_sysctls(iface: &str, all: &BTreeMap<SysctlKey, u32>) -> BTreeMap<&'static str, ShownSysctl> {
+fn read_sysctls(
+    nl: &crate::netlink::Netlink,
+    iface: &str,
+    all: &BTreeMap<SysctlKey, u32>,
+) -> BTreeMap<&'static str, ShownSysctl> {
     let _p = crate::profile::phase("sysctl reads");
     let mut out = BTreeMap::new();
     for key in SysctlKey::ALL {
-        if let (Ok(value), Some(&all)) = (sysctl::read(iface, key), all.get(&key)) {
+        if let (Ok(value), Some(&all)) = (reconcile::read_sysctl(nl, iface, key), all.get(&key)) {
             out.insert(key.name(), ShownSysctl { value, all, effective: key.effective(all, value) });
         }
     }

@@ -272,7 +272,7 @@ async fn observe(
     let _p = crate::profile::phase("sysctl reads");
     let mut sysctls = BTreeMap::new();
     for s in &desired.sysctls {
-        let value = sysctl::read(&s.iface, s.key)
+        let value = read_sysctl(nl, &s.iface, s.key)
             .with_context(|| format!("cannot read {}", sysctl::dotted_name(&s.iface, s.key)))?;
         sysctls.insert((s.iface.clone(), s.key), value);
     }
@@ -283,7 +283,7 @@ async fn observe(
         if sysctls.contains_key(&(iface.clone(), key)) {
             continue;
         }
-        if let Ok(value) = sysctl::read(iface, key) {
+        if let Ok(value) = read_sysctl(nl, iface, key) {
             sysctls.insert((iface.clone(), key), value);
         }
     }
@@ -298,6 +298,18 @@ async fn observe(
         addresses,
     };
     Ok((observed, tables))
+}
+
+/// `conf/<iface>/<key>`: as read with the links when it still may be
+/// (`Netlink::devconf`), else from its file.
+pub fn read_sysctl(nl: &Netlink, iface: &str, key: SysctlKey) -> std::io::Result<u32> {
+    match nl.devconf(iface, key) {
+        Some(value) => {
+            crate::profile::count("sysctls_with_links", 1);
+            Ok(value)
+        }
+        None => sysctl::read(iface, key),
+    }
 }
 
 /// The routes of both families in `tables`, one kernel-filtered dump of
@@ -437,11 +449,13 @@ pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate:
 /// request ends the wait. Returns whether it waited, and the addresses it
 /// read last: a caller that goes on at once plans with them rather than
 /// dumping them again (a thousand pod veths' are about 0.7 ms a dump).
+/// `before_wait` runs when it finds it must wait, before it does.
 pub async fn settle_dad(
     nl: &Netlink,
     cfg: &Config,
     settle: std::time::Duration,
     stop: &crate::signals::StopFlag,
+    mut before_wait: impl FnMut(),
 ) -> Result<(bool, Vec<crate::model::Address>), Error> {
     use std::time::{Duration, Instant};
     let deadline = Instant::now() + settle;
@@ -460,6 +474,9 @@ pub async fn settle_dad(
         let now = Instant::now();
         if !waiting || now >= deadline || stop.requested().is_some() {
             return Ok((waited, addrs));
+        }
+        if !waited {
+            before_wait();
         }
         waited = true;
         let Some(sub) = sub.as_mut() else {
