@@ -612,8 +612,16 @@ fn show_lists_every_rail_with_its_table_rules_sysctls_and_traffic() {
 
     let run = tb.rr_profiled(&["show", "--json"], EXIT_OK);
     let keys = 4;
-    let reads = common::profile_count(&run.stderr(), "sysctl_reads");
-    assert_eq!(reads, keys * (tb.rails().len() as u64 + 1), "each rail's and `all` once: {}", run.stderr());
+    let counts = (
+        common::profile_count(&run.stderr(), "sysctl_reads"),
+        common::profile_count(&run.stderr(), "sysctls_with_links"),
+    );
+    assert_eq!(
+        counts,
+        (keys, keys * tb.rails().len() as u64),
+        "`all`'s files once, each rail's values with its link: {}",
+        run.stderr()
+    );
     let report = json_doc(&run);
     assert_eq!(json_array(&report, "interfaces").len(), tb.rails().len(), "{report:#}");
     assert!(json_array(&report, "orphan_rules").is_empty(), "{report:#}");
