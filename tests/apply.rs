@@ -740,6 +740,10 @@ fn a_lookup_reads_its_answer_alone() {
         let (asks, reads) = (profile_count(&run.stderr(), "asks"), profile_count(&run.stderr(), "ask_reads"));
         assert!(asks >= 4, "{args:?} asks for the 4 rails' links at least:\n{}", run.stderr());
         assert_eq!(reads, asks, "{args:?}: one datagram for each request:\n{}", run.stderr());
+        // And they go together: the links in one datagram, the lookups
+        // 16 to one (red when each request is sent alone).
+        let sends = profile_count(&run.stderr(), "ask_sends");
+        assert!(sends * 4 <= asks, "{args:?}: {sends} sends for {asks} requests:\n{}", run.stderr());
     }
 }
 

@@ -441,12 +441,13 @@ fn ipv6_lookups_answer_as_ip_route_get() {
     ];
     let answers = ns.run(move || async move {
         let nl = connect().await;
-        let mut out = Vec::new();
-        for (dst, src) in cases {
-            let r = nl.route_matched(src.parse().unwrap(), dst.parse().unwrap()).await.expect("lookup");
-            out.push((r.oif, r.table, r.gateway.map(|g| g.to_string())));
-        }
-        out
+        // Asked together, as check asks them.
+        let pairs: Vec<_> =
+            cases.iter().map(|(dst, src)| (src.parse().unwrap(), dst.parse().unwrap())).collect();
+        (nl.routes_matched(&pairs).into_iter())
+            .map(|r| r.expect("lookup"))
+            .map(|r| (r.oif, r.table, r.gateway.map(|g| g.to_string())))
+            .collect::<Vec<_>>()
     });
     for ((dst, src), (oif, table, gateway)) in cases.iter().zip(answers) {
         let (dev, ip_table, via) = ip_route_get(&ns, dst, src);
@@ -1191,4 +1192,60 @@ fn sysctl_values_read_with_the_links_are_the_files_until_the_epoch_ends() {
         assert_eq!(got, want, "{when}: {seen:?}");
     }
     assert_eq!(seen[2].2[0], Some(1), "the write");
+}
+
+/// Requests that are not dumps go together, 16 to a datagram, and each
+/// answer is its own request's, in their order: 40 links asked by name
+/// (rr0 among 39 that do not exist) find rr0 alone; 20 route lookups,
+/// with a route and without (ENETUNREACH), IPv4 and IPv6 (also asked
+/// again the plain way: a local address), each get theirs; and the socket
+/// serves a dump after. Red when an answer is taken for another
+/// request's, or one is left in the socket.
+#[test]
+fn requests_sent_together_get_their_own_answers() {
+    let ns = Netns::new();
+    ns.veth_up();
+    ns.ip("addr add 198.51.100.1/24 dev rr0");
+    ns.ip("-6 addr add 2001:db8:1::1/64 dev rr0 nodad");
+    let (links, answers, rules) = ns.run(|| async {
+        let mut nl = Netlink::connect_for(&[]).await.expect("connect");
+        let names: Vec<String> =
+            (0..40).map(|i| if i == 21 { "rr0".to_string() } else { format!("rrmiss{i}") }).collect();
+        nl.add_links(&names.iter().map(String::as_str).collect::<Vec<_>>()).expect("links");
+        let links: Vec<String> = nl.links().iter().map(|l| l.name.clone()).collect();
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let (v4, v6) = (ip("198.51.100.1"), ip("2001:db8:1::1"));
+        let pairs: Vec<(IpAddr, IpAddr)> = (0..20)
+            .map(|i| match i % 4 {
+                0 => (v4, ip(&format!("198.51.100.{}", 10 + i))),
+                1 => (v4, ip("203.0.113.9")),
+                2 => (v6, ip(&format!("2001:db8:1::{}", 10 + i))),
+                _ => (v6, v6),
+            })
+            .collect();
+        let show = |r: Result<Route, roce_route::netlink::NlError>| match r {
+            Ok(r) => format!("{} table {} dev {}", r.dst, r.table, r.oif.unwrap_or_default()),
+            Err(e) if e.is(Errno::ENETUNREACH) => "unreachable".to_string(),
+            Err(e) => format!("error {e}"),
+        };
+        let answers: Vec<String> = (pairs.iter().zip(nl.routes_matched(&pairs)))
+            .map(|((_, dst), r)| format!("{dst}: {}", show(r)))
+            .collect();
+        let rules = nl.rules().await.map(|r| r.len());
+        (links, answers, rules)
+    });
+    assert_eq!(links, ["rr0"]);
+    for (i, a) in answers.iter().enumerate() {
+        let want = match i % 4 {
+            // IPv4's plain lookup echoes the destination; IPv6's first
+            // lookup (RTM_F_FIB_MATCH) names the route that matched, and a
+            // local address, asked again plain, is the local table's.
+            0 => format!("198.51.100.{0}: 198.51.100.{0}/32 table 254 dev rr0", 10 + i),
+            1 => "203.0.113.9: unreachable".to_string(),
+            2 => format!("2001:db8:1::{}: 2001:db8:1::/64 table 254 dev rr0", 10 + i),
+            _ => "2001:db8:1::1: 2001:db8:1::1/128 table 255 dev lo".to_string(),
+        };
+        assert_eq!(a, &want, "lookup {i}: {answers:#?}");
+    }
+    assert!(rules.as_ref().is_ok_and(|n| *n >= 3), "a dump after them: {rules:?}");
 }

@@ -85,11 +85,7 @@ fn read_back(ns: &str, tables: BTreeSet<u32>, probes: Probes) -> (Vec<Route>, Ve
                     routes.extend(dump.into_iter().map(|r| r.item));
                 }
             }
-            let mut verdicts = Vec::new();
-            for p in &probes.probes {
-                let answer = nl.route_matched(p.from, p.to).await.map_err(|e| e.to_string());
-                verdicts.push(behaviour::judge(p, answer.as_ref().map_err(Clone::clone)));
-            }
+            let verdicts = roce_route::reconcile::ask(&nl, &probes.probes).await;
             (routes, verdicts)
         })
     })

@@ -123,8 +123,8 @@ pub async fn run(ctx: &Ctx, args: &ProbeArgs, cfg: Option<Config>) -> Result<Don
             "probe: no rail has an address of the peers' family: nothing to probe".into(),
         ));
     }
-    // This host's own route for each pair (step 4), all at once.
-    let lookups = futures::future::join_all(pairs.iter().map(|p| nl.route_get(p.source, p.peer))).await;
+    // This host's own route for each pair (step 4), asked together.
+    let lookups = nl.routes_get(&pairs.iter().map(|p| (p.source, p.peer)).collect::<Vec<_>>());
     let jobs: Vec<Job> = pairs
         .iter()
         .zip(&lookups)

@@ -40,13 +40,27 @@ impl Netlink {
         self.read_kept(&table_of(request, NLM_F_DUMP)?)
     }
 
-    /// Sends `request`, which is not a dump (a route lookup), on the
-    /// socket dumps are read on, and returns its one reply (no ack asked:
-    /// the reply or the error is the answer). Through netlink-proto each
-    /// lookup also went to the connection's task and back; `check` asks
-    /// one per address and family.
-    pub(super) fn ask(&self, request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
-        self.read_kept(&table_of(request, 0)?)
+    /// Route lookups (`requests`, none a dump), sent together on the
+    /// socket dumps are read on, each answered by its one reply or its
+    /// error (no ack asked; see `rawdump::ask_all_on`). Through
+    /// netlink-proto each lookup also went to the connection's task and
+    /// back; `check` asks one per address and family.
+    pub(super) fn ask_all(
+        &self,
+        requests: Vec<RouteNetlinkMessage>,
+    ) -> Result<Vec<Result<Vec<RouteNetlinkMessage>, NlError>>, NlError> {
+        let tables = requests.into_iter().map(|r| table_of(r, 0)).collect::<Result<Vec<_>, _>>()?;
+        self.read_kept_all(&tables)
+    }
+
+    /// `tables`' requests (none a dump) on the kept strict socket, sent
+    /// together (`rawdump::ask_all_on`).
+    pub(super) fn read_kept_all<T>(
+        &self,
+        tables: &[Table<T>],
+    ) -> Result<Vec<Result<Vec<T>, NlError>>, NlError> {
+        let mut kept = self.dumper.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        rawdump::ask_all_on(&mut kept, rawdump::strict_socket, tables)
     }
 
     /// `table`'s exchange on the kept strict socket (opened at the first

@@ -173,13 +173,15 @@ impl Netlink {
         if self.devconf_epoch != Some(crate::sysctl::epoch()) {
             self.devconf_epoch = None;
         }
-        for name in names {
-            // Already there, or a name no link can have (the kernel
-            // answers one of 16 bytes or more with ERANGE, not ENODEV).
-            if crate::sysctl::ifname_problem(name).is_some() || self.table.index(name).is_some() {
-                continue;
-            }
-            if let Some(row) = self.ask_named(name)? {
+        // Not already there, nor a name no link can have (the kernel
+        // answers one of 16 bytes or more with ERANGE, not ENODEV).
+        let mut asked: Vec<&str> = (names.iter().copied())
+            .filter(|n| crate::sysctl::ifname_problem(n).is_none() && self.table.index(n).is_none())
+            .collect();
+        asked.sort_unstable();
+        asked.dedup();
+        for (name, row) in asked.iter().zip(self.ask_named(&asked)?) {
+            if let Some(row) = row {
                 crate::profile::count("links_read", 1);
                 self.table.learn(&[LinkNews::Now(row)]);
                 self.only.get_or_insert_with(Vec::new).push(name.to_string());
@@ -198,14 +200,11 @@ impl Netlink {
             self.devconf_epoch = Some(epoch);
             return Ok(());
         };
-        let mut rows = Vec::with_capacity(names.len());
-        for name in names {
-            match self.ask_named(name)? {
-                Some(row) => rows.push(row),
-                // What is said of a missing link names the links there are.
-                None => return self.read_whole(),
-            }
-        }
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let Some(mut rows) = self.ask_named(&names)?.into_iter().collect::<Option<Vec<_>>>() else {
+            // What is said of a missing link names the links there are.
+            return self.read_whole();
+        };
         // The kernel's order, as a dump gives it.
         rows.sort_by_key(|r| r.link.index);
         crate::profile::count("links_read", rows.len());
@@ -216,16 +215,20 @@ impl Netlink {
         Ok(())
     }
 
-    /// The link named `name`, asked by name; None when there is none. The
-    /// kernel also finds a link by an alternative name (`ip link property
-    /// add altname`) and answers with its name, which a table holds: that
-    /// is no link of this name either.
-    fn ask_named(&self, name: &str) -> Result<Option<linkdump::LinkRow>, NlError> {
-        match self.read_kept(&linkdump::named(name)) {
-            Ok(rows) => Ok(rows.into_iter().next().filter(|r| r.link.name == name)),
-            Err(e) if e.is(Errno::ENODEV) => Ok(None),
-            Err(e) => Err(e),
-        }
+    /// The links named `names`, each asked by name (the requests sent
+    /// together); None for a name no link has. The kernel also finds a
+    /// link by an alternative name (`ip link property add altname`) and
+    /// answers with its name, which a table holds: that is no link of
+    /// this name either.
+    fn ask_named(&self, names: &[&str]) -> Result<Vec<Option<linkdump::LinkRow>>, NlError> {
+        let tables: Vec<_> = names.iter().map(|n| linkdump::named(n)).collect();
+        (names.iter().zip(self.read_kept_all(&tables)?))
+            .map(|(name, answer)| match answer {
+                Ok(rows) => Ok(rows.into_iter().next().filter(|r| r.link.name == *name)),
+                Err(e) if e.is(Errno::ENODEV) => Ok(None),
+                Err(e) => Err(e),
+            })
+            .collect()
     }
 
     fn read_whole(&mut self) -> Result<(), NlError> {
@@ -364,20 +367,14 @@ impl Netlink {
     }
 
     /// Asks the kernel which way a packet from `src` to `dst` goes, the way
-    /// `ip route get DST from SRC` does: the route it picks, including the
-    /// table that matched (RTM_F_LOOKUP_TABLE). The header is otherwise
-    /// zero, as a strict socket requires.
-    pub async fn route_get(&self, src: IpAddr, dst: IpAddr) -> Result<Route, NlError> {
-        let flags = match Family::of(&dst) {
-            // IPv4 reports the matching table only when asked; IPv6 always
-            // reports it and refuses any flag but RTM_F_FIB_MATCH.
-            Family::V4 => RouteFlags::LookupTable,
-            Family::V6 => RouteFlags::empty(),
-        };
-        self.lookup(src, dst, flags)
+    /// `ip route get DST from SRC` does, for each `(src, dst)` of `pairs`,
+    /// in their order (the lookups sent together): the route it picks,
+    /// including the table that matched (RTM_F_LOOKUP_TABLE).
+    pub fn routes_get(&self, pairs: &[(IpAddr, IpAddr)]) -> Vec<Result<Route, NlError>> {
+        self.lookups(pairs.iter().map(|&(src, dst)| (src, dst, plain_flags(dst))).collect())
     }
 
-    /// `route_get` for `check` and `show`, which judge the routing the
+    /// `routes_get` for `check` and `show`, which judge the routing the
     /// host is configured with. For IPv6, the route that matched
     /// (RTM_F_FIB_MATCH: the same lookup, answered with the route's own
     /// link, table and gateway, not a redirect's cached gateway): a plain answer
@@ -387,41 +384,50 @@ impl Netlink {
     /// included (about 0.1 ms a lookup; `check` makes one per address and
     /// gateway). A route that is not unicast (the local table's: `ip
     /// route get` says `dev lo`) or names no single link (several next
-    /// hops) is asked again the plain way, as `route_get`.
-    pub async fn route_matched(&self, src: IpAddr, dst: IpAddr) -> Result<Route, NlError> {
-        if dst.is_ipv6() {
-            let matched = self.lookup(src, dst, RouteFlags::FibMatch)?;
-            if matched.oif.is_some() && matched.kind == crate::model::rtn::UNICAST {
-                return Ok(matched);
-            }
+    /// hops) is asked again the plain way, as `routes_get`, once every
+    /// first answer is in.
+    pub fn routes_matched(&self, pairs: &[(IpAddr, IpAddr)]) -> Vec<Result<Route, NlError>> {
+        let first = pairs.iter().map(|&(src, dst)| {
+            let flags = if dst.is_ipv6() { RouteFlags::FibMatch } else { plain_flags(dst) };
+            (src, dst, flags)
+        });
+        let mut answers = self.lookups(first.collect());
+        let again: Vec<usize> = (0..pairs.len())
+            .filter(|&i| {
+                pairs[i].1.is_ipv6()
+                    && matches!(&answers[i], Ok(m) if m.oif.is_none() || m.kind != crate::model::rtn::UNICAST)
+            })
+            .collect();
+        let plain = again.iter().map(|&i| (pairs[i].0, pairs[i].1, plain_flags(pairs[i].1)));
+        for (i, answer) in again.iter().zip(self.lookups(plain.collect())) {
+            answers[*i] = answer;
         }
-        self.route_get(src, dst).await
+        answers
     }
 
-    /// One route lookup from `src` to `dst` with `flags`.
-    fn lookup(&self, src: IpAddr, dst: IpAddr, flags: RouteFlags) -> Result<Route, NlError> {
-        let family = Family::of(&dst);
-        let mut msg = RouteMessage::default();
-        msg.header.address_family = af(family);
-        msg.header.destination_prefix_length = family.max_len();
-        msg.header.source_prefix_length = family.max_len();
-        msg.header.table = RouteHeader::RT_TABLE_UNSPEC;
-        msg.header.protocol = RouteProtocol::Unspec;
-        msg.header.scope = RouteScope::Universe;
-        msg.header.kind = RouteType::Unspec;
-        msg.header.flags = flags;
-        msg.attributes.push(RouteAttribute::Destination(RouteAddress::from(dst)));
-        msg.attributes.push(RouteAttribute::Source(RouteAddress::from(src)));
-        let answer = self.ask(RouteNetlinkMessage::GetRoute(msg))?;
-        answer
-            .iter()
-            .find_map(|m| match m {
-                RouteNetlinkMessage::NewRoute(r) => route_from(r, |i| self.ifname(i)),
-                _ => None,
+    /// Route lookups, each from `src` to `dst` with `flags`, sent together;
+    /// the answer of each in their order (a failure to ask is each one's).
+    fn lookups(&self, asks: Vec<(IpAddr, IpAddr, RouteFlags)>) -> Vec<Result<Route, NlError>> {
+        let n = asks.len();
+        let requests = asks.into_iter().map(|(src, dst, flags)| lookup_request(src, dst, flags)).collect();
+        let answers = match self.ask_all(requests) {
+            Ok(answers) => answers,
+            Err(e) => return (0..n).map(|_| Err(e.clone())).collect(),
+        };
+        // Named after the socket is let go (`ifname` may ask the kernel).
+        (answers.into_iter())
+            .map(|answer| {
+                answer?
+                    .iter()
+                    .find_map(|m| match m {
+                        RouteNetlinkMessage::NewRoute(r) => route_from(r, |i| self.ifname(i)),
+                        _ => None,
+                    })
+                    .ok_or_else(|| {
+                        NlError::local(Errno::ENODATA, "the kernel answered the route lookup with no route")
+                    })
             })
-            .ok_or_else(|| {
-                NlError::local(Errno::ENODATA, "the kernel answered the route lookup with no route")
-            })
+            .collect()
     }
 
     /// Runs one route or rule operation: sends it and reads its answer.
@@ -542,6 +548,34 @@ impl Netlink {
 }
 
 /// The netlink address family of `f`.
+/// The flags of a plain lookup to `dst`: IPv4 reports the matching table
+/// only when asked; IPv6 always reports it and refuses any flag but
+/// RTM_F_FIB_MATCH.
+fn plain_flags(dst: IpAddr) -> RouteFlags {
+    match Family::of(&dst) {
+        Family::V4 => RouteFlags::LookupTable,
+        Family::V6 => RouteFlags::empty(),
+    }
+}
+
+/// The request of a route lookup from `src` to `dst` with `flags`, its
+/// header otherwise zero, as a strict socket requires.
+fn lookup_request(src: IpAddr, dst: IpAddr, flags: RouteFlags) -> RouteNetlinkMessage {
+    let family = Family::of(&dst);
+    let mut msg = RouteMessage::default();
+    msg.header.address_family = af(family);
+    msg.header.destination_prefix_length = family.max_len();
+    msg.header.source_prefix_length = family.max_len();
+    msg.header.table = RouteHeader::RT_TABLE_UNSPEC;
+    msg.header.protocol = RouteProtocol::Unspec;
+    msg.header.scope = RouteScope::Universe;
+    msg.header.kind = RouteType::Unspec;
+    msg.header.flags = flags;
+    msg.attributes.push(RouteAttribute::Destination(RouteAddress::from(dst)));
+    msg.attributes.push(RouteAttribute::Source(RouteAddress::from(src)));
+    RouteNetlinkMessage::GetRoute(msg)
+}
+
 fn af(f: Family) -> AddressFamily {
     match f {
         Family::V4 => AddressFamily::Inet,

@@ -140,6 +140,99 @@ pub(super) fn dump_on<T>(
     ))
 }
 
+/// At most this many requests go in one datagram: each answer waits in
+/// the socket's receive queue until it is read (a link's about 1.2 KB,
+/// a route lookup's 0.2 KB; the queue holds about 200 KB by default), and
+/// the kernel drops an answer that does not fit.
+const ASKS_AT_ONCE: usize = 16;
+
+/// The requests of `tables`, none a dump, sent `ASKS_AT_ONCE` to a
+/// datagram on the socket `kept` holds (one `open` makes when it holds
+/// none), and each one's answer in their order: its rows, or the kernel's
+/// error (a missing link's ENODEV, a lookup without a route). The kernel
+/// takes the requests of a datagram one after the other, as if each came
+/// alone, and answers each with a datagram of its own carrying the
+/// request's sequence number; one send instead of one per request saves
+/// about 1.7 µs a request here (`check` on 32 dual-stack rails asks some
+/// 400). The socket is kept when every answer was read; a failure before
+/// (a message that cannot be read, a socket error, ENOBUFS) may leave
+/// answers in it, so it is closed.
+pub(super) fn ask_all_on<T>(
+    kept: &mut Option<Socket>,
+    open: fn() -> Result<Socket, NlError>,
+    tables: &[Table<T>],
+) -> Result<Vec<Result<Vec<T>, NlError>>, NlError> {
+    let _p = crate::profile::phase("dumps");
+    let mut answers = Vec::with_capacity(tables.len());
+    for chunk in tables.chunks(ASKS_AT_ONCE) {
+        let socket = match kept.take() {
+            Some(s) => s,
+            None => open()?,
+        };
+        answers.extend(ask_chunk(&socket, chunk)?);
+        *kept = Some(socket);
+    }
+    Ok(answers)
+}
+
+/// One datagram of requests that are not dumps, and their answers.
+fn ask_chunk<T>(socket: &Socket, tables: &[Table<T>]) -> Result<Vec<Result<Vec<T>, NlError>>, NlError> {
+    let io = |what: &'static str| move |e: std::io::Error| NlError::io(e, what);
+    let mut datagram = Vec::new();
+    let mut asks = Vec::with_capacity(tables.len());
+    for table in tables {
+        if table.is_dump() {
+            return Err(NlError::local(Errno::EINVAL, "internal error: a dump asked with other requests"));
+        }
+        let seq = next_sequence();
+        let at = datagram.len();
+        datagram.extend_from_slice(&table.request);
+        if let Some(field) = datagram.get_mut(at + 8..at + 12) {
+            field.copy_from_slice(&seq.to_ne_bytes());
+        }
+        datagram.resize(datagram.len().next_multiple_of(4), 0);
+        asks.push(Dump::new(table, seq));
+    }
+    socket.send(&datagram, 0).map_err(io("cannot send a request"))?;
+    crate::profile::count("asks", tables.len());
+    crate::profile::count("ask_sends", 1);
+    let mut left = asks.len();
+    let mut buf = Vec::with_capacity(READ_SIZE);
+    while left > 0 {
+        buf.clear();
+        let size = socket.recv(&mut buf, libc::MSG_TRUNC).map_err(io("cannot read an answer"))?;
+        crate::profile::count("ask_reads", 1);
+        let seq = NetlinkBuffer::new_checked(&buf[..]).map(|m| m.sequence_number()).map_err(|_| {
+            NlError::local(Errno::EPROTO, "cannot read an answer: a message length is outside its datagram")
+        })?;
+        // Each answer is a datagram of its own, of one request.
+        let Some(ask) = asks.iter_mut().find(|a| a.seq == seq && !a.done) else {
+            return Err(NlError::local(
+                Errno::EPROTO,
+                format!("the kernel answered request {seq}, which was not asked or was answered already"),
+            ));
+        };
+        ask.read(&buf, size)?;
+        if ask.done {
+            left -= 1;
+        }
+    }
+    Ok(asks
+        .into_iter()
+        .map(|a| {
+            let what = a.table.what;
+            match a.attempt() {
+                Attempt::Read(rows) => Ok(rows),
+                Attempt::Refused(e) => Err(e),
+                Attempt::Cut(_) | Attempt::Interrupted => Err(NlError::local(
+                    Errno::EPROTO,
+                    format!("the kernel answered a request for {what} as if it were a dump"),
+                )),
+            }
+        })
+        .collect())
+}
+
 /// A NETLINK_ROUTE socket of this process's own, bound and connected to
 /// the kernel (dumps here, changes in `write`).
 pub(super) fn socket() -> Result<Socket, NlError> {
@@ -195,6 +288,7 @@ fn dump_once<T>(socket: &Socket, table: &Table<T>, read_size: usize) -> Result<A
     let asked = !table.is_dump();
     if asked {
         crate::profile::count("asks", 1);
+        crate::profile::count("ask_sends", 1);
     }
     let mut dump = Dump::new(table, seq);
     let mut buf = Vec::with_capacity(read_size);

@@ -433,12 +433,13 @@ impl Touched {
 /// Asks the kernel where each probe's traffic goes and judges the answers.
 pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate::behaviour::Verdict> {
     let _p = crate::profile::phase("route lookups");
-    let mut verdicts = Vec::with_capacity(probes.len());
-    for probe in probes {
-        let answer = nl.route_matched(probe.from, probe.to).await.map_err(|e| e.to_string());
-        verdicts.push(crate::behaviour::judge(probe, answer.as_ref().map_err(Clone::clone)));
-    }
-    verdicts
+    let pairs: Vec<_> = probes.iter().map(|p| (p.from, p.to)).collect();
+    let answers = nl.routes_matched(&pairs);
+    (probes.iter().zip(answers))
+        .map(|(probe, answer)| {
+            crate::behaviour::judge(probe, answer.map_err(|e| e.to_string()).as_ref().map_err(Clone::clone))
+        })
+        .collect()
 }
 
 /// Waits up to `settle` for the addresses the plan would use to leave
