@@ -179,7 +179,7 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
             IFLA_ADDRESS if !value.is_empty() => mac = Some(HwAddr::new(value)),
             IFLA_BROADCAST if !value.is_empty() => broadcast = Some(value.to_vec()),
             IFLA_MTU if value.len() == 4 => mtu = Some(u32::from_ne_bytes(value.try_into().unwrap())),
-            IFLA_AF_SPEC => devconf = inet_conf(value).map_err(|_| outside())?,
+            IFLA_AF_SPEC => devconf = inet_conf(value),
             _ => {}
         }
     }
@@ -195,21 +195,13 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
 }
 
 /// The IPv4 devconf values in IFLA_AF_SPEC's value (a nest per address
-/// family); None without an AF_INET nest or IFLA_INET_CONF in it.
-fn inet_conf(af_spec: &[u8]) -> Result<Option<DevConf>, ()> {
-    for family in NlasIterator::new(af_spec) {
-        let family = family.map_err(|_| ())?;
-        if family.kind() != libc::AF_INET as u16 {
-            continue;
-        }
-        for attr in NlasIterator::new(family.value()) {
-            let attr = attr.map_err(|_| ())?;
-            if attr.kind() == IFLA_INET_CONF {
-                return Ok(Some(DevConf::from_words(attr.value())));
-            }
-        }
-    }
-    Ok(None)
+/// family); None without an AF_INET nest or IFLA_INET_CONF in it, or when
+/// they cannot be read: then the sysctl files are read, and the link
+/// itself still is.
+fn inet_conf(af_spec: &[u8]) -> Option<DevConf> {
+    let inet = NlasIterator::new(af_spec).map_while(Result::ok).find(|f| f.kind() == libc::AF_INET as u16)?;
+    let conf = NlasIterator::new(inet.value()).map_while(Result::ok).find(|a| a.kind() == IFLA_INET_CONF)?;
+    Some(DevConf::from_words(conf.value()))
 }
 
 #[cfg(test)]
@@ -350,6 +342,24 @@ mod tests {
             SysctlKey::RpFilter => c.rp_filter,
             SysctlKey::ArpFilter => c.arpfilter,
         }) as u32
+    }
+
+    /// An IPv4 devconf nest that cannot be read (here IFLA_INET_CONF's
+    /// length runs outside it) leaves the values unknown, so that their
+    /// files are read; the link itself still reads.
+    #[test]
+    fn an_unreadable_devconf_leaves_the_values_unknown_not_the_link() {
+        let inet = LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet(vec![AfSpecInet::DevConf(
+            numbered_devconf(),
+        )])]);
+        let m = link(4, vec![LinkAttribute::IfName("r4".into()), inet]);
+        let mut bytes = datagram(vec![(RouteNetlinkMessage::NewLink(m), 0)], None);
+        let good = row(&bytes[NLMSG_HDRLEN..]).expect("read");
+        assert_eq!(good.devconf.map(|c| c.get(SysctlKey::ArpIgnore)), Some(Some(119)));
+        let first_word = bytes.windows(4).position(|w| w == 101u32.to_ne_bytes()).expect("the first word");
+        bytes[first_word - 4..first_word - 2].copy_from_slice(&u16::MAX.to_ne_bytes());
+        let r = row(&bytes[NLMSG_HDRLEN..]).expect("the link reads");
+        assert_eq!((r.link.name.as_str(), r.devconf), ("r4", None));
     }
 
     /// An IFLA_INET_CONF shorter than a key's word (a kernel of fewer

@@ -547,7 +547,6 @@ impl Netlink {
     }
 }
 
-/// The netlink address family of `f`.
 /// The flags of a plain lookup to `dst`: IPv4 reports the matching table
 /// only when asked; IPv6 always reports it and refuses any flag but
 /// RTM_F_FIB_MATCH.
@@ -576,6 +575,7 @@ fn lookup_request(src: IpAddr, dst: IpAddr, flags: RouteFlags) -> RouteNetlinkMe
     RouteNetlinkMessage::GetRoute(msg)
 }
 
+/// The netlink address family of `f`.
 fn af(f: Family) -> AddressFamily {
     match f {
         Family::V4 => AddressFamily::Inet,

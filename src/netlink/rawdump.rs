@@ -19,7 +19,9 @@
 //! socket, up to its one reply or its error. It asks for no ack: the
 //! kernel answers such a request with one message, and sends an error
 //! whether asked or not, so an ack would only cost a read (one of each
-//! link lookup's two, of each route lookup's two).
+//! link lookup's two, of each route lookup's two). Several such requests
+//! go in one datagram (`ask_all_on`), each answer read into its own
+//! request's place by its sequence number.
 
 use nix::errno::Errno;
 use nix::libc;
@@ -141,9 +143,11 @@ pub(super) fn dump_on<T>(
 }
 
 /// At most this many requests go in one datagram: each answer waits in
-/// the socket's receive queue until it is read (a link's about 1.2 KB,
-/// a route lookup's 0.2 KB; the queue holds about 200 KB by default), and
-/// the kernel drops an answer that does not fit.
+/// the socket's receive queue until it is read, and the kernel drops one
+/// that does not fit (the read then fails with ENOBUFS). An answer takes
+/// up to a page and its buffer head there (a route lookup's is allocated
+/// NLMSG_GOODSIZE), so 16 take some 80 KB of the 208 KB a socket gets
+/// unless net.core.rmem_default was lowered.
 const ASKS_AT_ONCE: usize = 16;
 
 /// The requests of `tables`, none a dump, sent `ASKS_AT_ONCE` to a
