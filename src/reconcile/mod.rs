@@ -436,9 +436,7 @@ pub async fn ask(nl: &Netlink, probes: &[crate::behaviour::Probe]) -> Vec<crate:
     let pairs: Vec<_> = probes.iter().map(|p| (p.from, p.to)).collect();
     let answers = nl.routes_matched(&pairs);
     (probes.iter().zip(answers))
-        .map(|(probe, answer)| {
-            crate::behaviour::judge(probe, answer.map_err(|e| e.to_string()).as_ref().map_err(Clone::clone))
-        })
+        .map(|(probe, answer)| crate::behaviour::judge(probe, answer.as_ref().map_err(|e| e.to_string())))
         .collect()
 }
 

@@ -101,8 +101,7 @@ impl NetnsLock {
     /// now, without waiting; None when one does (or it cannot be taken:
     /// `acquire` says why).
     pub fn try_now() -> Option<NetnsLock> {
-        let path = rundir::ensure().ok()?.join(LOCK_FILE);
-        let flock = try_flock(&path, open_lock_file(&path).ok()?).ok()?.ok()?;
+        let flock = try_hold(&rundir::ensure().ok()?.join(LOCK_FILE)).ok()?;
         Some(NetnsLock::held(flock))
     }
 
