@@ -725,6 +725,32 @@ fn a_run_takes_its_rails_sysctls_from_the_links_it_reads() {
     tb.rr(&["check", cfg]).expect_code(EXIT_DRIFT).expect_stdout(&["arp_announce"]);
 }
 
+/// An apply that changes something reads its record (`record.json`) once:
+/// under the namespace lock no other run writes it, so the run's own
+/// reading, then what it writes, is kept for the rest of its hold (it was
+/// read four times: before the run, at the journal's start, for verify and
+/// at the commit; red with each read from the file: 4). What it records is
+/// still what a later run needs: the values it found, given back by
+/// `remove`. (What is kept after a write is state/tests.rs's.)
+#[test]
+fn an_apply_reads_its_record_once() {
+    let tb = Testbed::builder().rails(2).build();
+    let config = tb.standard_config();
+    let cfg = path_str(&config);
+    tb.set_host_sysctl("rail1", "arp_announce", 1);
+    for changed in ["set", "set again"] {
+        let run = tb.rr_profiled(&["apply", cfg], EXIT_OK);
+        assert!(!run.stdout().contains("in sync"), "{changed}: {}", run.stdout());
+        assert_eq!(profile_count(&run.stderr(), "record_reads"), 1, "{changed}:\n{}", run.stderr());
+        assert_eq!(tb.host_sysctl("rail1", "arp_announce"), 2);
+        // Changed behind its back: the next apply sets it again.
+        tb.set_host_sysctl("rail0", "arp_ignore", 0);
+    }
+    tb.rr(&["remove"]).expect_code(EXIT_OK);
+    assert_eq!(tb.host_sysctl("rail1", "arp_announce"), 1, "the value found first, given back");
+    assert_eq!(tb.host_sysctl("rail1", "arp_ignore"), 0);
+}
+
 /// A request that is not a dump (a link asked by name, a route lookup)
 /// reads one datagram from the kernel, its answer: it asks for no ack,
 /// which would be a second read each (red with NLM_F_ACK: twice as many

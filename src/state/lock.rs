@@ -10,9 +10,11 @@
 //! `--lock-timeout` holds and a stop request ends the wait at once; it
 //! names the holder from `/proc/locks`, never by talking to it.
 
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -31,7 +33,8 @@ pub const LOCK_FILE: &str = "lock";
 /// Held while it lives; dropping it (or exiting) releases the flock.
 /// Taking and releasing it each end the sysctls' epoch
 /// (`sysctl::new_epoch`): a value read with the links before the one or
-/// after the other may be older than another run's change.
+/// after the other may be older than another run's change; and each ends
+/// a hold (`holding`), which the record read under it lasts for.
 #[derive(Debug)]
 pub struct NetnsLock {
     /// Some while held; taken out by `drop` to release it first.
@@ -44,7 +47,27 @@ impl Drop for NetnsLock {
         // cannot be taken for one made under the lock.
         drop(self.flock.take());
         crate::sysctl::new_epoch();
+        HOLDS.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// Ends with every take and every release of a `NetnsLock` in this
+/// process (`holding`).
+static HOLDS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// `HOLDS` as this thread's last take of a lock left it (0: none).
+    static TAKEN_AT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Some while this thread holds a `NetnsLock` and no lock has been taken
+/// or released since: a number that names this hold, for what is read
+/// under it and stays true until it ends (`StateDir::record`). None
+/// otherwise, also when the lock was given to another thread and
+/// released there.
+pub fn holding() -> Option<u64> {
+    let taken = TAKEN_AT.get();
+    (taken != 0 && taken == HOLDS.load(Ordering::SeqCst)).then_some(taken)
 }
 
 /// Who holds a flock: its pid from /proc/locks.
@@ -94,6 +117,7 @@ impl NetnsLock {
 
     fn held(flock: Flock<File>) -> NetnsLock {
         crate::sysctl::new_epoch();
+        TAKEN_AT.set(HOLDS.fetch_add(1, Ordering::SeqCst) + 1);
         NetnsLock { flock: Some(flock) }
     }
 

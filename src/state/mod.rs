@@ -221,16 +221,41 @@ impl StateDir {
 
     // -- record -----------------------------------------------------------
 
+    /// The record. Under the namespace lock it is read from its file once
+    /// a hold (`lock::holding`): no other run writes it while this one
+    /// holds the lock, and this one's writes go through `write_record` and
+    /// `update_record`, which keep what they wrote. An apply from scratch
+    /// read the file four times, each ~126k instructions of JSON.
     pub fn record(&self) -> Result<Record, StateError> {
         let _p = crate::profile::phase("state files");
-        Ok(read_json(&self.file(RECORD_FILE))?.unwrap_or_default())
+        let hold = lock::holding();
+        if let Some(record) = hold.and_then(|hold| kept_record(&self.dir, hold)) {
+            return Ok(record);
+        }
+        crate::profile::count("record_reads", 1);
+        let record: Record = read_json(&self.file(RECORD_FILE))?.unwrap_or_default();
+        self.keep_record(hold, &record);
+        Ok(record)
+    }
+
+    /// Remembered for the rest of this hold; forgotten without one.
+    fn keep_record(&self, hold: Option<u64>, record: &Record) {
+        KEPT_RECORD.with_borrow_mut(|kept| *kept = hold.map(|hold| (self.dir.clone(), hold, record.clone())));
+    }
+
+    fn put_record(&self, record: &Record) -> Result<(), StateError> {
+        // Forgotten first: a write that fails half-way leaves the file to be read.
+        self.keep_record(None, record);
+        files::write_json(&self.dir, RECORD_FILE, record)?;
+        self.keep_record(lock::holding(), record);
+        Ok(())
     }
 
     pub fn write_record(&self, record: &Record) -> Result<(), StateError> {
         if *record == self.record()? {
             return Ok(());
         }
-        files::write_json(&self.dir, RECORD_FILE, record)
+        self.put_record(record)
     }
 
     /// Reads, changes and writes the record; not written when the change
@@ -242,7 +267,7 @@ impl StateDir {
         if record == before {
             return Ok(());
         }
-        files::write_json(&self.dir, RECORD_FILE, &record)
+        self.put_record(&record)
     }
 
     // -- confirmation -----------------------------------------------------
@@ -273,6 +298,19 @@ impl StateDir {
             None => Ok(()),
         }
     }
+}
+
+thread_local! {
+    /// The record last read or written under a hold of the lock: its
+    /// state directory, the hold (`lock::holding`), the record.
+    static KEPT_RECORD: std::cell::RefCell<Option<(PathBuf, u64, Record)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The record kept for `dir` during `hold`, if any.
+fn kept_record(dir: &Path, hold: u64) -> Option<Record> {
+    KEPT_RECORD.with_borrow(|kept| {
+        kept.as_ref().filter(|(d, h, _)| d == dir && *h == hold).map(|(_, _, r)| r.clone())
+    })
 }
 
 use crate::model::Op;

@@ -480,3 +480,54 @@ fn run_kinds_keep_their_on_disk_words() {
     assert_eq!(journal::file_name(7, RunKind::Heal), "journal-000007.heal.jsonl");
     assert_eq!(journal::file_name(7, RunKind::Remove), "journal-000007.jsonl");
 }
+
+/// Under the namespace lock the record is read from its file once a hold:
+/// a change made to the file behind the run's back (no run does: others
+/// wait for the lock) is not seen until the hold ends; what the run writes
+/// is what it reads next; without the lock every read is the file's.
+#[test]
+fn the_record_is_read_once_a_hold_of_the_lock() {
+    use crate::signals::StopFlag;
+    let scratch = Scratch::new("kept-record");
+    let dir = scratch.open().unwrap();
+    let path = dir.path().join(RECORD_FILE);
+    let lock_path = scratch.0.join("lock");
+    let behind = |tables: &str| fs::write(&path, format!("{{\"tables\": [{tables}]}}\n")).unwrap();
+    behind("7");
+    assert_eq!(dir.record().unwrap().tables, [7].into(), "no lock: the file");
+    behind("8");
+    assert_eq!(dir.record().unwrap().tables, [8].into(), "no lock: the file again");
+    // Another test's lock taken or released meanwhile ends this one's hold
+    // too (the kept record is then read again): tried until none was.
+    let undisturbed = (0..100).any(|_| {
+        let lock = NetnsLock::acquire_at(&lock_path, Duration::ZERO, &StopFlag::default()).unwrap();
+        let hold = lock::holding();
+        assert!(hold.is_some());
+        assert_eq!(dir.record().unwrap().tables, [8].into(), "the first read of a hold is the file's");
+        behind("9");
+        let kept = dir.record().unwrap().tables;
+        dir.update_record(|r| {
+            r.tables.insert(10);
+        })
+        .unwrap();
+        let on_disk: Record = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        behind("12");
+        let written = dir.record().unwrap().tables;
+        let same_hold = lock::holding() == hold;
+        drop(lock);
+        assert_eq!(lock::holding(), None, "released");
+        if same_hold {
+            assert_eq!(kept, [8].into(), "kept for the hold, not read again");
+            assert_eq!(written, [8, 10].into(), "what it wrote is what it reads, kept");
+            assert_eq!(on_disk.tables, [8, 10].into());
+        }
+        behind("11");
+        assert_eq!(dir.record().unwrap().tables, [11].into(), "the hold ended: the file");
+        behind("8");
+        same_hold
+    });
+    assert!(undisturbed, "other tests took or released a lock in every try");
+    let lock = NetnsLock::acquire_at(&lock_path, Duration::ZERO, &StopFlag::default()).unwrap();
+    assert_eq!(dir.record().unwrap().tables, [8].into(), "a new hold reads the file");
+    drop(lock);
+}
