@@ -43,11 +43,13 @@ pub struct NetnsLock {
 
 impl Drop for NetnsLock {
     fn drop(&mut self) {
+        // The hold ends before the lock is let go: nothing kept under it
+        // is used once another run may change what it was read from.
+        HOLDS.fetch_add(1, Ordering::SeqCst);
         // Released, then the epoch ended: a read begun before the end
         // cannot be taken for one made under the lock.
         drop(self.flock.take());
         crate::sysctl::new_epoch();
-        HOLDS.fetch_add(1, Ordering::SeqCst);
     }
 }
 

@@ -245,7 +245,7 @@ impl StateDir {
 
     fn put_record(&self, record: &Record) -> Result<(), StateError> {
         // Forgotten first: a write that fails half-way leaves the file to be read.
-        self.keep_record(None, record);
+        KEPT_RECORD.with_borrow_mut(|kept| *kept = None);
         files::write_json(&self.dir, RECORD_FILE, record)?;
         self.keep_record(lock::holding(), record);
         Ok(())
