@@ -53,32 +53,7 @@ pub fn describe(op: &Op) -> String {
 /// first appear; rules are placed by their table (`owner`: table ->
 /// interface), anything else under "other".
 pub fn summary(ops: &[Op], owner: &std::collections::BTreeMap<u32, String>) -> Vec<String> {
-    let mut order: Vec<String> = Vec::new();
-    let mut counts: std::collections::BTreeMap<(String, &'static str), usize> = Default::default();
-    let table_owner = |t: u32| owner.get(&t).cloned().unwrap_or_else(|| format!("table {t}"));
-    for op in ops {
-        let (iface, what) = match op {
-            Op::AddRoute { route } => {
-                (route.oif.clone().unwrap_or_else(|| table_owner(route.table)), "route added")
-            }
-            Op::ReplaceRoute { new, .. } => {
-                (new.oif.clone().unwrap_or_else(|| table_owner(new.table)), "route replaced")
-            }
-            Op::RestoreRoute { current, .. } => {
-                (current.oif.clone().unwrap_or_else(|| table_owner(current.table)), "route restored")
-            }
-            Op::DelRoute { route, .. } => {
-                (route.oif.clone().unwrap_or_else(|| table_owner(route.table)), "route deleted")
-            }
-            Op::AddRule { rule, .. } => (table_owner(rule.table), "rule added"),
-            Op::DelRule { rule, .. } => (table_owner(rule.table), "rule deleted"),
-            Op::SetSysctl { iface, .. } => (iface.clone(), "sysctl set"),
-        };
-        if !order.contains(&iface) {
-            order.push(iface.clone());
-        }
-        *counts.entry((iface, what)).or_default() += 1;
-    }
+    use std::borrow::Cow;
     const KINDS: [(&str, &str); 7] = [
         ("route added", "routes added"),
         ("route replaced", "routes replaced"),
@@ -88,12 +63,47 @@ pub fn summary(ops: &[Op], owner: &std::collections::BTreeMap<u32, String>) -> V
         ("rule deleted", "rules deleted"),
         ("sysctl set", "sysctls set"),
     ];
-    order
+    // Each interface once, in order, with a count per kind (KINDS' index),
+    // and no name copied per step. Looked up from the newest: a plan's
+    // steps of one interface mostly follow each other.
+    let mut counts: Vec<(Cow<str>, [usize; KINDS.len()])> = Vec::new();
+    fn table_owner(owner: &std::collections::BTreeMap<u32, String>, t: u32) -> Cow<'_, str> {
+        owner.get(&t).map_or_else(|| Cow::Owned(format!("table {t}")), |o| Cow::Borrowed(o.as_str()))
+    }
+    fn place<'a>(
+        owner: &'a std::collections::BTreeMap<u32, String>,
+        route: &'a crate::model::Route,
+    ) -> Cow<'a, str> {
+        match &route.oif {
+            Some(oif) => Cow::Borrowed(oif.as_str()),
+            None => table_owner(owner, route.table),
+        }
+    }
+    for op in ops {
+        let (iface, kind) = match op {
+            Op::AddRoute { route } => (place(owner, route), 0),
+            Op::ReplaceRoute { new, .. } => (place(owner, new), 1),
+            Op::RestoreRoute { current, .. } => (place(owner, current), 2),
+            Op::DelRoute { route, .. } => (place(owner, route), 3),
+            Op::AddRule { rule, .. } => (table_owner(owner, rule.table), 4),
+            Op::DelRule { rule, .. } => (table_owner(owner, rule.table), 5),
+            Op::SetSysctl { iface, .. } => (Cow::Borrowed(iface.as_str()), 6),
+        };
+        match counts.iter_mut().rev().find(|(name, _)| *name == iface) {
+            Some((_, n)) => n[kind] += 1,
+            None => {
+                let mut n = [0; KINDS.len()];
+                n[kind] = 1;
+                counts.push((iface, n));
+            }
+        }
+    }
+    counts
         .iter()
-        .map(|iface| {
-            let parts: Vec<String> = KINDS
-                .iter()
-                .filter_map(|(one, many)| counts.get(&(iface.clone(), *one)).map(|n| count(*n, one, many)))
+        .map(|(iface, n)| {
+            let parts: Vec<String> = (KINDS.iter().zip(n))
+                .filter(|(_, n)| **n > 0)
+                .map(|((one, many), n)| count(*n, one, many))
                 .collect();
             format!("{iface}: {}", parts.join(", "))
         })
