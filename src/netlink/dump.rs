@@ -63,9 +63,9 @@ impl Netlink {
         rawdump::ask_all_on(&mut kept, rawdump::strict_socket, tables)
     }
 
-    /// `table`'s exchange on the kept strict socket (opened at the first
-    /// one), every table's: links, addresses, rules, routes, neighbours,
-    /// lookups.
+    /// `table`'s dump on the kept strict socket (opened at the first
+    /// one), every table's: links, addresses, rules, routes, neighbours.
+    /// (Requests that are not dumps go together: `read_kept_all`.)
     pub(super) fn read_kept<T>(&self, table: &Table<T>) -> Result<Vec<T>, NlError> {
         let mut kept = self.dumper.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         rawdump::dump_on(&mut kept, rawdump::strict_socket, table)
@@ -150,13 +150,14 @@ impl Netlink {
 
     /// The IPv6 addresses `ips`, each on the link that has it (the first
     /// the kernel finds: an address on two links is one of them), one
-    /// request each (`addrdump::at_address`), in the order of `ips`; an
-    /// address no link has is not there.
+    /// request each (`addrdump::at_address`), sent together, in the order
+    /// of `ips`; an address no link has is not there.
     fn addresses_at(&self, ips: &[Ipv6Addr]) -> Result<Vec<(u32, Address)>, NlError> {
+        let tables: Vec<_> = ips.iter().map(|ip| super::addrdump::at_address(*ip)).collect();
+        crate::profile::count("addresses_asked", ips.len());
         let mut rows = Vec::new();
-        for ip in ips {
-            crate::profile::count("addresses_asked", 1);
-            match self.read_kept(&super::addrdump::at_address(*ip)) {
+        for (ip, answer) in ips.iter().zip(self.read_kept_all(&tables)?) {
+            match answer {
                 Ok(read) => rows.extend(read.into_iter().filter(|(_, a)| a.addr.addr == IpAddr::V6(*ip))),
                 // No link has it; on a kernel booted with ipv6.disable=1
                 // there is no IPv6 address to ask for (EOPNOTSUPP).

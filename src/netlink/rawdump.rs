@@ -14,14 +14,13 @@
 //! The protocol is the one `dump` follows: a result only when it ends in
 //! NLMSG_DONE without an error; asked again when the kernel marks a
 //! message as interrupted (NLM_F_DUMP_INTR), `DUMP_ATTEMPTS` times at most.
-//! A request that is not a dump (a route lookup, a link or an IPv6 address
-//! asked for by itself: no NLM_F_DUMP) is read the same way on the same
-//! socket, up to its one reply or its error. It asks for no ack: the
-//! kernel answers such a request with one message, and sends an error
-//! whether asked or not, so an ack would only cost a read (one of each
-//! link lookup's two, of each route lookup's two). Several such requests
-//! go in one datagram (`ask_all_on`), each answer read into its own
-//! request's place by its sequence number.
+//! Requests that are not dumps (route lookups, links or IPv6 addresses
+//! asked for by themselves: no NLM_F_DUMP) go several to a datagram on
+//! the same socket (`ask_all_on`), each answer, its one reply or its
+//! error, read into its own request's place by its sequence number. They
+//! ask for no ack: the kernel answers such a request with one message,
+//! and sends an error whether asked or not, so an ack would only cost a
+//! read (one of each link lookup's two, of each route lookup's two).
 
 use nix::errno::Errno;
 use nix::libc;
@@ -112,9 +111,8 @@ pub(super) fn dump_on<T>(
                 *kept = Some(socket);
                 return Ok(rows);
             }
-            // The kernel's own last answer ended it (a missing table, a
-            // lookup without a route): nothing of it is left to read, so
-            // the socket is kept.
+            // The kernel's own last answer ended it (a missing table):
+            // nothing of it is left to read, so the socket is kept.
             Attempt::Refused(e) => {
                 *kept = Some(socket);
                 return Err(e);
@@ -281,28 +279,24 @@ enum Attempt<T> {
 /// bytes.
 fn dump_once<T>(socket: &Socket, table: &Table<T>, read_size: usize) -> Result<Attempt<T>, NlError> {
     let io = |what: &'static str| move |e: std::io::Error| NlError::io(e, what);
+    if !table.is_dump() {
+        return Err(NlError::local(
+            Errno::EINVAL,
+            "internal error: a request that is not a dump read as one",
+        ));
+    }
     let seq = next_sequence();
     let mut request = table.request.clone();
     if let Some(field) = request.get_mut(8..12) {
         field.copy_from_slice(&seq.to_ne_bytes());
     }
     socket.send(&request, 0).map_err(io("cannot send a dump request"))?;
-    // Counted for the profile: a request that is not a dump reads one
-    // datagram, its answer (tests/apply.rs holds it to that).
-    let asked = !table.is_dump();
-    if asked {
-        crate::profile::count("asks", 1);
-        crate::profile::count("ask_sends", 1);
-    }
     let mut dump = Dump::new(table, seq);
     let mut buf = Vec::with_capacity(read_size);
     while !dump.done {
         buf.clear();
         // MSG_TRUNC: the datagram's real size, also when it did not fit.
         let size = socket.recv(&mut buf, libc::MSG_TRUNC).map_err(io("cannot read a dump"))?;
-        if asked {
-            crate::profile::count("ask_reads", 1);
-        }
         dump.read(&buf, size)?;
     }
     Ok(dump.attempt())
