@@ -7,11 +7,12 @@ use clap::{CommandFactory, Parser, Subcommand};
 /// The heading of the options every command takes.
 const GLOBAL: &str = "Global options";
 
-/// The command line as parsed and documented: every command's `--help`
-/// ends with the exit codes it can return, and the global options are
-/// left out of `completions` and `man`, which print text and need none.
+/// The command line as parsed and documented: its `--help` and every
+/// command's end with the exit codes they can return, and the global
+/// options are left out of `completions` and `man`, which print text and
+/// need none.
 pub fn command() -> clap::Command {
-    let mut cmd = Cli::command();
+    let mut cmd = Cli::command().after_help(crate::exit_codes::overview());
     cmd.build();
     let names: Vec<String> = cmd.get_subcommands().map(|c| c.get_name().to_string()).collect();
     for name in names {
@@ -29,20 +30,103 @@ pub fn command() -> clap::Command {
 
 /// The command line to parse `args` (the program's name first) with:
 /// `command()` when they may print help or usage with it (no command,
-/// `help`, `-h`, `--help`); else the same commands and options without the
-/// help texts `command()` adds to every command, whose building is most of
-/// what parsing costs. (Errors print no help text.)
+/// `help`, `-h`, `--help`); else the same options without the help texts
+/// `command()` adds to every command, whose building is most of what
+/// parsing costs (errors print no help text), and with only the commands
+/// named among `args` (`Given`).
 pub fn command_for(args: &[std::ffi::OsString]) -> clap::Command {
     let wants_help = |a: &std::ffi::OsString| {
         let a = a.as_encoded_bytes();
         a == b"help" || a == b"--help" || (a.len() > 1 && a[0] == b'-' && a[1] != b'-' && a.contains(&b'h'))
     };
-    if args.len() < 2 || args.iter().skip(1).any(wants_help) { command() } else { Cli::command() }
+    if args.len() < 2 || args.iter().skip(1).any(wants_help) {
+        return command();
+    }
+    let words = args.iter().skip(1).map(|a| a.as_encoded_bytes().to_vec()).collect();
+    ONLY.set(Some(words));
+    let cmd = Cli::command();
+    ONLY.set(None);
+    cmd
+}
+
+/// `args` (the program's name first) parsed with `command_for(args)`; a
+/// usage error is that of the whole command line, every command in it, so
+/// it reads as it did (a misspelt command is told its nearest name).
+pub fn parse(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    // The matches are read in place: `from_arg_matches` clones them first.
+    let parse_with = |cmd: clap::Command, args: Vec<std::ffi::OsString>| {
+        cmd.try_get_matches_from(args).and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches))
+    };
+    match parse_with(command_for(&args), args.clone()) {
+        Ok(cli) => Ok(cli),
+        Err(e) if !e.use_stderr() => Err(e),
+        Err(_) => parse_with(Cli::command(), args),
+    }
+}
+
+thread_local! {
+    /// The words being parsed while `command_for` builds the command line
+    /// to parse them with: `Given` adds only the commands they name.
+    static ONLY: std::cell::RefCell<Option<Vec<Vec<u8>>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The command given. Its command line (`clap::Subcommand`) has every
+/// command, but while `command_for` builds one to parse with (`ONLY`): then
+/// only those whose name or alias is one of the words given. clap copies
+/// each global option into every command of the line when it builds it,
+/// parsed or not (a quarter of a parse's instructions). A parse that
+/// succeeds with some of the commands succeeds with all of them, the same:
+/// the command it took was named, and no name is a prefix of another's
+/// (`infer_subcommands` is off).
+#[derive(Debug)]
+pub struct Given(pub Command);
+
+impl std::ops::Deref for Given {
+    type Target = Command;
+    fn deref(&self) -> &Command {
+        &self.0
+    }
+}
+
+impl clap::FromArgMatches for Given {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Command::from_arg_matches(matches).map(Given)
+    }
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        Command::from_arg_matches_mut(matches).map(Given)
+    }
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+}
+
+impl Subcommand for Given {
+    fn augment_subcommands(cmd: clap::Command) -> clap::Command {
+        ONLY.with_borrow(|only| match only {
+            None => Command::augment_subcommands(cmd),
+            Some(words) => {
+                let named = |c: &clap::Command| {
+                    std::iter::once(c.get_name())
+                        .chain(c.get_all_aliases())
+                        .any(|name| words.iter().any(|w| w == name.as_bytes()))
+                };
+                let all = Command::augment_subcommands(clap::Command::new("all"));
+                all.get_subcommands().filter(|c| named(c)).fold(cmd, |cmd, c| cmd.subcommand(c.clone()))
+            }
+        })
+    }
+    fn augment_subcommands_for_update(cmd: clap::Command) -> clap::Command {
+        Command::augment_subcommands_for_update(cmd)
+    }
+    fn has_subcommand(name: &str) -> bool {
+        Command::has_subcommand(name)
+    }
 }
 
 /// Per-NIC policy routing for multi-NIC RDMA hosts (InfiniBand/IPoIB, RoCE).
 #[derive(Debug, Parser)]
-#[command(name = "roce-route", version, after_help = crate::exit_codes::overview())]
+#[command(name = "roce-route", version)]
 pub struct Cli {
     /// Run inside this named network namespace (as `ip -n NAME`); every
     /// `ip` and `sysctl` command printed then acts there too.
@@ -75,7 +159,7 @@ pub struct Cli {
     pub quiet: bool,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Given,
 }
 
 #[derive(Debug, Subcommand)]
@@ -517,7 +601,7 @@ mod tests {
 
     fn probe(args: &[&str]) -> ProbeArgs {
         let cli = Cli::try_parse_from(["roce-route", "probe"].iter().chain(args)).unwrap();
-        match cli.command {
+        match cli.command.0 {
             Command::Probe(p) => p.0,
             other => panic!("{other:?}"),
         }
@@ -580,39 +664,50 @@ mod tests {
 
     /// The light command parses every command line as the full one does,
     /// errors included; help of any form gets the full one, whose texts
-    /// (the exit codes) only it has.
+    /// (the exit codes) only it has. The light one has only the commands
+    /// named, and a line that parses needs no second try with all of them.
     #[test]
     fn the_light_command_parses_as_the_full_one() {
-        // apply's help: its exit codes are what only the full one has.
-        let helps = |c: &clap::Command| {
-            let mut c = c.clone();
-            c.find_subcommand_mut("apply").expect("apply").render_long_help().to_string()
-        };
-        for args in [
-            &["--netns", "n", "--state-dir", "/tmp/s", "apply", "--no-announce", "rails.toml"][..],
-            &["apply", "-q", "--json", "--dry-run", "a.toml", "b.toml"],
-            &["show", "--protocol", "234", "-v"],
-            &["watch", "rails.toml", "--netns", "n"],
-            &["probe", "--peer", "198.51.100.1", "rails.toml", "--rdma"],
-            &["apply"],
-            &["apply", "--no-such-option", "rails.toml"],
-            &["no-such-command"],
-            &["completions", "bash"],
+        let full_texts = |c: &clap::Command| c.get_after_help().is_some();
+        let names =
+            |c: &clap::Command| c.get_subcommands().map(|c| c.get_name().to_string()).collect::<Vec<_>>();
+        for (args, named) in [
+            (
+                &["--netns", "n", "--state-dir", "/tmp/s", "apply", "--no-announce", "rails.toml"][..],
+                &["apply"][..],
+            ),
+            (&["apply", "-q", "--json", "--dry-run", "a.toml", "b.toml"], &["apply"]),
+            (&["show", "--protocol", "234", "-v"], &["show"]),
+            (&["watch", "rails.toml", "--netns", "n"], &["watch"]),
+            (&["probe", "--peer", "198.51.100.1", "rails.toml", "--rdma"], &["probe"]),
+            // A namespace named like a command: both are kept, the first parsed.
+            (&["--netns", "check", "apply", "rails.toml"], &["apply", "check"]),
+            (&["completions", "bash"], &["completions"]),
+            (&["apply"], &["apply"]),
+            (&["apply", "--no-such-option", "rails.toml"], &["apply"]),
+            (&["no-such-command"], &[]),
+            (&["aply", "rails.toml"], &[]),
+            (&["--netns", "n"], &[]),
         ] {
             let argv = os(args);
             let full = command().try_get_matches_from(&argv).and_then(|m| Cli::from_arg_matches(&m));
-            let light =
-                command_for(&argv).try_get_matches_from(&argv).and_then(|m| Cli::from_arg_matches(&m));
-            match (full, light) {
+            let light = parse(argv.clone());
+            match (&full, light) {
                 (Ok(f), Ok(l)) => assert_eq!(format!("{f:?}"), format!("{l:?}"), "{args:?}"),
                 (Err(f), Err(l)) => assert_eq!(f.to_string(), l.to_string(), "{args:?}"),
                 (f, l) => panic!("{args:?}: full {f:?}, light {l:?}"),
             }
-            assert_ne!(helps(&command_for(&argv)), helps(&command()), "{args:?} gets the light one");
+            let light = command_for(&argv);
+            assert!(!full_texts(&light), "{args:?} gets the light one");
+            assert_eq!(names(&light), named, "{args:?}");
+            if full.is_ok() {
+                assert!(light.try_get_matches_from(&argv).is_ok(), "{args:?} parses with the commands named");
+            }
         }
         for args in [&["apply", "--help"][..], &["help", "apply"], &["-h"], &["apply", "-qh"], &[]] {
-            let argv = os(args);
-            assert_eq!(helps(&command_for(&argv)), helps(&command()), "{args:?} gets the full one");
+            let light = command_for(&os(args));
+            assert!(full_texts(&light), "{args:?} gets the full one");
+            assert_eq!(names(&light), names(&command()), "{args:?}");
         }
     }
 }

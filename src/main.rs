@@ -115,12 +115,7 @@ fn cli_text_only(command: &str) -> bool {
 /// The command line, or the exit code of a usage error (said as every
 /// other error is: one prefix, and the JSON envelope under --json).
 fn parse() -> Result<Cli, u8> {
-    use clap::FromArgMatches;
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    // The matches are read in place: `from_arg_matches` clones them first.
-    let parsed = roce_route::cli::command_for(&args)
-        .try_get_matches_from(args)
-        .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches));
+    let parsed = roce_route::cli::parse(std::env::args_os().collect());
     let e = match parsed {
         Ok(cli) => return Ok(cli),
         Err(e) => e,
@@ -172,7 +167,7 @@ fn print_envelope(
 
 fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     // Generated from the command line itself: no root, no namespace.
-    match &cli.command {
+    match &*cli.command {
         Command::Completions(c) => return Ok(roce_route::docs::completions(c.shell)),
         Command::Man(m) => return roce_route::docs::man(&m.page),
         _ => {}
@@ -189,7 +184,7 @@ fn run(cli: Cli, ctx_out: &mut Option<Ctx>) -> Result<Done, Error> {
     // The handlers only set a flag: every wait and every step checks it.
     // `confirm` keeps the default (a Ctrl-C simply ends it).
     let start_up = roce_route::profile::phase("signals, namespace, runtime");
-    let stop = match &cli.command {
+    let stop = match &*cli.command {
         Command::Confirm => StopFlag::default(),
         _ => StopFlag::on_signals()
             .map_err(|e| Error::Other(anyhow::anyhow!("cannot install signal handlers: {e}")))?,
