@@ -72,11 +72,13 @@ pub async fn converge(
     let cfg = req.cfg;
     let mut attempt = 1;
     loop {
-        let stored = match req.record.filter(|_| attempt == 1) {
+        let mut record = match req.record.filter(|_| attempt == 1) {
             Some(record) => record.clone(),
             None => state.record()?,
         };
-        let mut record = stored.clone();
+        // An undo gives back the discovered addresses as they were
+        // stored, not as `adjust` left them.
+        let stored_discovered = record.discovered.clone();
         adjust(&mut record);
         // A rail renamed since its sysctls were recorded keeps them: its
         // values are planned, given back and recorded under its name now.
@@ -109,9 +111,7 @@ pub async fn converge(
         header.trial = req.trial.clone();
         header.renamed = renamed;
         header.links = reconcile::recorded_indexes(nl, &record);
-        // An undo gives back the record as it was stored, not as `adjust`
-        // saw it.
-        header.replaced_discovered = stored.discovered.clone();
+        header.replaced_discovered = stored_discovered;
         let env = Env { state, nl, stop };
         match transaction::begin(&env, &plan.ops, header).await {
             Ok(applied) => {
