@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nix::errno::Errno;
 use nix::libc;
-use rtnetlink::packet_core::{NetlinkBuffer, NlasIterator};
+use rtnetlink::packet_core::NetlinkBuffer;
 
 use super::NlError;
 use super::rawdump::{self, Table};
@@ -144,12 +144,11 @@ fn row(payload: &[u8]) -> Result<Option<(u32, Address)>, NlError> {
     }
     // The header has the low 8 flag bits; IFA_FLAGS, when present, all 32.
     let (mut local, mut address, mut flags) = (None, None, u32::from(header_flags));
-    for attr in NlasIterator::new(&payload[IFADDRMSG_LEN..]) {
-        let attr = attr.map_err(|_| {
+    for attr in rawdump::attributes(&payload[IFADDRMSG_LEN..]) {
+        let (kind, value) = attr.map_err(|_| {
             malformed(&format!("an attribute of an address of if{index} is outside its message"))
         })?;
-        let value = attr.value();
-        match attr.kind() {
+        match kind {
             IFA_LOCAL => local = ip_of(value),
             IFA_ADDRESS => address = ip_of(value),
             IFA_FLAGS if value.len() == 4 => flags |= u32::from_ne_bytes(value.try_into().unwrap()),

@@ -8,7 +8,7 @@
 
 use nix::errno::Errno;
 use nix::libc;
-use rtnetlink::packet_core::{NetlinkBuffer, NlasIterator};
+use rtnetlink::packet_core::NetlinkBuffer;
 
 use super::NlError;
 use super::rawdump::{self, Table};
@@ -165,10 +165,9 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
     let flags = u32::from_ne_bytes(header[8..12].try_into().unwrap());
     let (mut name, mut mac, mut broadcast, mut mtu, mut devconf) = (String::new(), None, None, None, None);
     let outside = || malformed(&format!("an attribute of link {index} is outside its message"));
-    for attr in NlasIterator::new(&payload[IFINFOMSG_LEN..]) {
-        let attr = attr.map_err(|_| outside())?;
-        let value = attr.value();
-        match attr.kind() {
+    for attr in rawdump::attributes(&payload[IFINFOMSG_LEN..]) {
+        let (kind, value) = attr.map_err(|_| outside())?;
+        match kind {
             IFLA_IFNAME => {
                 // Linux takes any bytes but '/', ':' and white space in a
                 // name: one that is not UTF-8 must not make the whole
@@ -199,9 +198,10 @@ fn row(payload: &[u8]) -> Result<LinkRow, NlError> {
 /// they cannot be read: then the sysctl files are read, and the link
 /// itself still is.
 fn inet_conf(af_spec: &[u8]) -> Option<DevConf> {
-    let inet = NlasIterator::new(af_spec).map_while(Result::ok).find(|f| f.kind() == libc::AF_INET as u16)?;
-    let conf = NlasIterator::new(inet.value()).map_while(Result::ok).find(|a| a.kind() == IFLA_INET_CONF)?;
-    Some(DevConf::from_words(conf.value()))
+    let find = |buf, wanted| rawdump::attributes(buf).map_while(Result::ok).find(|(kind, _)| *kind == wanted);
+    let (_, inet) = find(af_spec, libc::AF_INET as u16)?;
+    let (_, conf) = find(inet, IFLA_INET_CONF)?;
+    Some(DevConf::from_words(conf))
 }
 
 #[cfg(test)]

@@ -409,6 +409,46 @@ impl<'t, T> Dump<'t, T> {
     }
 }
 
+/// The attributes of `buf` (a message's payload after its fixed header)
+/// as (type, value), the type without NLA_F_NESTED and
+/// NLA_F_NET_BYTEORDER, each attribute aligned to 4 bytes; one whose
+/// length is below its 4-byte header or past the end is an error and ends
+/// the walk. netlink-packet-core's NlasIterator does the same (its walk is
+/// the tests' oracle) at ~150 instructions an attribute, a link's 44 of
+/// them ~6.6k; this at ~15.
+pub(super) fn attributes(buf: &[u8]) -> Attributes<'_> {
+    Attributes { rest: buf }
+}
+
+pub(super) struct Attributes<'a> {
+    rest: &'a [u8],
+}
+
+/// An attribute whose length does not fit its message.
+#[derive(Debug)]
+pub(super) struct Outside;
+
+impl<'a> Iterator for Attributes<'a> {
+    type Item = Result<(u16, &'a [u8]), Outside>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let rest = std::mem::take(&mut self.rest);
+        let Some(&[l0, l1, t0, t1]) = rest.first_chunk::<4>() else {
+            return Some(Err(Outside));
+        };
+        let len = usize::from(u16::from_ne_bytes([l0, l1]));
+        if !(4..=rest.len()).contains(&len) {
+            return Some(Err(Outside));
+        }
+        self.rest = rest.get(len.next_multiple_of(4)..).unwrap_or_default();
+        let kind = u16::from_ne_bytes([t0, t1]) & libc::NLA_TYPE_MASK as u16;
+        Some(Ok((kind, &rest[4..len])))
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use rtnetlink::packet_core::{NLM_F_MULTIPART, NetlinkHeader, NetlinkMessage, NetlinkPayload};
@@ -555,5 +595,53 @@ pub(super) mod tests {
         let mut bytes = datagram(one(1, 0), None);
         bytes[0] = 0xff;
         assert!(Dump::new(&t, 0).read(&bytes, bytes.len()).is_err());
+    }
+
+    /// The attribute walk is NlasIterator's: the same types and values, an
+    /// error where it has one, and nothing after it. Buffers of every
+    /// shape: attributes of lengths 0 to 11 (unaligned ones padded), flag
+    /// bits in their types, each cut at every length, and random bytes.
+    #[test]
+    fn attributes_are_walked_as_netlink_packet_core_walks_them() {
+        use rtnetlink::packet_core::NlasIterator;
+        let ours = |buf: &[u8]| -> Vec<Option<(u16, Vec<u8>)>> {
+            attributes(buf).map(|a| a.ok().map(|(k, v)| (k, v.to_vec()))).collect()
+        };
+        let theirs = |buf: &[u8]| -> Vec<Option<(u16, Vec<u8>)>> {
+            NlasIterator::new(buf).map(|a| a.ok().map(|a| (a.kind(), a.value().to_vec()))).collect()
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut random = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut buffers = Vec::new();
+        for _ in 0..300 {
+            let mut buf = Vec::new();
+            for _ in 0..random() % 5 {
+                let value_len = (random() % 12) as usize;
+                let kind = (random() % 0x1_0000) as u16;
+                buf.extend(u16::try_from(4 + value_len).unwrap().to_ne_bytes());
+                buf.extend(kind.to_ne_bytes());
+                buf.extend((0..value_len).map(|_| random() as u8));
+                buf.resize(buf.len().next_multiple_of(4), 0);
+            }
+            for cut in 0..=buf.len() {
+                buffers.push(buf[..cut].to_vec());
+            }
+            buffers.push((0..random() % 24).map(|_| random() as u8).collect());
+        }
+        // A length below the header, and one past the end.
+        buffers.push(vec![2, 0, 1, 0, 0, 0, 0, 0]);
+        buffers.push(vec![9, 0, 1, 0, 0, 0, 0, 0]);
+        let mut errors = 0;
+        for buf in &buffers {
+            let walked = ours(buf);
+            assert_eq!(walked, theirs(buf), "{buf:?}");
+            errors += walked.iter().filter(|a| a.is_none()).count();
+        }
+        assert!(errors > 100, "the cases reach the errors: {errors}");
     }
 }
