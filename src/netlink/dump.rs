@@ -452,27 +452,30 @@ impl Netlink {
             request.attributes.push(RouteAttribute::Oif(i));
         }
         crate::profile::count("route_dumps", 1);
-        let dump = self.dump(RouteNetlinkMessage::GetRoute(request)).await;
-        let msgs = if table.is_some() { empty_if_missing_table(dump)? } else { dump? };
-        crate::profile::count("routes_read", msgs.len());
-        Ok(msgs
-            .into_iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewRoute(r) => {
-                    let live = route::live_route(&r, |i| self.ifname(i))?;
-                    // The kernel filters; check again so that a kernel
-                    // without strict checking cannot widen the result.
-                    let item = &live.item;
-                    // And on the family: a kernel without IPv6
-                    // (`ipv6.disable=1`) answers an IPv6 dump with every
-                    // family's routes.
-                    let wanted = table.is_none_or(|t| t == item.table)
-                        && protocol.is_none_or(|p| p == item.protocol)
-                        && family.is_none_or(|f| f == item.family);
-                    wanted.then_some(live)
-                }
-                _ => None,
+        // Read by `route::route_row`, not parsed whole.
+        let dump = table_of(RouteNetlinkMessage::GetRoute(request), NLM_F_DUMP).and_then(|t| {
+            self.read_kept(&Table {
+                what: t.what,
+                request: t.request,
+                reply: t.reply,
+                parse: route::route_row,
             })
+        });
+        let rows = if table.is_some() { empty_if_missing_table(dump)? } else { dump? };
+        crate::profile::count("routes_read", rows.len());
+        Ok(rows
+            .into_iter()
+            .filter(|row| {
+                // The kernel filters; check again so that a kernel without
+                // strict checking cannot widen the result. And on the
+                // family: a kernel without IPv6 (`ipv6.disable=1`) answers
+                // an IPv6 dump with every family's routes.
+                let item = &row.route;
+                table.is_none_or(|t| t == item.table)
+                    && protocol.is_none_or(|p| p == item.protocol)
+                    && family.is_none_or(|f| f == item.family)
+            })
+            .map(|row| row.live(|i| self.ifname(i)))
             .collect())
     }
 }
@@ -603,9 +606,7 @@ const FIB_TABLE_DOES_NOT_EXIST: Errno = Errno::ENOENT;
 
 /// The result of a table-filtered route dump, with the missing table read
 /// as an empty one. Only for those dumps: anywhere else ENOENT is an error.
-fn empty_if_missing_table(
-    dump: Result<Vec<RouteNetlinkMessage>, NlError>,
-) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+fn empty_if_missing_table<T>(dump: Result<Vec<T>, NlError>) -> Result<Vec<T>, NlError> {
     match dump {
         Err(e) if e.is(FIB_TABLE_DOES_NOT_EXIST) => Ok(Vec::new()),
         other => other,
@@ -675,9 +676,9 @@ mod tests {
         done.extended_ack = nla_msg(text);
         let missing = read_whole(&routes(), &[framed(NetlinkPayload::Done(done), 0)]).unwrap_err();
         assert_eq!(missing, NlError { errno: FIB_TABLE_DOES_NOT_EXIST, ext_ack: Some(text.into()) });
-        assert_eq!(empty_if_missing_table(Err(missing)), Ok(Vec::new()));
+        assert_eq!(empty_if_missing_table::<u32>(Err(missing)), Ok(Vec::new()));
         let other = NlError { errno: Errno::EINVAL, ext_ack: None };
-        assert_eq!(empty_if_missing_table(Err(other.clone())), Err(other));
+        assert_eq!(empty_if_missing_table::<u32>(Err(other.clone())), Err(other));
         let routes = vec![route(1000, 3)];
         assert_eq!(empty_if_missing_table(Ok(routes.clone())), Ok(routes));
     }

@@ -9,7 +9,7 @@ use rtnetlink::packet_core::Parseable;
 use rtnetlink::packet_route::route::RouteMessage;
 use rtnetlink::packet_route::rule::RuleMessage;
 
-use super::{route::live_route, rule::live_rule};
+use super::{route::route_row, rule::live_rule};
 use crate::model::{Live, Prefix, Route, Rule};
 
 /// What a dump puts in the 8-bit header table field for a table above
@@ -46,12 +46,12 @@ impl Fixture {
     pub(super) fn raw(&self, name: &str) -> &[u8] {
         self.messages.get(name).unwrap_or_else(|| panic!("no fixture {name}"))
     }
-    fn ifname(&self) -> impl Fn(u32) -> String + '_ {
+    pub(super) fn ifname(&self) -> impl Fn(u32) -> String + '_ {
         |i| self.links.get(&i).cloned().unwrap_or_else(|| panic!("unknown ifindex {i}"))
     }
     pub(super) fn route(&self, name: &str) -> (RouteMessage, Live<Route>) {
         let m = RouteMessage::parse(self.raw(name)).unwrap();
-        let live = live_route(&m, self.ifname()).unwrap();
+        let live = route_row(self.raw(name)).unwrap().unwrap().live(self.ifname());
         (m, live)
     }
     pub(super) fn rule(&self, name: &str) -> (RuleMessage, Live<Rule>) {
