@@ -292,6 +292,77 @@ fn a_rule_at_priority_0_is_restored_at_priority_0() {
     assert_eq!([ip_rules(&ns, "-4"), ip_rules(&ns, "-6")], before, "the rules are back as they were");
 }
 
+/// Rules as roce-route reads them from their bytes (`rule::rule_row`, not
+/// netlink-packet-route's whole parse), of every shape a host has: each
+/// keeps the kernel's bytes exactly, and its fields are the kernel's;
+/// `not` is an inverted rule, a `goto` jumps, and a selector roce-route
+/// does not model (suppress_prefixlength, uidrange, ipproto and dport:
+/// the RoCEv2 port) is an extra selector, the kernel's markers on every
+/// rule are not.
+#[test]
+fn rules_read_from_their_bytes_are_the_kernels() {
+    use rtnetlink::packet_route::rule::RuleMessage;
+    let ns = Netns::new();
+    ns.veth_up();
+    ns.batch(
+        "-4",
+        "rule add priority 100 not from 198.51.100.0/24 lookup 100
+rule add priority 200 goto 400
+rule add priority 300 lookup main suppress_prefixlength 0
+rule add priority 400 uidrange 1000-2000 lookup 100
+rule add priority 500 ipproto udp dport 4791 lookup 100
+rule add priority 600 iif rr0 oif rr0p fwmark 0x10/0xff tos 0x08 lookup 1000 proto 234
+rule add priority 700 from 198.51.100.99 blackhole
+",
+    );
+    ns.ip("-6 rule add priority 800 from 2001:db8:1::10 to 2001:db8:2::/64 lookup 100 proto 234");
+    let (rules, kernels) = ns.run(|| async {
+        let nl = connect().await;
+        let rules = nl.rules().await.expect("rules");
+        let mut kernels = Vec::new();
+        for family in
+            [rtnetlink::packet_route::AddressFamily::Inet, rtnetlink::packet_route::AddressFamily::Inet6]
+        {
+            let mut msg = RuleMessage::default();
+            msg.header.family = family;
+            kernels.extend(raw_dump(RouteNetlinkMessage::GetRule(msg)));
+        }
+        (rules, kernels)
+    });
+    let mut ours: Vec<&Vec<u8>> = rules.iter().map(|r| &r.raw).collect();
+    let mut theirs: Vec<&Vec<u8>> = kernels.iter().collect();
+    ours.sort();
+    theirs.sort();
+    assert_eq!(ours, theirs, "each rule's bytes as the kernel sent them");
+    let at = |priority: u32| {
+        let found: Vec<&Rule> = rules.iter().map(|r| &r.item).filter(|r| r.priority == priority).collect();
+        assert_eq!(found.len(), 1, "{priority}: {rules:?}");
+        found[0].clone()
+    };
+    let not = at(100);
+    assert!(not.invert && !not.extra_selectors, "{not:?}");
+    let goto = at(200);
+    assert_eq!((goto.goto, goto.action, goto.extra_selectors), (Some(400), 2, false));
+    for priority in [300, 400, 500] {
+        assert!(at(priority).extra_selectors, "{priority}: {:?}", at(priority));
+    }
+    let marked = at(600);
+    assert_eq!(
+        (marked.iif.as_deref(), marked.oif.as_deref(), marked.fwmark, marked.fwmask, marked.tos),
+        (Some("rr0"), Some("rr0p"), Some(0x10), Some(0xff), 8)
+    );
+    assert_eq!((marked.table, marked.protocol, marked.extra_selectors), (1000, 234, false));
+    assert_eq!((at(700).action, at(700).src.map(|p| p.len)), (6, Some(32)));
+    let v6 = at(800);
+    assert_eq!((v6.family, v6.dst.map(|p| p.len), v6.protocol), (Family::V6, Some(64), 234));
+    let main: Vec<&Rule> = rules.iter().map(|r| &r.item).filter(|r| r.priority == 32766).collect();
+    assert_eq!(main.len(), 2, "{main:?}");
+    assert!(
+        main.iter().all(|r| r.table == 254 && !r.extra_selectors),
+        "main, with the kernel's markers: {main:?}"
+    );
+}
+
 /// Changes go on one socket of their own, kept for the connection, each
 /// answer read before the next change: every change gets its own answer
 /// (never the one before or after it), with the kernel's errno and text,

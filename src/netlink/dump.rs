@@ -386,14 +386,9 @@ impl Netlink {
         let mut msg = RuleMessage::default();
         msg.header.family = family.map_or(AddressFamily::Unspec, af);
         crate::profile::count("rule_dumps", 1);
-        let msgs = self.dump(RouteNetlinkMessage::GetRule(msg)).await?;
-        Ok(msgs
-            .into_iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewRule(r) => rule::live_rule(&r),
-                _ => None,
-            })
-            .collect())
+        // Read by `rule::rule_row`, not parsed whole.
+        let t = table_of(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP)?;
+        self.read_kept(&Table { what: t.what, request: t.request, reply: t.reply, parse: rule::rule_row })
     }
 
     /// Routes of one family, filtered in the kernel by table and/or protocol

@@ -9,7 +9,7 @@ use rtnetlink::packet_core::Parseable;
 use rtnetlink::packet_route::route::RouteMessage;
 use rtnetlink::packet_route::rule::RuleMessage;
 
-use super::{route::route_row, rule::live_rule};
+use super::{route::route_row, rule::rule_row};
 use crate::model::{Live, Prefix, Route, Rule};
 
 /// What a dump puts in the 8-bit header table field for a table above
@@ -56,7 +56,7 @@ impl Fixture {
     }
     pub(super) fn rule(&self, name: &str) -> (RuleMessage, Live<Rule>) {
         let m = RuleMessage::parse(self.raw(name)).unwrap();
-        let live = live_rule(&m).unwrap();
+        let live = rule_row(self.raw(name)).unwrap().unwrap();
         (m, live)
     }
 }

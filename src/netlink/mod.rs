@@ -26,8 +26,7 @@ use futures::StreamExt;
 use nix::errno::Errno;
 use rtnetlink::Handle;
 use rtnetlink::packet_core::{
-    Emitable, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
-    NetlinkPayload,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
@@ -593,7 +592,8 @@ fn family_of(a: AddressFamily) -> Option<Family> {
 }
 
 /// A message's bytes, as the kernel would send them.
-fn emit<T: Emitable>(m: &T) -> Vec<u8> {
+#[cfg(test)]
+fn emit<T: rtnetlink::packet_core::Emitable>(m: &T) -> Vec<u8> {
     let mut buf = vec![0u8; m.buffer_len()];
     m.emit(&mut buf);
     buf
