@@ -12,7 +12,10 @@ and without them, in alternating blocks of rounds:
     k  roce-route check CONFIG
 
 and reports the medians, the ratio with/without, and the median of the
-profiled `process scan` phase (ROCE_ROUTE_PROFILE=1) of a and k.
+profiled `process scan` phase (ROCE_ROUTE_PROFILE=1) of a and k: the time
+the command waited for its scan, which runs beside its other work on a
+thread of its own (src/managers.rs, `Background`) when there is another
+CPU, so that it is the part that did not overlap.
 
 Run as root:  sudo python3 bench/processes.py [--processes 1000] [--rounds 10]
               [--binary target/release/roce-route]

@@ -233,7 +233,7 @@ pub async fn run(
         Some(seconds) => Some(Guard::arm(ctx, &state, &cfg, seconds, install.as_ref())?),
         None => None,
     };
-    let (converged, dropped) =
+    let (converged, dropped, scan) =
         run.converge(&state, &mut nl, &config_files, guard.as_ref(), given.as_ref()).await;
     let converged = match converged {
         Ok(c) => c,
@@ -266,8 +266,10 @@ pub async fn run(
     // A manager that deletes foreign rules undoes this change at its next
     // reconfiguration: say so now, not after the rails broke. (Only when
     // something changed: a scan of every process is not worth it for a
-    // no-op, which changes nothing a manager could undo.)
-    for w in crate::managers::warnings(&crate::managers::scan()) {
+    // no-op, which changes nothing a manager could undo. It ran beside the
+    // change, started when the plan was known.)
+    let env = scan.map_or_else(crate::managers::scan, crate::managers::Background::wait);
+    for w in crate::managers::warnings(&env) {
         ctx.warn(w);
     }
     // The change is complete: others may read and change the host while
@@ -413,9 +415,10 @@ impl Apply<'_> {
         config_files: &[(String, String)],
         guard: Option<&Guard>,
         addresses: Option<&reconcile::Given>,
-    ) -> (Result<Converged, Error>, Vec<DroppedWithFile>) {
+    ) -> (Result<Converged, Error>, Vec<DroppedWithFile>, Option<crate::managers::Background>) {
         let (ctx, args, cfg) = (self.ctx, self.args, self.cfg);
         let mut dropped = Vec::new();
+        let mut scan = None;
         let req = Request {
             cfg,
             config_files,
@@ -435,10 +438,14 @@ impl Apply<'_> {
             if !plan.conflicts.is_empty() && !args.adopt {
                 return Err(conflicts(ctx, &cfg.files, plan));
             }
+            // It will change something: the managers' scan runs meanwhile.
+            if !plan.ops.is_empty() && scan.is_none() {
+                scan = Some(crate::managers::scan_in_background());
+            }
             Ok(())
         };
         let converged = converge::converge(state, nl, &ctx.stop, &req, gate, |_| {}).await;
-        (converged, dropped)
+        (converged, dropped, scan)
     }
 
     /// Nothing to change.

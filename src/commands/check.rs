@@ -62,6 +62,8 @@ pub struct Difference {
 
 pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error> {
     let sysfs = &args.sysfs;
+    // The managers' scan runs beside the reading below (`Background`).
+    let scan = managers::scan_in_background();
     // As root, wait for a running apply/rollback so as not to report its
     // half-made state; without root the record of earlier runs cannot be
     // read, and the report says what that leaves unchecked.
@@ -88,7 +90,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
     let rdma = rdma_read::read_lenient(sysfs, nl.links())?;
     super::probe::mtu_warnings(&nl, &cfg, &rdma, sysfs).await.into_iter().for_each(|w| ctx.warn(w));
     let fix_all = ctx.suggest(&super::apply::apply_args(&cfg.files, &[]));
-    for w in managers::warnings(&managers::scan()) {
+    for w in managers::warnings(&scan.wait()) {
         ctx.warn(w);
     }
     let (mut report, desired) = match reconcile::reconcile_reading(&nl, &cfg, false, &record, None).await {
