@@ -78,7 +78,9 @@ thread_local! {
 /// parsed or not (a quarter of a parse's instructions). A parse that
 /// succeeds with some of the commands succeeds with all of them, the same:
 /// the command it took was named, and no name is a prefix of another's
-/// (`infer_subcommands` is off).
+/// (`infer_subcommands` is off). The commands are taken from a command line
+/// of their own: an attribute on `Command` itself (it has none) would not
+/// reach the light one.
 #[derive(Debug)]
 pub struct Given(pub Command);
 

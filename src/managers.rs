@@ -164,12 +164,12 @@ impl Background {
             // Free to run anywhere now, the caller's CPU too, which its
             // wait leaves idle: one still waiting for a CPU that other work
             // took (2.5 ms once here) is not kept there.
-            // SAFETY: as in other_cpus, the caller's set read and given to
+            // SAFETY: as in other_cpus, the process.s set read and given to
             // a thread not yet joined.
             unsafe {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
                 let size = std::mem::size_of::<libc::cpu_set_t>();
-                if libc::sched_getaffinity(0, size, &mut set) == 0 {
+                if libc::sched_getaffinity(libc::getpid(), size, &mut set) == 0 {
                     libc::pthread_setaffinity_np(t.as_pthread_t(), size, &set);
                 }
             }
@@ -192,14 +192,16 @@ fn helpers(processes: usize) -> usize {
     (processes / PER_THREAD).saturating_sub(1).min(MAX_HELPERS)
 }
 
-/// Up to `n` CPUs this process may run on, the calling thread's own left
-/// out (empty where the set cannot be read).
+/// Up to `n` CPUs this process may run on, the CPU the calling thread is
+/// on left out (empty where the set cannot be read). The process's set is
+/// its first thread's (its TID is the PID), not the caller's: a background
+/// scan's thread, bound to one CPU, still finds the others for helpers.
 fn other_cpus(n: usize) -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity writes
     // at most its size into it; CPU_ISSET reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+        if libc::sched_getaffinity(libc::getpid(), std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Vec::new();
         }
         let here = usize::try_from(libc::sched_getcpu()).ok();
@@ -525,10 +527,11 @@ mod tests {
     }
 
     /// A background scan's thread is bound to one CPU by the caller (it
-    /// does not wait for the caller's CPU to move itself), is free to run
-    /// anywhere once the caller waits for it, and gives the caller what it
-    /// scanned. Its "scan" waits to see itself bound, says so, then waits
-    /// to be free (at most 10 s each) and returns what it saw.
+    /// does not wait for the caller's CPU to move itself), still names the
+    /// other CPUs for a long scan's helpers, is free to run anywhere once
+    /// the caller waits for it, and gives the caller what it scanned. Its
+    /// "scan" waits to see itself bound, says so, then waits to be free (at
+    /// most 10 s each) and returns what it saw.
     #[test]
     fn a_background_scan_is_bound_to_another_cpu_until_the_wait() {
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -546,9 +549,12 @@ mod tests {
         }
         fn scan() -> Environment {
             let bound = until(|cpus| cpus == 1);
+            // Bound, it still finds the other CPUs for a long scan's helpers.
+            let helpers = other_cpus(1024).len();
             BOUND.store(true, Ordering::SeqCst);
             let free = until(|cpus| cpus > 1);
-            Environment { processes: vec![bound.to_string(), free.to_string()], networkd_conf: String::new() }
+            let seen = [bound, helpers, free].map(|n| n.to_string()).to_vec();
+            Environment { processes: seen, networkd_conf: String::new() }
         }
         let all = allowed_cpus();
         let background = in_background(scan);
@@ -560,7 +566,8 @@ mod tests {
             }
         }
         let got = background.wait().processes;
-        assert_eq!(got, ["1".to_string(), all.to_string()], "bound to one, then free (in line: one CPU)");
+        let expected = [1, all - 1, all].map(|n| n.to_string());
+        assert_eq!(got, expected, "bound to one, the others named for helpers, then free (in line: one CPU)");
     }
 
     #[test]

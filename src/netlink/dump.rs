@@ -63,6 +63,18 @@ impl Netlink {
         rawdump::ask_all_on(&mut kept, rawdump::strict_socket, tables)
     }
 
+    /// `request`'s dump with each reply read by `parse` (`route::route_row`,
+    /// `rule::rule_row`: what roce-route uses of it, straight from its
+    /// bytes), not parsed whole as `dump` parses it.
+    fn rows_of<T>(
+        &self,
+        request: RouteNetlinkMessage,
+        parse: fn(&[u8]) -> Result<Option<T>, NlError>,
+    ) -> Result<Vec<T>, NlError> {
+        let Table { what, request, reply, .. } = table_of(request, NLM_F_DUMP)?;
+        self.read_kept(&Table { what, request, reply, parse })
+    }
+
     /// `table`'s dump on the kept strict socket (opened at the first
     /// one), every table's: links, addresses, rules, routes, neighbours.
     /// (Requests that are not dumps go together: `read_kept_all`.)
@@ -386,9 +398,7 @@ impl Netlink {
         let mut msg = RuleMessage::default();
         msg.header.family = family.map_or(AddressFamily::Unspec, af);
         crate::profile::count("rule_dumps", 1);
-        // Read by `rule::rule_row`, not parsed whole.
-        let t = table_of(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP)?;
-        self.read_kept(&Table { what: t.what, request: t.request, reply: t.reply, parse: rule::rule_row })
+        self.rows_of(RouteNetlinkMessage::GetRule(msg), rule::rule_row)
     }
 
     /// Routes of one family, filtered in the kernel by table and/or protocol
@@ -447,15 +457,7 @@ impl Netlink {
             request.attributes.push(RouteAttribute::Oif(i));
         }
         crate::profile::count("route_dumps", 1);
-        // Read by `route::route_row`, not parsed whole.
-        let dump = table_of(RouteNetlinkMessage::GetRoute(request), NLM_F_DUMP).and_then(|t| {
-            self.read_kept(&Table {
-                what: t.what,
-                request: t.request,
-                reply: t.reply,
-                parse: route::route_row,
-            })
-        });
+        let dump = self.rows_of(RouteNetlinkMessage::GetRoute(request), route::route_row);
         let rows = if table.is_some() { empty_if_missing_table(dump)? } else { dump? };
         crate::profile::count("routes_read", rows.len());
         Ok(rows
