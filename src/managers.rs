@@ -142,12 +142,12 @@ fn in_background(scan: fn() -> Environment) -> Background {
         // first for the caller's time slice on the caller's CPU, which the
         // change keeps busy (the scan then ended after the change: 0.40 ms
         // waited for where in line it took 0.27).
-        // SAFETY: as in other_cpus; the thread's pthread_t is valid until
-        // it is joined, which is later.
+        // SAFETY: the thread is joined later, by `wait`; a zeroed cpu_set_t
+        // is an empty set, CPU_SET adds to it.
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
-            libc::pthread_setaffinity_np(thread.as_pthread_t(), std::mem::size_of::<libc::cpu_set_t>(), &set);
+            bind(thread.as_pthread_t(), &set);
         }
         Some(thread)
     });
@@ -164,14 +164,9 @@ impl Background {
             // Free to run anywhere now, the caller's CPU too, which its
             // wait leaves idle: one still waiting for a CPU that other work
             // took (2.5 ms once here) is not kept there.
-            // SAFETY: as in other_cpus, the process.s set read and given to
-            // a thread not yet joined.
-            unsafe {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                let size = std::mem::size_of::<libc::cpu_set_t>();
-                if libc::sched_getaffinity(libc::getpid(), size, &mut set) == 0 {
-                    libc::pthread_setaffinity_np(t.as_pthread_t(), size, &set);
-                }
+            if let Some(set) = process_cpus() {
+                // SAFETY: the thread is joined below, after this.
+                unsafe { bind(t.as_pthread_t(), &set) }
             }
         });
         thread.and_then(|t| t.join().ok()).unwrap_or_else(self.scan)
@@ -192,18 +187,12 @@ fn helpers(processes: usize) -> usize {
     (processes / PER_THREAD).saturating_sub(1).min(MAX_HELPERS)
 }
 
-/// Up to `n` CPUs this process may run on, the CPU the calling thread is
-/// on left out (empty where the set cannot be read). The process's set is
-/// its first thread's (its TID is the PID), not the caller's: a background
-/// scan's thread, bound to one CPU, still finds the others for helpers.
+/// Up to `n` CPUs this process may run on (`process_cpus`), the CPU the
+/// calling thread is on left out (empty where the set cannot be read).
 fn other_cpus(n: usize) -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity writes
-    // at most its size into it; CPU_ISSET reads it.
+    let Some(set) = process_cpus() else { return Vec::new() };
+    // SAFETY: sched_getcpu takes nothing; CPU_ISSET reads the set.
     unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(libc::getpid(), std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
         let here = usize::try_from(libc::sched_getcpu()).ok();
         (0..libc::CPU_SETSIZE as usize)
             .filter(|&c| libc::CPU_ISSET(c, &set) && Some(c) != here)
@@ -212,13 +201,39 @@ fn other_cpus(n: usize) -> Vec<usize> {
     }
 }
 
+/// The CPUs this process may run on: its first thread's set (its TID is
+/// the PID), not the caller's, so that a background scan's thread, bound
+/// to one CPU, still finds the others for helpers. None where it cannot
+/// be read.
+fn process_cpus() -> Option<libc::cpu_set_t> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity writes
+    // at most its size into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        (libc::sched_getaffinity(libc::getpid(), std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
+            .then_some(set)
+    }
+}
+
+/// Binds `thread` to the CPUs of `set`; left where it is when that fails.
+///
+/// # Safety
+/// `thread` is a thread of this process that has not been joined.
+unsafe fn bind(thread: libc::pthread_t, set: &libc::cpu_set_t) {
+    // SAFETY: the caller's; pthread_setaffinity_np reads the set.
+    unsafe {
+        libc::pthread_setaffinity_np(thread, std::mem::size_of::<libc::cpu_set_t>(), set);
+    }
+}
+
 /// Binds the calling thread to `cpu`; left where it is when that fails.
 fn run_on(cpu: usize) {
-    // SAFETY: as in other_cpus; sched_setaffinity reads the set.
+    // SAFETY: the calling thread is one of this process, not joined; a
+    // zeroed cpu_set_t is an empty set, CPU_SET adds to it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        bind(libc::pthread_self(), &set);
     }
 }
 
@@ -582,14 +597,9 @@ mod tests {
     /// Every CPU this process may use but the caller's, each once.
     #[test]
     fn the_other_cpus_leave_out_the_callers_own() {
-        // SAFETY: as in other_cpus; sched_getcpu takes nothing.
-        let (allowed, cpu) = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
-            (usize::try_from(libc::CPU_COUNT(&set)).unwrap(), || {
-                usize::try_from(libc::sched_getcpu()).unwrap()
-            })
-        };
+        let allowed = allowed_cpus();
+        // SAFETY: sched_getcpu takes nothing.
+        let cpu = || usize::try_from(unsafe { libc::sched_getcpu() }).unwrap();
         // The test's thread may move between CPUs while it asks: asked
         // again until it did not.
         let others = (0..1000)

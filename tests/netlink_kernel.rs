@@ -7,6 +7,8 @@
 //! namespace and the test process's own namespace is never touched. Only
 //! documentation addresses are used.
 
+mod common;
+
 use std::future::Future;
 use std::net::IpAddr;
 use std::process::Command;
@@ -847,21 +849,7 @@ route add 2001:db8:3::/64 dev rr0 table 100 metric 5 mtu 1400
             // kernel reports it in RTA_CACHEINFO and takes it in
             // RTA_EXPIRES (as it was before routes were read from their
             // bytes). The rest must be the same.
-            let mut lines: Vec<String> = text
-                .lines()
-                .map(|l| {
-                    let mut words = l.split(' ').peekable();
-                    let mut kept = Vec::new();
-                    while let Some(w) = words.next() {
-                        if w == "expires" {
-                            words.next();
-                        } else {
-                            kept.push(w);
-                        }
-                    }
-                    kept.join(" ")
-                })
-                .collect();
+            let mut lines: Vec<String> = text.lines().map(common::without_timers).collect();
             lines.sort();
             lines
         };

@@ -483,6 +483,22 @@ pub(super) mod tests {
         bytes
     }
 
+    /// `read` of `message` cut at every length succeeds exactly when the
+    /// cut falls between two attributes after its `header` bytes
+    /// (NlasIterator says where), and fails, without a panic, elsewhere.
+    pub fn readable_exactly_between_attributes<T: std::fmt::Debug>(
+        message: &[u8],
+        header: usize,
+        read: impl Fn(&[u8]) -> Result<T, NlError>,
+    ) {
+        use rtnetlink::packet_core::NlasIterator;
+        for cut in 0..message.len() {
+            let whole = cut >= header && NlasIterator::new(&message[header..cut]).all(|a| a.is_ok());
+            let got = read(&message[..cut]);
+            assert_eq!(got.is_ok(), whole, "cut at {cut}: {got:?}");
+        }
+    }
+
     /// Reads the rows of `table` from whole datagrams, as a dump would
     /// (their messages carry sequence 0, as these helpers frame them).
     pub fn read_whole<T>(table: &Table<T>, datagrams: &[Vec<u8>]) -> Result<Vec<T>, NlError> {

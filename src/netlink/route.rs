@@ -507,13 +507,7 @@ mod tests {
         let mut mpls = good.clone();
         mpls[0] = 28; // AF_MPLS
         assert!(route_row(&mpls).unwrap().is_none());
-        for cut in 0..good.len() {
-            // Readable when cut between two attributes (NlasIterator says).
-            let whole = cut >= RTMSG_LEN
-                && rtnetlink::packet_core::NlasIterator::new(&good[RTMSG_LEN..cut]).all(|a| a.is_ok());
-            let read = route_row(&good[..cut]);
-            assert_eq!(read.is_ok(), whole, "cut at {cut}: {read:?}");
-        }
+        crate::netlink::rawdump::tests::readable_exactly_between_attributes(&good, RTMSG_LEN, route_row);
         let mut m = RouteMessage::default();
         m.header.address_family = rtnetlink::packet_route::AddressFamily::Inet;
         m.attributes = vec![RouteAttribute::Other(DefaultNla::new(libc::RTA_DST, vec![198, 51, 100]))];

@@ -394,13 +394,11 @@ mod tests {
         let mut other = good.clone();
         other[0] = 7; // AF_BRIDGE
         assert!(rule_row(&other).unwrap().is_none());
-        for cut in 0..good.len() {
-            // Readable when cut between two attributes (NlasIterator says).
-            let whole = cut >= FIB_RULE_HDR_LEN
-                && rtnetlink::packet_core::NlasIterator::new(&good[FIB_RULE_HDR_LEN..cut]).all(|a| a.is_ok());
-            let read = rule_row(&good[..cut]);
-            assert_eq!(read.is_ok(), whole, "cut at {cut}: {read:?}");
-        }
+        crate::netlink::rawdump::tests::readable_exactly_between_attributes(
+            &good,
+            FIB_RULE_HDR_LEN,
+            rule_row,
+        );
         for (kind, value) in
             [(FRA_SRC, vec![198, 51, 100]), (FRA_PRIORITY, vec![1, 0]), (FRA_IIFNAME, vec![0xff, 0])]
         {

@@ -1098,7 +1098,7 @@ pub fn canonical_lines(text: &str) -> Vec<String> {
 
 /// Drops tokens that change by themselves (`expires 296sec`) and joins the
 /// rest with single spaces.
-fn without_timers(line: &str) -> String {
+pub fn without_timers(line: &str) -> String {
     let mut out = Vec::new();
     let mut words = line.split_whitespace();
     while let Some(w) = words.next() {
