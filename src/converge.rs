@@ -74,7 +74,7 @@ pub async fn converge(
     loop {
         let mut record = match req.record.filter(|_| attempt == 1) {
             Some(record) => record.clone(),
-            None => state.record()?,
+            None => std::rc::Rc::unwrap_or_clone(state.record()?),
         };
         // An undo gives back the discovered addresses as they were
         // stored, not as `adjust` left them.

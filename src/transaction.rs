@@ -287,12 +287,12 @@ struct WriteAhead<'a> {
 
 impl Recorder for WriteAhead<'_> {
     fn record(&mut self, undo: &[Op]) -> Result<(), String> {
-        let header = self.header.take().ok_or("the journal was already written")?;
+        let mut header = self.header.take().ok_or("the journal was already written")?;
         // The journal first: a crash between the two writes leaves an
         // unfinished journal (which rollback, the guard and watch undo)
         // and the record of the run before, never a record that names a
         // config no journal ever applied (watch would heal toward it).
-        self.writer = Some(self.state.begin_journal(header.clone(), undo).map_err(|e| e.to_string())?);
+        self.writer = Some(self.state.begin_journal(&mut header, undo).map_err(|e| e.to_string())?);
         crate::testhooks::after_journal();
         self.state.update_record(|r| r.on_start(&header)).map_err(|e| e.to_string())
     }

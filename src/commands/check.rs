@@ -70,7 +70,7 @@ pub async fn run(ctx: &Ctx, cfg: Config, args: &CheckArgs) -> Result<Done, Error
     let state = ctx.existing_state()?;
     let _lock = if state.is_some() { Some(ctx.lock()?) } else { None };
     let record = match &state {
-        Some(s) => s.record()?,
+        Some(s) => std::rc::Rc::unwrap_or_clone(s.record()?),
         None if !crate::netns::can_admin_network() => {
             ctx.warn(format!(
                 "not run as root: the record of earlier runs under {} cannot be read, so routes and sysctls \

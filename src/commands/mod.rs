@@ -218,7 +218,7 @@ impl Ctx {
     /// The record of earlier runs, where this user may read it.
     pub fn readable_record(&self) -> Result<Record, Error> {
         match self.existing_state()? {
-            Some(state) => Ok(state.record()?),
+            Some(state) => Ok(std::rc::Rc::unwrap_or_clone(state.record()?)),
             None => Ok(Record::default()),
         }
     }

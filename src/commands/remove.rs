@@ -40,7 +40,7 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, dry_run: bool) -> Result<Done,
     if !dry_run && let Some(what) = ctx.settle_confirmation("a remove", &state, &nl).await? {
         ctx.warn(what);
     }
-    let mut record = state.record()?;
+    let mut record = std::rc::Rc::unwrap_or_clone(state.record()?);
     // A rail renamed since keeps its sysctls: they are given back under
     // its name now.
     let renamed = reconcile::follow_renames(&nl, &mut record, None);

@@ -96,7 +96,7 @@ async fn nothing_to_roll_back(
     nl: &Netlink,
     dry_run: bool,
 ) -> Result<Done, Error> {
-    let mut protocols = state.record()?.protocols;
+    let mut protocols = state.record()?.protocols.clone();
     protocols.insert(DEFAULT_PROTOCOL);
     let owned = owned_entries(nl, &protocols).await?;
     if ctx.chatty() {

@@ -175,7 +175,8 @@ pub struct ShownSysctl {
 pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Done, Error> {
     let state = ctx.existing_state()?;
     let _lock = if state.is_some() { Some(ctx.lock()?) } else { None };
-    let record = state.as_ref().map(|s| s.record()).transpose()?.unwrap_or_default();
+    let record =
+        state.as_ref().map(|s| s.record().map(std::rc::Rc::unwrap_or_clone)).transpose()?.unwrap_or_default();
     let mut protocols: BTreeSet<u8> = record.protocols;
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);

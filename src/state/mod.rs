@@ -29,6 +29,7 @@ pub mod rundir;
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use confirm::Pending;
@@ -110,7 +111,11 @@ impl StateDir {
     /// whose step was never made is harmless (it deletes what is absent,
     /// re-adds what is present, or writes a value already there), so the
     /// whole plan is recorded up front.
-    pub fn begin_journal(&self, header: JournalHeader, undo: &[Op]) -> Result<JournalWriter, StateError> {
+    pub fn begin_journal(
+        &self,
+        header: &mut JournalHeader,
+        undo: &[Op],
+    ) -> Result<JournalWriter, StateError> {
         let seq = self.journal_files()?.last().map_or(1, |(seq, _)| seq + 1);
         let name = journal::file_name(seq, header.kind);
         let path = self.file(&name);
@@ -226,48 +231,52 @@ impl StateDir {
     /// holds the lock, and this one's writes go through `write_record` and
     /// `update_record`, which keep what they wrote. An apply from scratch
     /// read the file four times, each ~126k instructions of JSON.
-    pub fn record(&self) -> Result<Record, StateError> {
+    ///
+    /// Shared with what is kept (`Rc`): a run that only reads it copies
+    /// nothing; one that changes it copies it (`Rc::unwrap_or_clone`).
+    pub fn record(&self) -> Result<Rc<Record>, StateError> {
         let _p = crate::profile::phase("state files");
         let hold = lock::holding();
         if let Some(record) = hold.and_then(|hold| kept_record(&self.dir, hold)) {
             return Ok(record);
         }
         crate::profile::count("record_reads", 1);
-        let record: Record = read_json(&self.file(RECORD_FILE))?.unwrap_or_default();
+        let record = Rc::new(read_json::<Record>(&self.file(RECORD_FILE))?.unwrap_or_default());
         self.keep_record(hold, &record);
         Ok(record)
     }
 
     /// Remembered for the rest of this hold; forgotten without one.
-    fn keep_record(&self, hold: Option<u64>, record: &Record) {
-        KEPT_RECORD.with_borrow_mut(|kept| *kept = hold.map(|hold| (self.dir.clone(), hold, record.clone())));
+    fn keep_record(&self, hold: Option<u64>, record: &Rc<Record>) {
+        KEPT_RECORD
+            .with_borrow_mut(|kept| *kept = hold.map(|hold| (self.dir.clone(), hold, Rc::clone(record))));
     }
 
-    fn put_record(&self, record: &Record) -> Result<(), StateError> {
+    fn put_record(&self, record: Rc<Record>) -> Result<(), StateError> {
         // Forgotten first: a write that fails half-way leaves the file to be read.
         KEPT_RECORD.with_borrow_mut(|kept| *kept = None);
-        files::write_json(&self.dir, RECORD_FILE, record)?;
-        self.keep_record(lock::holding(), record);
+        files::write_json(&self.dir, RECORD_FILE, &*record)?;
+        self.keep_record(lock::holding(), &record);
         Ok(())
     }
 
     pub fn write_record(&self, record: &Record) -> Result<(), StateError> {
-        if *record == self.record()? {
+        if *record == *self.record()? {
             return Ok(());
         }
-        self.put_record(record)
+        self.put_record(Rc::new(record.clone()))
     }
 
     /// Reads, changes and writes the record; not written when the change
     /// leaves it as it was (compared with the one read, not read again).
     pub fn update_record(&self, change: impl FnOnce(&mut Record)) -> Result<(), StateError> {
         let before = self.record()?;
-        let mut record = before.clone();
+        let mut record = Record::clone(&before);
         change(&mut record);
-        if record == before {
+        if record == *before {
             return Ok(());
         }
-        self.put_record(&record)
+        self.put_record(Rc::new(record))
     }
 
     // -- confirmation -----------------------------------------------------
@@ -303,13 +312,13 @@ impl StateDir {
 thread_local! {
     /// The record last read or written under a hold of the lock: its
     /// state directory, the hold (`lock::holding`), the record.
-    static KEPT_RECORD: std::cell::RefCell<Option<(PathBuf, u64, Record)>> = const { std::cell::RefCell::new(None) };
+    static KEPT_RECORD: std::cell::RefCell<Option<(PathBuf, u64, Rc<Record>)>> = const { std::cell::RefCell::new(None) };
 }
 
 /// The record kept for `dir` during `hold`, if any.
-fn kept_record(dir: &Path, hold: u64) -> Option<Record> {
+fn kept_record(dir: &Path, hold: u64) -> Option<Rc<Record>> {
     KEPT_RECORD.with_borrow(|kept| {
-        kept.as_ref().filter(|(d, h, _)| d == dir && *h == hold).map(|(_, _, r)| r.clone())
+        kept.as_ref().filter(|(d, h, _)| d == dir && *h == hold).map(|(_, _, r)| Rc::clone(r))
     })
 }
 

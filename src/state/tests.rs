@@ -74,7 +74,7 @@ fn journal_round_trip() {
     let scratch = Scratch::new("round-trip");
     let dir = scratch.open().unwrap();
     let h = header(RunKind::Apply);
-    let w = dir.begin_journal(h.clone(), &ops(3)).unwrap();
+    let w = dir.begin_journal(&mut h.clone(), &ops(3)).unwrap();
     let j = dir.latest_journal().unwrap().unwrap();
     assert_eq!(j.header, JournalHeader { steps: Some(3), ..h });
     assert_eq!(j.undo_ops(), ops(3));
@@ -87,7 +87,7 @@ fn journal_round_trip() {
 fn a_torn_commit_line_is_ignored() {
     let scratch = Scratch::new("torn");
     let dir = scratch.open().unwrap();
-    let w = dir.begin_journal(header(RunKind::Apply), &ops(2)).unwrap();
+    let w = dir.begin_journal(&mut header(RunKind::Apply), &ops(2)).unwrap();
     append_raw(w.path(), b"{\"commi");
     let j = dir.latest_journal().unwrap().unwrap();
     assert_eq!(j.undo.len(), 2);
@@ -98,7 +98,7 @@ fn a_torn_commit_line_is_ignored() {
 fn garbage_in_the_middle_is_corrupt() {
     let scratch = Scratch::new("garbage");
     let dir = scratch.open().unwrap();
-    let path = dir.begin_journal(header(RunKind::Apply), &ops(1)).unwrap().path().to_path_buf();
+    let path = dir.begin_journal(&mut header(RunKind::Apply), &ops(1)).unwrap().path().to_path_buf();
     append_raw(&path, b"not json\n{\"committed\":true}\n");
     assert_corrupt(dir.latest_journal(), "line 3");
 }
@@ -107,7 +107,7 @@ fn garbage_in_the_middle_is_corrupt() {
 fn step_after_commit_is_corrupt() {
     let scratch = Scratch::new("after-commit");
     let dir = scratch.open().unwrap();
-    let w = dir.begin_journal(header(RunKind::Apply), &[]).unwrap();
+    let w = dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap();
     let path = w.path().to_path_buf();
     w.commit().unwrap();
     append_raw(&path, b"{\"step\":0,\"undo\":{\"op\":\"set_sysctl\",\"iface\":\"r\",\"key\":\"arp_ignore\",\"old\":0,\"new\":1}}\n");
@@ -121,7 +121,7 @@ fn unsupported_version_is_corrupt() {
     let dir = scratch.open().unwrap();
     let mut h = header(RunKind::Apply);
     h.version = 999;
-    dir.begin_journal(h, &[]).unwrap();
+    dir.begin_journal(&mut h, &[]).unwrap();
     assert_corrupt(dir.latest_journal(), "version 999");
 }
 
@@ -140,7 +140,7 @@ fn missing_header_is_corrupt() {
 fn a_damaged_step_is_corrupt_not_fewer_steps() {
     let scratch = Scratch::new("whole-plan");
     let dir = scratch.open().unwrap();
-    let path = dir.begin_journal(header(RunKind::Apply), &ops(3)).unwrap().path().to_path_buf();
+    let path = dir.begin_journal(&mut header(RunKind::Apply), &ops(3)).unwrap().path().to_path_buf();
     let mut damaged = fs::read(&path).unwrap();
     let cut = damaged.len() - 10;
     damaged[cut] = b'#';
@@ -153,8 +153,8 @@ fn journals_form_a_stack() {
     let scratch = Scratch::new("stack");
     let dir = scratch.open().unwrap();
     assert_eq!(dir.latest_journal().unwrap(), None);
-    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header(RunKind::Remove), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Remove), &[]).unwrap().commit().unwrap();
 
     let all = dir.journals().unwrap();
     let kinds: Vec<RunKind> = all.iter().map(|j| j.header.kind).collect();
@@ -172,7 +172,7 @@ fn pruning_keeps_the_newest_and_only_runs_when_asked() {
     let scratch = Scratch::new("prune");
     let dir = scratch.open().unwrap();
     for _ in 0..MAX_JOURNALS + 3 {
-        dir.begin_journal(header(RunKind::Apply), &[]).unwrap();
+        dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap();
     }
     assert_eq!(dir.journals().unwrap().len(), MAX_JOURNALS + 3, "beginning a journal prunes nothing");
     dir.prune_journals().unwrap();
@@ -193,10 +193,10 @@ fn a_remove_keeps_the_runs_below_it_within_the_bound() {
     let scratch = Scratch::new("remove-bound");
     let dir = scratch.open().unwrap();
     for _ in 0..MAX_JOURNALS {
-        dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+        dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap().commit().unwrap();
         dir.prune_journals().unwrap();
     }
-    dir.begin_journal(header(RunKind::Remove), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Remove), &[]).unwrap().commit().unwrap();
     dir.prune_journals().unwrap();
     let all = dir.journals().unwrap();
     assert_eq!(all.len(), MAX_JOURNALS);
@@ -209,9 +209,9 @@ fn a_remove_keeps_the_runs_below_it_within_the_bound() {
 fn heals_never_push_the_users_runs_out_and_are_kept_within_bounds() {
     let scratch = Scratch::new("heals");
     let dir = scratch.open().unwrap();
-    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap().commit().unwrap();
     for _ in 0..MAX_JOURNALS + 10 {
-        dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
+        dir.begin_journal(&mut header(RunKind::Heal), &[]).unwrap().commit().unwrap();
         dir.prune_journals().unwrap();
     }
     let names = || -> Vec<String> {
@@ -227,7 +227,7 @@ fn heals_never_push_the_users_runs_out_and_are_kept_within_bounds() {
     assert!(all[1..].iter().all(|n| n.ends_with(".heal.jsonl")), "{all:?}");
     // Beyond MAX_HEALS, the oldest heals go; the apply stays.
     for _ in 0..MAX_HEALS {
-        dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
+        dir.begin_journal(&mut header(RunKind::Heal), &[]).unwrap().commit().unwrap();
     }
     dir.prune_journals().unwrap();
     let all = names();
@@ -235,7 +235,7 @@ fn heals_never_push_the_users_runs_out_and_are_kept_within_bounds() {
     assert_eq!(all.len(), MAX_HEALS + 1);
     // Heals older than the oldest user run kept go with it.
     for _ in 0..MAX_JOURNALS {
-        dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+        dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap().commit().unwrap();
     }
     dir.prune_journals().unwrap();
     let all = names();
@@ -248,11 +248,11 @@ fn rollback_takes_the_heals_since_the_users_run_and_that_run() {
     let scratch = Scratch::new("rollback-set");
     let dir = scratch.open().unwrap();
     assert!(dir.rollback_set().unwrap().is_empty());
-    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
-    dir.begin_journal(header(RunKind::Heal), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Heal), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Heal), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Heal), &[]).unwrap().commit().unwrap();
     let set = dir.rollback_set().unwrap();
     let kinds: Vec<RunKind> = set.iter().map(|j| j.header.kind).collect();
     assert_eq!(
@@ -275,7 +275,7 @@ fn namespaces_do_not_mix() {
     let scratch = Scratch::new("netns");
     let a = StateDir::open(&scratch.base(), "net-1").unwrap();
     let b = StateDir::open(&scratch.base(), "net-2").unwrap();
-    a.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    a.begin_journal(&mut header(RunKind::Apply), &[]).unwrap().commit().unwrap();
     assert_eq!(b.latest_journal().unwrap(), None);
     assert_unsafe(StateDir::open(&scratch.base(), "../net-1"), "single path");
 }
@@ -284,7 +284,7 @@ fn namespaces_do_not_mix() {
 fn record_round_trip_and_no_write_when_unchanged() {
     let scratch = Scratch::new("record");
     let dir = scratch.open().unwrap();
-    assert_eq!(dir.record().unwrap(), Record::default());
+    assert_eq!(*dir.record().unwrap(), Record::default());
     dir.update_record(|r| {
         r.tables.insert(100);
         r.protocols.insert(234);
@@ -341,7 +341,7 @@ fn foreign_owner_is_unsafe() {
     assert_unsafe(scratch.open(), "owned by uid 65534");
 
     nix::unistd::chown(dir.path(), Some(geteuid()), None).unwrap();
-    dir.begin_journal(header(RunKind::Apply), &[]).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Apply), &[]).unwrap().commit().unwrap();
     nix::unistd::chown(&dir.path().join("journal-000001.jsonl"), nobody, None).unwrap();
     assert_unsafe(dir.latest_journal(), "owned by uid 65534");
 }
@@ -368,7 +368,7 @@ fn created_dirs_are_0700_and_files_0600() {
     assert_eq!(mode(&scratch.base()), 0o700);
     assert_eq!(mode(dir.path()), 0o700);
 
-    dir.begin_journal(header(RunKind::Apply), &ops(1)).unwrap().commit().unwrap();
+    dir.begin_journal(&mut header(RunKind::Apply), &ops(1)).unwrap().commit().unwrap();
     dir.update_record(|r| r.on_start(&header(RunKind::Apply))).unwrap();
     dir.set_pending(&Pending {
         pid: 1,
@@ -505,14 +505,14 @@ fn the_record_is_read_once_a_hold_of_the_lock() {
         assert!(hold.is_some());
         assert_eq!(dir.record().unwrap().tables, [8].into(), "the first read of a hold is the file's");
         behind("9");
-        let kept = dir.record().unwrap().tables;
+        let kept = dir.record().unwrap().tables.clone();
         dir.update_record(|r| {
             r.tables.insert(10);
         })
         .unwrap();
         let on_disk: Record = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
         behind("12");
-        let written = dir.record().unwrap().tables;
+        let written = dir.record().unwrap().tables.clone();
         let same_hold = lock::holding() == hold;
         drop(lock);
         assert_eq!(lock::holding(), None, "released");
