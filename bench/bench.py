@@ -578,10 +578,13 @@ def report(samples: dict[str, list[int]], rounds: int, binary: Path, script: Scr
         print(f"| {num}/{den} | {value:.2f} | {goal} | {verdict} |")
     # Each side without its process's start-up and exit (info): what the
     # runs do, compared where the start of a process does not weigh in.
+    # A difference of two noisy medians: c1 - iv may come out at or
+    # below zero on a noisy run, and then has no ratio.
     run = {k: median[k] - median[start] for k, start in (("a", "v"), ("b", "v"), ("c1", "iv"))}
+    per = lambda k: f"{run[k] / run['c1']:.2f}" if run["c1"] > 0 else "n/a"  # noqa: E731
     print(f"\nBeyond start-up (medians minus `--version` / `ip -V`): a {ms(run['a'])}, "
-          f"b {ms(run['b'])}, c1 {ms(run['c1'])} ms; (a - v)/(c1 - iv) = {run['a'] / run['c1']:.2f}, "
-          f"(b - v)/(c1 - iv) = {run['b'] / run['c1']:.2f} (info)")
+          f"b {ms(run['b'])}, c1 {ms(run['c1'])} ms; (a - v)/(c1 - iv) = {per('a')}, "
+          f"(b - v)/(c1 - iv) = {per('b')} (info)")
 
 
 def ensure_binary(path: Path) -> Path:

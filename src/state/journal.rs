@@ -231,7 +231,7 @@ impl JournalWriter {
 pub(super) fn encode(path: &Path, header: &mut JournalHeader, undo: &[Op]) -> Result<Vec<u8>, StateError> {
     header.steps = Some(undo.len());
     // Written into one buffer, each step from the operation itself: a
-    // copy of each and a buffer a line were a third of the encoding.
+    // copy of each and a buffer a line were a sixth of the encoding.
     let mut bytes = Vec::with_capacity(4096 + 320 * undo.len());
     put_line(path, &mut bytes, header)?;
     for (step, op) in undo.iter().enumerate() {
