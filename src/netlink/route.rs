@@ -4,6 +4,7 @@
 
 use nix::errno::Errno;
 use rtnetlink::packet_core::Parseable;
+use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteNextHopFlags, RouteProtocol,
     RouteScope, RouteType,
@@ -136,11 +137,7 @@ pub(super) fn route_row(payload: &[u8]) -> Result<Option<RouteRow>, NlError> {
     let malformed =
         |what: &str| NlError::local(Errno::EPROTO, format!("cannot read a route the kernel sent: {what}"));
     let header = payload.get(..RTMSG_LEN).ok_or_else(|| malformed("its message is truncated"))?;
-    let family = match i32::from(header[0]) {
-        libc::AF_INET => Family::V4,
-        libc::AF_INET6 => Family::V6,
-        _ => return Ok(None),
-    };
+    let Some(family) = family_of(AddressFamily::from(header[0])) else { return Ok(None) };
     let flags = u32::from_ne_bytes(header[8..12].try_into().unwrap());
     let ip = |v: &[u8], what: &str| -> Result<IpAddr, NlError> {
         match family {

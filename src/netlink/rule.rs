@@ -4,16 +4,16 @@
 use std::net::IpAddr;
 
 use nix::errno::Errno;
-use nix::libc;
 use rtnetlink::packet_core::Parseable;
+use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::route::RouteProtocol;
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 
-use super::route::table_header;
-use super::{NlError, af};
 #[cfg(test)]
-use super::{emit, family_of};
-use crate::model::{Family, Live, Prefix, RawBytes, Rule};
+use super::emit;
+use super::route::table_header;
+use super::{NlError, af, family_of};
+use crate::model::{Live, Prefix, RawBytes, Rule};
 
 /// The dumped message when there is one (exact restore or delete),
 /// otherwise one built from the plain rule, action set explicitly. Either
@@ -151,11 +151,7 @@ pub(super) fn rule_row(payload: &[u8]) -> Result<Option<Live<Rule>>, NlError> {
     let malformed =
         |what: &str| NlError::local(Errno::EPROTO, format!("cannot read a rule the kernel sent: {what}"));
     let header = payload.get(..FIB_RULE_HDR_LEN).ok_or_else(|| malformed("its message is truncated"))?;
-    let family = match i32::from(header[0]) {
-        libc::AF_INET => Family::V4,
-        libc::AF_INET6 => Family::V6,
-        _ => return Ok(None),
-    };
+    let Some(family) = family_of(AddressFamily::from(header[0])) else { return Ok(None) };
     let (dst_len, src_len) = (header[1], header[2]);
     let flags = u32::from_ne_bytes(header[8..12].try_into().unwrap());
     let sized = |v: &[u8], what: &str| malformed(&format!("{what} of {} bytes", v.len()));
@@ -208,6 +204,7 @@ pub(super) fn rule_row(payload: &[u8]) -> Result<Option<Live<Rule>>, NlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Family;
     use crate::netlink::fixture::{RT_TABLE_COMPAT, prefix, rules};
 
     fn priorities(m: &RuleMessage) -> Vec<u32> {
