@@ -1,11 +1,26 @@
-//! The command line (clap).
+//! The command line (clap; `fast` for apply's plainest lines).
 
 use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod fast;
+
 /// The heading of the options every command takes.
 const GLOBAL: &str = "Global options";
+
+/// The environment variable `--state-dir` is read from when not given.
+const STATE_DIR_ENV: &str = "ROCE_ROUTE_STATE_DIR";
+
+/// `--lock-timeout`'s default, in seconds.
+const LOCK_TIMEOUT: u64 = 30;
+
+/// `apply --settle`'s default and its longest, in seconds.
+const SETTLE: u64 = 5;
+const SETTLE_MAX: u64 = 600;
+
+/// `apply --confirm`'s longest wait, in seconds.
+const CONFIRM_MAX: u64 = 86400;
 
 /// The command line as parsed and documented: its `--help` and every
 /// command's end with the exit codes they can return, and the global
@@ -49,11 +64,15 @@ pub fn command_for(args: &[std::ffi::OsString]) -> clap::Command {
     cmd
 }
 
-/// `args` (the program's name first) parsed with `command_for(args)`; a
-/// usage error is that of the whole command line, every command in it, so
-/// it reads as it did (a misspelt command is told its nearest name).
+/// `args` (the program's name first) parsed: apply's plainest lines by
+/// `fast`, the others with `command_for(args)`; a usage error is that of
+/// the whole command line, every command in it, so it reads as it did (a
+/// misspelt command is told its nearest name).
 pub fn parse(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
+    if let Some(cli) = fast::parse(&args, std::env::var_os(STATE_DIR_ENV).as_ref()) {
+        return Ok(cli);
+    }
     // The matches are read in place: `from_arg_matches` clones them first.
     let parse_with = |cmd: clap::Command, args: Vec<std::ffi::OsString>| {
         cmd.try_get_matches_from(args).and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches))
@@ -137,12 +156,12 @@ pub struct Cli {
 
     /// Where journals and the record of earlier runs live (one
     /// subdirectory per network namespace).
-    #[arg(long, global = true, help_heading = GLOBAL, value_name = "DIR", env = "ROCE_ROUTE_STATE_DIR", default_value = crate::state::DEFAULT_BASE)]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "DIR", env = STATE_DIR_ENV, default_value = crate::state::DEFAULT_BASE)]
     pub state_dir: PathBuf,
 
     /// How long to wait for another roce-route working in the same network
     /// namespace before giving up.
-    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30, help_heading = GLOBAL)]
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = LOCK_TIMEOUT, help_heading = GLOBAL)]
     pub lock_timeout: u64,
 
     /// Print one JSON document on stdout: {"command", "ok", "exit_code",
@@ -340,7 +359,7 @@ pub struct ApplyArgs {
 
     /// Keep the change only if `roce-route confirm` runs (or Enter is
     /// pressed) within SECONDS; otherwise roll it back.
-    #[arg(long, value_name = "SECONDS", conflicts_with = "dry_run", value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, value_name = "SECONDS", conflicts_with = "dry_run", value_parser = clap::value_parser!(u64).range(1..=CONFIRM_MAX))]
     pub confirm: Option<u64>,
 
     /// Put the config file into DIR (the directory the boot unit applies,
@@ -367,7 +386,7 @@ pub struct ApplyArgs {
     /// Wait up to SECONDS for the addresses the plan uses that are still
     /// in IPv6 duplicate address detection (tentative; never link-local
     /// ones) before taking them for not ready.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
+    #[arg(long, value_name = "SECONDS", default_value_t = SETTLE, value_parser = clap::value_parser!(u64).range(0..=SETTLE_MAX))]
     pub settle: u64,
 
     /// Do not announce the addresses of the changed rails to the peers
