@@ -251,7 +251,7 @@ fn protocol(command: &Command) -> Result<Option<u8>, Error> {
 
 /// The context of the run, from the global options.
 fn context(cli: &Cli, stop: StopFlag) -> Ctx {
-    let state_base_given = std::env::var_os("ROCE_ROUTE_STATE_DIR").is_some()
+    let state_base_given = std::env::var_os(roce_route::cli::STATE_DIR_ENV).is_some()
         || cli.state_dir != std::path::Path::new(roce_route::state::DEFAULT_BASE);
     let mut ctx = Ctx::new(
         cli.netns.clone(),

@@ -10,7 +10,7 @@ mod fast;
 const GLOBAL: &str = "Global options";
 
 /// The environment variable `--state-dir` is read from when not given.
-const STATE_DIR_ENV: &str = "ROCE_ROUTE_STATE_DIR";
+pub const STATE_DIR_ENV: &str = "ROCE_ROUTE_STATE_DIR";
 
 /// `--lock-timeout`'s default, in seconds.
 const LOCK_TIMEOUT: u64 = 30;
