@@ -579,14 +579,17 @@ fn every_transcript_in_the_docs_is_what_the_binary_prints() {
     );
 }
 
-/// A process of the test machine, named `name` (a copy of sleep under
-/// that name: /proc/PID/comm is the file's name), killed and reaped on drop.
+/// A process of the test machine, named `name` (sleep run through a
+/// symlink of that name: /proc/PID/comm is the name the program was run
+/// by), killed and reaped on drop. Not a copy: a copy's write descriptor,
+/// inherited by a process another test forked meanwhile, made its run fail
+/// with ETXTBSY ("Text file busy") once.
 struct Impostor(Child);
 
 impl Impostor {
     fn start(dir: &Path, name: &str) -> Impostor {
         let program = dir.join(name);
-        std::fs::copy("/bin/sleep", &program).unwrap();
+        std::os::unix::fs::symlink("/bin/sleep", &program).unwrap();
         Impostor(Command::new(&program).arg("600").stdin(Stdio::null()).spawn().unwrap())
     }
 }
