@@ -3,9 +3,10 @@
 //! building and matching was a fifth of a no-op apply's instructions
 //! (bench/README.md, twenty-fourth session). It takes only the plainest
 //! lines: `apply`, its flags, its options and the global ones, each given
-//! once, a value as the next word; anything else (another command, help,
-//! `--opt=value`, a short flag group, `--`, a word starting with `-` where
-//! a value or a config goes, a value out of its range, two options that
+//! once, a value as the next word, configs after `--` too (as Ansible's
+//! module puts them); anything else (another command, help,
+//! `--opt=value`, a short flag group, a word starting with `-` where a
+//! value or a config goes, a value out of its range, two options that
 //! conflict, ROCE_ROUTE_STATE_DIR set) is clap's, with its errors. What it
 //! takes, it reads as clap does (`tests`: the two agree on 6,000 generated
 //! lines of such words); the defaults are the ones the derive names.
@@ -24,8 +25,18 @@ pub fn parse(args: &[OsString], state_dir_env: Option<&OsString>) -> Option<Cli>
     let mut global = Global::default();
     let mut apply = Apply::default();
     let mut in_apply = false;
+    // After `--`, every word is a config.
+    let mut escaped = false;
     while let Some(word) = words.next() {
         let word = word?;
+        if escaped {
+            apply.config.push(config(word)?.into());
+            continue;
+        }
+        if in_apply && word == "--" {
+            escaped = true;
+            continue;
+        }
         let mut value = || words.next().flatten().filter(|v| !v.is_empty() && !v.starts_with('-'));
         if global.take(word, &mut value)? {
             continue;
@@ -134,15 +145,20 @@ impl Apply {
             "--settle" => set(&mut self.settle, number(value()?).filter(|s| *s <= super::SETTLE_MAX)?)?,
             "--install" => set(&mut self.install, value()?.into())?,
             "--sysfs-root" => set(&mut self.sysfs_root, value()?.into())?,
-            // A config: any other word, but one that clap could read as an
-            // option ("-", "-x", "--x") or as a request for help.
-            config if !config.is_empty() && !config.starts_with('-') && config != "help" => {
-                self.config.push(config.into())
-            }
-            _ => return Some(false),
+            other => match config(other) {
+                Some(path) => self.config.push(path.into()),
+                None => return Some(false),
+            },
         }
         Some(true)
     }
+}
+
+/// `word` as a config: any word but one that clap could read as an option
+/// ("-", "-x", "--x") or as a request for help, and the empty one. (After
+/// `--` clap takes those for configs too: they are left to it.)
+fn config(word: &str) -> Option<&str> {
+    (!word.is_empty() && !word.starts_with('-') && word != "help").then_some(word)
 }
 
 /// Sets an option given once; `None` the second time.
@@ -218,6 +234,8 @@ mod tests {
         &["apply"],
     ];
     const VALUES: &[&str] = &["0", "7", "07", "600", "601", "86400", "86401", "+7", "-1", "x", "", "apply"];
+    /// Words after a `--` that ends some lines.
+    const AFTER_ESCAPE: &[&str] = &["rails.toml", "b.toml", "check", "help", "-x", "--netns", "--", ""];
     /// Words put in place of one of a line's.
     const ODD: &[&str] = &[
         "help",
@@ -239,8 +257,8 @@ mod tests {
     ];
 
     /// Lines of global options, `apply`, then its options, configs and
-    /// global options in any order, one word in three replaced by an odd
-    /// one: each line this takes is read as clap reads it, and it takes
+    /// global options in any order, one in four ending with `--` and some
+    /// words, one word in three replaced by an odd one: each line this takes is read as clap reads it, and it takes
     /// one in ten or more (so the comparison is made).
     #[test]
     fn every_line_taken_reads_as_clap_reads_it() {
@@ -266,6 +284,12 @@ mod tests {
             words.push("apply");
             for _ in 0..next(7) {
                 piece(&mut words, &mut next);
+            }
+            if next(4) == 0 {
+                words.push("--");
+                for _ in 0..next(3) {
+                    words.push(AFTER_ESCAPE[next(AFTER_ESCAPE.len())]);
+                }
             }
             if next(3) == 0 {
                 let at = next(words.len());
@@ -302,6 +326,22 @@ mod tests {
             ],
             // A namespace named like the command, a config named like another.
             &["--netns", "apply", "apply", "check"],
+            // The boot unit's (dist/systemd/roce-route.service) and the
+            // Ansible module's (configs after `--`).
+            &["apply", "--settle", "10", "/etc/roce-route/"],
+            &[
+                "--json",
+                "--netns",
+                "n",
+                "--state-dir",
+                "/tmp/s",
+                "apply",
+                "--adopt",
+                "--dry-run",
+                "--",
+                "rails.toml",
+            ],
+            &["apply", "a.toml", "--", "b.toml", "check"],
         ] {
             let args = os(words);
             assert!(agrees(&args).unwrap(), "{words:?} is taken");
@@ -319,7 +359,11 @@ mod tests {
             &["apply", "rails.toml", "--netns=n"],
             &["apply", "rails.toml", "-vq"],
             &["apply", "rails.toml", "-v", "-q"],
-            &["apply", "--", "rails.toml"],
+            &["--", "apply", "rails.toml"],
+            &["apply", "--"],
+            &["apply", "--", "-rails.toml"],
+            &["apply", "--", "rails.toml", "--netns", "n"],
+            &["apply", "--", "--", "rails.toml"],
             &["apply", "--dry-run", "--confirm", "9", "rails.toml"],
             &["apply", "--strict", "--not-ready-ok", "rails.toml"],
             &["apply", "--confirm", "0", "rails.toml"],
