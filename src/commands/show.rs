@@ -175,9 +175,9 @@ pub struct ShownSysctl {
 pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Done, Error> {
     let state = ctx.existing_state()?;
     let _lock = if state.is_some() { Some(ctx.lock()?) } else { None };
-    let record =
-        state.as_ref().map(|s| s.record().map(std::rc::Rc::unwrap_or_clone)).transpose()?.unwrap_or_default();
-    let mut protocols: BTreeSet<u8> = record.protocols;
+    // Read, not changed: its two sets are copied, not the whole record.
+    let record = state.as_ref().map(|s| s.record()).transpose()?.unwrap_or_default();
+    let mut protocols: BTreeSet<u8> = record.protocols.clone();
     protocols.insert(DEFAULT_PROTOCOL);
     protocols.extend(protocol);
     let notes = run_notes(ctx, state.as_ref())?.into_iter().map(|n| n.text).collect();
@@ -198,7 +198,8 @@ pub async fn run(ctx: &Ctx, protocol: Option<u8>, sysfs: &SysfsArg) -> Result<Do
     // The tables roce-route uses (its rules', and those it recorded), as
     // apply reads them: never main, local or default, where a host may hold
     // a full routing table that a walk for owned routes would read whole.
-    let mut tables: BTreeSet<u32> = rules.iter().map(|r| r.table).chain(record.tables).collect();
+    let mut tables: BTreeSet<u32> =
+        rules.iter().map(|r| r.table).chain(record.tables.iter().copied()).collect();
     tables.retain(|t| !crate::model::RESERVED_TABLES.contains(t));
     let routes: Vec<Route> = reconcile::routes_of_tables(&nl, &tables)
         .await?
