@@ -116,8 +116,16 @@ pub async fn converge(
         match transaction::begin(&env, &plan.ops, header).await {
             Ok(applied) => {
                 let record = state.record()?;
-                let left =
-                    reconcile::verify(env.nl, &desired, &record, req.adopt, &reading, &plan.ops).await?;
+                let left = reconcile::verify(
+                    env.nl,
+                    &desired,
+                    &record,
+                    req.adopt,
+                    &reading,
+                    &plan.ops,
+                    applied.written(),
+                )
+                .await?;
                 if left.is_empty() {
                     let header = applied.commit()?;
                     return Ok(Converged { desired, plan, header: Some(header) });

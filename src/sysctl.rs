@@ -186,13 +186,63 @@ fn parse_value(bytes: &[u8]) -> io::Result<u32> {
 }
 
 pub fn write(iface: &str, key: SysctlKey, value: u32) -> io::Result<()> {
-    let written = open(iface, key, libc::O_WRONLY)
-        .and_then(|mut f| f.write_all(format!("{value}\n").as_bytes()))
+    write_with(iface, key, value, libc::O_WRONLY).map(drop)
+}
+
+/// Writes `value` to the file opened with `flags`, and gives the file.
+fn write_with(iface: &str, key: SysctlKey, value: u32, flags: i32) -> io::Result<fs::File> {
+    let written = open(iface, key, flags)
+        .and_then(|mut f| f.write_all(format!("{value}\n").as_bytes()).map(|()| f))
         .map_err(|e| at(e, iface, key));
     // After the write (or its failure): a reading begun before it ended
     // may predate it.
     new_epoch();
     written
+}
+
+/// The sysctls a run wrote, their files kept open to be read back
+/// (`reconcile::verify`): a read of an open file is one pread(2), where
+/// `read` opens the file again through /proc/sys and closes it (two
+/// system calls more, ~2.5 µs here; an apply from scratch on 8 rails
+/// reads back 16). Each read asks the kernel (a sysctl file computes its
+/// text at every read), so what another actor wrote since shows.
+///
+/// A file belongs to its interface as it was at the write: when the
+/// interface is deleted, or renamed (the kernel then registers its
+/// sysctls anew), the file answers ENOENT, and the value is read from the
+/// path, as without the kept file: the interface of that name now.
+#[derive(Debug, Default)]
+pub struct Written {
+    files: Vec<(String, SysctlKey, fs::File)>,
+}
+
+impl Written {
+    /// The most files kept open (a run of many rails then reads the rest
+    /// back by path, far from the default limit of 1,024 descriptors).
+    const MOST: usize = 128;
+
+    /// `write`, the file kept for `read`.
+    pub fn write(&mut self, iface: &str, key: SysctlKey, value: u32) -> io::Result<()> {
+        let file = write_with(iface, key, value, libc::O_RDWR)?;
+        self.files.retain(|(i, k, _)| !(i == iface && *k == key));
+        if self.files.len() < Self::MOST {
+            self.files.push((iface.to_string(), key, file));
+        }
+        Ok(())
+    }
+
+    /// The value now: from the kept file, or from the path (see `Written`).
+    pub fn read(&self, iface: &str, key: SysctlKey) -> io::Result<u32> {
+        use std::os::unix::fs::FileExt;
+        if let Some((_, _, file)) = self.files.iter().find(|(i, k, _)| i == iface && *k == key) {
+            let mut buf = [0u8; 32];
+            if let Ok(value) = file.read_at(&mut buf, 0).and_then(|n| parse_value(&buf[..n])) {
+                crate::profile::count("sysctl_reads_kept", 1);
+                return Ok(value);
+            }
+        }
+        read(iface, key)
+    }
 }
 
 /// Counts what this process did that may change a sysctl under a reading

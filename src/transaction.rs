@@ -152,6 +152,8 @@ pub struct Applied<'a> {
     header: JournalHeader,
     undo: Vec<Op>,
     writer: JournalWriter,
+    /// The sysctls the run wrote, to be read back (`written`).
+    written: sysctl::Written,
 }
 
 /// Makes every step of `ops`. On failure or a stop request the executor
@@ -166,12 +168,14 @@ pub async fn begin<'a>(
     header.links.extend(link_indexes(env.nl, ops));
     let mut journal = WriteAhead { state: env.state, header: Some(header.clone()), writer: None };
     let phase = crate::profile::phase("changes + journal");
-    let ran = executor::run(&mut Kernel::new(env.nl), ops, env.stop, &mut journal).await;
+    let mut kernel = Kernel::new(env.nl);
+    let ran = executor::run(&mut kernel, ops, env.stop, &mut journal).await;
     drop(phase);
     match ran {
         Ok(_) => {
             let writer = journal.writer.expect("the executor records before its first step");
-            Ok(Applied { env, undo: ops.iter().map(Op::inverse).collect(), header, writer })
+            let undo = ops.iter().map(Op::inverse).collect();
+            Ok(Applied { env, undo, header, writer, written: kernel.written })
         }
         Err(e) => {
             if !matches!(e, TxError::RollbackFailed { .. }) {
@@ -184,6 +188,12 @@ pub async fn begin<'a>(
 }
 
 impl<'a> Applied<'a> {
+    /// The sysctls the run wrote, their files still open: verify reads
+    /// them back from there.
+    pub fn written(&self) -> &sysctl::Written {
+        &self.written
+    }
+
     /// The run is complete: the journal says so, the record releases what
     /// the run gave back, and old journals beyond the limit go.
     pub fn commit(self) -> Result<JournalHeader, Error> {
@@ -308,11 +318,13 @@ impl Recorder for WriteAhead<'_> {
 /// sysctls through /proc/sys.
 pub struct Kernel<'a> {
     nl: &'a Netlink,
+    /// The sysctls written, their files kept for the read back.
+    written: sysctl::Written,
 }
 
 impl Kernel<'_> {
     pub fn new(nl: &Netlink) -> Kernel<'_> {
-        Kernel { nl }
+        Kernel { nl, written: sysctl::Written::default() }
     }
 }
 
@@ -320,7 +332,9 @@ impl Effects for Kernel<'_> {
     async fn run(&mut self, op: &Op) -> Result<(), StepFailure> {
         crate::testhooks::step_delay();
         match op {
-            Op::SetSysctl { iface, key, new, .. } => sysctl::write(iface, *key, *new)
+            Op::SetSysctl { iface, key, new, .. } => self
+                .written
+                .write(iface, *key, *new)
                 .map_err(|e| StepFailure { errno: errno_of(&e), message: e.to_string() }),
             _ => self.nl.change(op).map_err(|e| StepFailure { errno: Some(e.errno), message: e.to_string() }),
         }

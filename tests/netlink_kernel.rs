@@ -1391,6 +1391,52 @@ fn sysctl_values_read_with_the_links_are_the_files_until_the_epoch_ends() {
     assert_eq!(seen[2].2[0], Some(1), "the write");
 }
 
+/// The sysctls a run wrote are read back from their files, kept open
+/// (`sysctl::Written`, what verify reads): each read asks the kernel
+/// again, so a value another actor wrote since shows (red when the
+/// written value is remembered instead); when the interface is deleted
+/// and made again under its name, the kept file answers ENOENT and the
+/// value read is the new interface's, from its path (red without that
+/// fallback: the read fails, or gives the old interface's); once it is
+/// gone, the read fails as a read by path does.
+#[test]
+fn the_sysctls_written_are_read_back_as_the_kernel_has_them_now() {
+    use roce_route::model::SysctlKey::{ArpAnnounce, ArpIgnore};
+    // A write ends the sysctls' epoch.
+    let _one = EPOCH_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+    let ns = Netns::new();
+    ns.veth_up();
+    let name = ns.name.clone();
+    let seen = ns.run(move || async move {
+        let set = |key: &str, value: u32| {
+            sh("ip", &["netns", "exec", &name, "sysctl", "-qw", &format!("net.ipv4.conf.rr0.{key}={value}")]);
+        };
+        let mut written = roce_route::sysctl::Written::default();
+        written.write("rr0", ArpIgnore, 1).expect("write");
+        written.write("rr0", ArpAnnounce, 2).expect("write");
+        let read = |w: &roce_route::sysctl::Written| {
+            [w.read("rr0", ArpIgnore).ok(), w.read("rr0", ArpAnnounce).ok()]
+        };
+        let mut seen = vec![("written", read(&written))];
+        set("arp_ignore", 2);
+        seen.push(("changed by another actor", read(&written)));
+        sh("ip", &["-n", &name, "link", "del", "rr0"]);
+        sh("ip", &["-n", &name, "link", "add", "rr0", "type", "veth", "peer", "name", "rr0p"]);
+        set("arp_ignore", 3);
+        seen.push(("deleted and made again", read(&written)));
+        sh("ip", &["-n", &name, "link", "del", "rr0"]);
+        seen.push(("deleted", read(&written)));
+        seen
+    });
+    let want = [
+        ("written", [Some(1), Some(2)]),
+        ("changed by another actor", [Some(2), Some(2)]),
+        ("deleted and made again", [Some(3), Some(0)]),
+        ("deleted", [None, None]),
+    ];
+    assert_eq!(seen, want);
+}
+
 /// Requests that are not dumps go together, 16 to a datagram, and each
 /// answer is its own request's, in their order: 40 links asked by name
 /// (rr0 among 39 that do not exist) find rr0 alone; 20 route lookups,

@@ -358,6 +358,7 @@ pub async fn verify(
     adopt: bool,
     before: &Reading,
     ops: &[crate::model::Op],
+    written: &sysctl::Written,
 ) -> Result<Vec<crate::model::Op>, Error> {
     let _p = crate::profile::phase("verify");
     let touched = Touched::of(ops);
@@ -370,7 +371,7 @@ pub async fn verify(
     let untouched = before.untouched(&touched);
     let (mut observed, _) =
         observe(nl, desired, record, Vec::new(), rules, untouched, Some(&before.observed)).await?;
-    read_again(&mut observed, desired, &touched.sysctls)?;
+    read_again(&mut observed, desired, &touched.sysctls, written)?;
     Ok(diff::diff(desired, &observed, adopt).ops)
 }
 
@@ -378,14 +379,19 @@ pub async fn verify(
 /// read before the run; `conf/all` too, which no run sets). As in
 /// `observe`, a sysctl the plan wants must be readable; another one (the
 /// value given back to an interface since gone) is dropped.
-fn read_again(observed: &mut Observed, desired: &Desired, set: &BTreeSet<(String, SysctlKey)>) -> Result<()> {
+fn read_again(
+    observed: &mut Observed,
+    desired: &Desired,
+    set: &BTreeSet<(String, SysctlKey)>,
+    written: &sysctl::Written,
+) -> Result<()> {
     if set.is_empty() {
         return Ok(());
     }
     let _p = crate::profile::phase("sysctl reads");
     for (iface, key) in set {
         let at = (iface.clone(), *key);
-        match sysctl::read(iface, *key) {
+        match written.read(iface, *key) {
             Ok(value) => {
                 observed.sysctls.insert(at, value);
             }
