@@ -351,6 +351,8 @@ pub fn addresses_of(addrs: &[crate::model::Address]) -> BTreeSet<IpAddr> {
 /// as one made an instant after this reading: its notification wakes
 /// watch, and apply's next run sees it. (A heal of one flapped rail of 32
 /// read 64 tables, every rule and every sysctl again: 2.3 ms of 10.)
+/// The sysctls the run set are read from the files it wrote them
+/// through (`written`, see `sysctl::Written`).
 pub async fn verify(
     nl: &Netlink,
     desired: &Desired,
